@@ -1,0 +1,1 @@
+"""bucketbench: the benchmark harness of bucketed (see docs/benchmarks.md)."""

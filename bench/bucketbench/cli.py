@@ -1,0 +1,318 @@
+"""bench/run: the command line. Checks everything it can before any load is
+sent (names, tools, ports, the shim), then runs the plan and writes the
+results directory."""
+
+import argparse
+import atexit
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+from . import environment, plots, report
+from .catalog import KERNEL_LEVELS, NATIVE, NO_REUSEPORT, SERVERS, WORKLOADS
+from .configs import EVENT_THREADS_PER_CHILD
+from .runner import Plan, Progress, Runner
+from .server import port_is_free
+from .shim import ShimError, ensure_shim
+
+BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_DIR = os.path.dirname(BENCH_DIR)
+
+DEFAULTS = {"concurrency": [50, 400, 1000, 2000], "runs": 5, "duration": 2,
+            "warmup": 1, "slots": 1024}
+QUICK = {"concurrency": [200], "runs": 2, "duration": 1, "warmup": 1,
+         "slots": 256}
+
+
+class UsageError(Exception):
+    """Bad input: reported with exit status 2 before any load is sent."""
+
+
+def _names(text, known, what):
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise UsageError(f"unknown {what} {', '.join(unknown)}; known: "
+                         f"{', '.join(known)}")
+    if not names:
+        raise UsageError(f"no {what} given")
+    return names
+
+
+def _numbers(text, what):
+    try:
+        numbers = [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise UsageError(f"{what} must be whole numbers separated by commas, "
+                         f"got {text!r}") from None
+    if not numbers or min(numbers) < 1:
+        raise UsageError(f"{what} must be positive, got {text!r}")
+    return numbers
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="bench/run",
+        description="Benchmarks stock prefork/event, bucketed and nginx "
+                    "serving one small static file on loopback.")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"small plan for development, about 3 minutes: "
+                             f"{QUICK}")
+    parser.add_argument("--list", action="store_true",
+                        help="list servers, workloads and kernel levels, "
+                             "with what can run here, and exit")
+    parser.add_argument("--servers", default=",".join(SERVERS),
+                        help="comma-separated server names (default: all)")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help="comma-separated workloads (default: all)")
+    parser.add_argument("--levels", default=f"{NATIVE},{NO_REUSEPORT}",
+                        help="kernel feature levels (default: both)")
+    parser.add_argument("--concurrency",
+                        help=f"comma-separated connection counts (default "
+                             f"{DEFAULTS['concurrency']})")
+    parser.add_argument("--runs", type=int,
+                        help=f"runs per point (default {DEFAULTS['runs']})")
+    parser.add_argument("--duration", type=int,
+                        help=f"seconds per run (default "
+                             f"{DEFAULTS['duration']})")
+    parser.add_argument("--warmup", type=int,
+                        help=f"seconds of warm-up per server and point "
+                             f"(default {DEFAULTS['warmup']}; 0: none)")
+    parser.add_argument("--slots", type=int,
+                        help=f"request slots of every server (default "
+                             f"{DEFAULTS['slots']}; a multiple of "
+                             f"{EVENT_THREADS_PER_CHILD})")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="wrk threads (default 2)")
+    parser.add_argument("--timeout", type=int, default=2,
+                        help="wrk request timeout in seconds (default 2)")
+    parser.add_argument("--base-port", type=int,
+                        help="use ports from here up instead of free ports "
+                             "picked by the kernel")
+    parser.add_argument("--out", help="results directory (default "
+                                      "bench/results/<timestamp>)")
+    parser.add_argument("--keep-tmp", action="store_true",
+                        help="keep the servers' temporary directories")
+    parser.add_argument("--httpd", default=os.environ.get(
+        "HTTPD_BIN", "/usr/sbin/apache2"), help="stock httpd binary")
+    parser.add_argument("--modules-dir", default="/usr/lib/apache2/modules",
+                        help="stock httpd modules")
+    parser.add_argument("--nginx", default=shutil.which("nginx")
+                        or "/usr/sbin/nginx")
+    parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
+    parser.add_argument("--build-dir", default=os.environ.get(
+        "BUCKETED_BUILD", REPO_DIR),
+        help="where the build left mod_mpm_bucketed.so (env BUCKETED_BUILD)")
+    args = parser.parse_args(argv)
+    preset = QUICK if args.quick else DEFAULTS
+    for key in ("runs", "duration", "warmup", "slots"):
+        if getattr(args, key) is None:
+            setattr(args, key, preset[key])
+    args.concurrency = _numbers(args.concurrency, "--concurrency") \
+        if args.concurrency else preset["concurrency"]
+    return args
+
+
+def _validate(args):
+    args.servers = _names(args.servers, list(SERVERS), "server")
+    args.workloads = _names(args.workloads, list(WORKLOADS), "workload")
+    args.levels = _names(args.levels, list(KERNEL_LEVELS), "kernel level")
+    if args.runs < 1 or args.duration < 1 or args.warmup < 0:
+        raise UsageError("--runs and --duration must be at least 1, "
+                         "--warmup at least 0")
+    if args.threads < 1 or args.timeout < 1:
+        raise UsageError("--threads and --timeout must be at least 1")
+    if min(args.concurrency) < args.threads:
+        raise UsageError(f"every --concurrency must be at least --threads "
+                         f"({args.threads}): wrk gives each thread its "
+                         f"share of the connections")
+    if "w2" in args.workloads and args.threads % 2:
+        raise UsageError("w2 splits wrk's threads between two ports: "
+                         "--threads must be even")
+    if args.slots < EVENT_THREADS_PER_CHILD \
+            or args.slots % EVENT_THREADS_PER_CHILD:
+        raise UsageError(f"--slots must be a multiple of "
+                         f"{EVENT_THREADS_PER_CHILD} (event's threads per "
+                         f"child), got {args.slots}")
+    if not shutil.which(args.wrk):
+        raise UsageError(f"wrk not found ({args.wrk}): install it "
+                         f"(apt-get install wrk) or pass --wrk PATH")
+    if "nginx" in args.servers and not os.access(args.nginx, os.X_OK):
+        raise UsageError(f"nginx not found ({args.nginx}): install it "
+                         f"(apt-get install nginx), pass --nginx PATH, or "
+                         f"leave it out of --servers")
+
+
+def _check_ports(base_port, server_count):
+    """With --base-port every server owns two fixed ports; all must be free
+    now, or the run would fail half-way."""
+    ports = range(base_port, base_port + 2 * server_count)
+    if ports[-1] > 65535 or base_port < 1:
+        raise UsageError(f"--base-port {base_port} leaves no room for "
+                         f"{len(ports)} ports")
+    busy = [port for port in ports if not port_is_free(port)]
+    if busy:
+        raise UsageError(f"port(s) {', '.join(map(str, busy))} on 127.0.0.1 "
+                         f"are busy: pick another --base-port or leave it "
+                         f"out to use free ports")
+
+
+def _select_servers(args, tools):
+    """{level: [spec]} of what runs, and the skipped list with reasons."""
+    skipped = []
+    runnable = []
+    for name in args.servers:
+        reason = tools.unavailable_reason(SERVERS[name])
+        if reason:
+            skipped.append({"server": name, "kernel_level": None,
+                            "reason": reason})
+        else:
+            runnable.append(SERVERS[name])
+    by_level = {}
+    for level in args.levels:
+        by_level[level] = []
+        for spec in runnable:
+            if level in spec.not_applicable:
+                skipped.append({"server": spec.name, "kernel_level": level,
+                                "reason": spec.not_applicable[level]})
+            else:
+                by_level[level].append(spec)
+    return by_level, skipped
+
+
+def list_catalog(tools):
+    print("servers:")
+    for spec in SERVERS.values():
+        reason = tools.unavailable_reason(spec)
+        state = f"skipped: {reason}" if reason else "available"
+        print(f"  {spec.name:20} {spec.label} [{state}]")
+        for level, why in spec.not_applicable.items():
+            print(f"  {'':20} not run at {level}: {why}")
+    print("workloads:")
+    for workload in WORKLOADS.values():
+        print(f"  {workload.name:20} {workload.title}")
+    print("kernel levels:")
+    for level, text in KERNEL_LEVELS.items():
+        print(f"  {level:20} {text}")
+
+
+def _terminate_on_sigterm():
+    """SIGTERM unwinds like Ctrl-C, so the finally blocks stop the servers."""
+    def handler(signum, _frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _save_server_files(scratch_dir, out_dir):
+    """Each server's generated configuration and error log, for the record."""
+    for name in sorted(os.listdir(scratch_dir)):
+        source = os.path.join(scratch_dir, name)
+        if not os.path.isdir(source):
+            continue
+        target = os.path.join(out_dir, "servers", name)
+        os.makedirs(target, exist_ok=True)
+        for file_name in ("httpd.conf", "nginx.conf", "error_log"):
+            path = os.path.join(source, file_name)
+            if os.path.exists(path):
+                shutil.copy(path, target)
+
+
+def main(argv=None):
+    try:
+        args = parse_args(argv)
+        tools = environment.Tools(
+            httpd=args.httpd, nginx=args.nginx, wrk=args.wrk,
+            modules_dir=args.modules_dir, build_dir=args.build_dir, shim="",
+            slots=args.slots, cores=os.cpu_count())
+        if args.list:
+            list_catalog(tools)
+            return 0
+        _validate(args)
+        by_level, skipped = _select_servers(args, tools)
+        if not any(by_level.values()):
+            raise UsageError("none of the selected servers can run here: "
+                             + "; ".join(f"{s['server']}: {s['reason']}"
+                                         for s in skipped))
+        if args.base_port is not None:
+            _check_ports(args.base_port, max(map(len, by_level.values())))
+    except UsageError as error:
+        print(f"bench/run: {error}", file=sys.stderr)
+        return 2
+
+    started_at = time.strftime("%Y%m%d-%H%M%S")
+    out_dir = args.out or os.path.join(BENCH_DIR, "results", started_at)
+    if os.path.exists(os.path.join(out_dir, "summary.json")):
+        print(f"bench/run: {out_dir} already holds results", file=sys.stderr)
+        return 2
+    os.makedirs(out_dir, exist_ok=True)
+    scratch_dir = tempfile.mkdtemp(prefix="bucketbench-")
+    try:
+        if NO_REUSEPORT in args.levels:
+            tools.shim = ensure_shim(args.build_dir, REPO_DIR, scratch_dir)
+    except ShimError as error:
+        print(f"bench/run: {error}", file=sys.stderr)
+        shutil.rmtree(scratch_dir, ignore_errors=True)
+        return 2
+
+    plan = Plan(levels=args.levels, workloads=args.workloads,
+                servers=by_level, concurrency=args.concurrency,
+                runs=args.runs, duration_s=args.duration,
+                warmup_s=args.warmup, threads=args.threads,
+                timeout_s=args.timeout, base_port=args.base_port)
+    options = {"levels": args.levels, "workloads": args.workloads,
+               "servers": args.servers, "concurrency": args.concurrency,
+               "runs": args.runs, "duration_s": args.duration,
+               "warmup_s": args.warmup, "slots": args.slots,
+               "wrk_threads": args.threads, "timeout_s": args.timeout,
+               "base_port": args.base_port, "quick": args.quick,
+               "shim": tools.shim or None}
+    meta = {"started_at": started_at, "options": options,
+            "machine": environment.machine_facts(tools),
+            "build_dir": args.build_dir}
+    for entry in skipped:
+        where = f" at {entry['kernel_level']}" if entry["kernel_level"] else ""
+        print(f"skipping {entry['server']}{where}: {entry['reason']}",
+              file=sys.stderr)
+
+    progress = Progress(plan)
+    runner = Runner(plan, tools, out_dir, scratch_dir, progress)
+    atexit.register(runner.stop_all)
+    _terminate_on_sigterm()
+    began = time.monotonic()
+    progress.say(f"results in {out_dir}; {plan.count_runs()} runs planned")
+    try:
+        records = runner.run()
+    finally:
+        runner.stop_all()
+        _save_server_files(scratch_dir, out_dir)
+        if not args.keep_tmp:
+            shutil.rmtree(scratch_dir, ignore_errors=True)
+
+    meta["wall_time_s"] = time.monotonic() - began
+    meta["load_average_at_end"] = environment.load_average()
+    points = report.summarize(records)
+    report.write_summary(os.path.join(out_dir, "summary.json"), meta,
+                         skipped, points)
+    plot_files = {}
+    for level in args.levels:
+        for workload in args.workloads:
+            group = [p for p in points if p["kernel_level"] == level
+                     and p["workload"] == workload]
+            if group:
+                name = f"plot-{workload}-{level}.png"
+                plots.plot_workload(os.path.join(out_dir, name), group,
+                                    level, workload, args.concurrency)
+                plot_files[(level, workload)] = name
+    with open(os.path.join(out_dir, "report.md"), "w") as handle:
+        handle.write(report.render_markdown(meta, skipped, points,
+                                            plot_files))
+    failed = sum(1 for r in records if not r["ok"])
+    print(f"done in {meta['wall_time_s'] / 60:.1f} min: {len(records)} runs, "
+          f"{failed} failed; report: {os.path.join(out_dir, 'report.md')}",
+          file=sys.stderr)
+    print(json.dumps({"out_dir": out_dir}))
+    return 0

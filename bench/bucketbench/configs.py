@@ -1,0 +1,153 @@
+"""Configuration text for the servers under test. Pure: paths, ports and
+sizes in, text out.
+
+Capacity is matched by request slots (--slots S), the number of requests a
+server can work on at once:
+- prefork and bucketed: S children, all started up front (StartServers =
+  MaxRequestWorkers = ServerLimit = MaxSpareServers = S), so no run waits
+  for prefork's one-per-second spawn ramp and idle maintenance never kills
+  children between runs.
+- event: S threads in S / 32 children of 32 threads, all started up front
+  (MaxSpareThreads = S).
+- nginx: one worker per core, each with S connection slots, so any single
+  worker can hold all S at once: headroom for reuseport's uneven hash split.
+All of them: one 15-byte static file, no access log, listen backlog 511,
+unlimited keep-alive requests with a 5 s keep-alive timeout."""
+
+DOC_NAME = "hello.txt"
+DOC_BODY = b"Hello, bucket!\n"
+STATUS_PATH = "/bucketed-status"
+
+EVENT_THREADS_PER_CHILD = 32
+LISTEN_BACKLOG = 511
+KEEPALIVE_TIMEOUT_S = 5
+# nginx counts its listening sockets and log files against worker_connections
+# and the descriptor limit; a few dozen spare covers them.
+NGINX_SPARE_DESCRIPTORS = 64
+
+
+def _quote(path):
+    return '"' + path.replace('"', '\\"') + '"'
+
+
+def httpd_capacity(mpm, slots):
+    """The MPM directives that give an httpd `slots` request slots."""
+    if mpm == "event":
+        children = slots // EVENT_THREADS_PER_CHILD
+        return [
+            f"ServerLimit {children}",
+            f"StartServers {children}",
+            f"ThreadLimit {EVENT_THREADS_PER_CHILD}",
+            f"ThreadsPerChild {EVENT_THREADS_PER_CHILD}",
+            f"MaxRequestWorkers {slots}",
+            f"MinSpareThreads {EVENT_THREADS_PER_CHILD}",
+            f"MaxSpareThreads {slots}",
+            "MaxConnectionsPerChild 0",
+        ]
+    return [
+        f"ServerLimit {slots}",
+        f"StartServers {slots}",
+        f"MaxRequestWorkers {slots}",
+        "MinSpareServers 5",
+        f"MaxSpareServers {slots}",
+        "MaxConnectionsPerChild 0",
+    ]
+
+
+def httpd_processes(mpm, slots):
+    """Processes an httpd runs once started: the parent and its children."""
+    if mpm == "event":
+        return 1 + slots // EVENT_THREADS_PER_CHILD
+    return 1 + slots
+
+
+def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
+                 slots, directives=(), status_module=None, run_as=None):
+    """httpd.conf for one server.
+
+    root: the server's private directory (ServerRoot, logs, pid, runtime);
+    mpm_module: path of the MPM's .so; module_paths: name -> .so path of the
+    other modules (authz_core, mime); status_module: path of
+    mod_bucketed_status.so, or None; run_as: (user, group) when started as
+    root, which httpd then switches its children to."""
+    lines = [
+        f"ServerRoot {_quote(root)}",
+        f"DefaultRuntimeDir {_quote(root + '/run')}",
+        f"PidFile {_quote(root + '/httpd.pid')}",
+        f"ErrorLog {_quote(root + '/error_log')}",
+        "LogLevel warn",
+        "ServerName 127.0.0.1",
+    ]
+    if run_as:
+        lines += [f"User {run_as[0]}", f"Group {run_as[1]}"]
+    mpm_symbol = f"mpm_{mpm}_module"
+    lines.append(f"LoadModule {mpm_symbol} {_quote(mpm_module)}")
+    for name, path in sorted(module_paths.items()):
+        lines.append(f"LoadModule {name}_module {_quote(path)}")
+    if status_module:
+        lines.append(f"LoadModule bucketed_status_module "
+                     f"{_quote(status_module)}")
+    lines += [f"Listen 127.0.0.1:{port}" for port in ports]
+    lines += [
+        f"ListenBacklog {LISTEN_BACKLOG}",
+        f"TypesConfig {_quote(root + '/mime.types')}",
+        "KeepAlive On",
+        "MaxKeepAliveRequests 0",
+        f"KeepAliveTimeout {KEEPALIVE_TIMEOUT_S}",
+        f"DocumentRoot {_quote(docroot)}",
+        f"<Directory {_quote(docroot)}>",
+        "    Require all granted",
+        "</Directory>",
+    ]
+    lines += httpd_capacity(mpm, slots)
+    lines += list(directives)
+    if status_module:
+        lines += [f"<Location {STATUS_PATH}>",
+                  "    SetHandler bucketed-status",
+                  "</Location>"]
+    return "\n".join(lines) + "\n"
+
+
+MIME_TYPES = "text/plain txt\n"
+
+
+def nginx_config(*, root, docroot, ports, slots, workers, reuseport,
+                 run_as=None):
+    """nginx.conf for one server, run with `nginx -p root -c this`.
+    reuseport: give each worker its own socket per port (needs
+    SO_REUSEPORT); otherwise all workers share one socket per port."""
+    listen_flags = f" reuseport backlog={LISTEN_BACKLOG}" if reuseport \
+        else f" backlog={LISTEN_BACKLOG}"
+    listens = "\n".join(f"        listen 127.0.0.1:{port}{listen_flags};"
+                        for port in ports)
+    user = f"user {run_as[0]} {run_as[1]};\n" if run_as else ""
+    return f"""{user}daemon off;
+master_process on;
+worker_processes {workers};
+worker_rlimit_nofile {slots + NGINX_SPARE_DESCRIPTORS};
+pid {root}/nginx.pid;
+error_log {root}/error_log warn;
+events {{
+    worker_connections {slots + NGINX_SPARE_DESCRIPTORS};
+}}
+http {{
+    access_log off;
+    types {{ text/plain txt; }}
+    default_type text/plain;
+    keepalive_timeout {KEEPALIVE_TIMEOUT_S}s;
+    keepalive_requests 1000000000;
+    client_body_temp_path {root}/tmp/body;
+    proxy_temp_path {root}/tmp/proxy;
+    fastcgi_temp_path {root}/tmp/fastcgi;
+    uwsgi_temp_path {root}/tmp/uwsgi;
+    scgi_temp_path {root}/tmp/scgi;
+    server {{
+{listens}
+        root {docroot};
+    }}
+}}
+"""
+
+
+def nginx_processes(workers):
+    return 1 + workers

@@ -1,0 +1,101 @@
+"""The binaries and modules the harness drives, and the facts about the
+machine that every result is recorded with."""
+
+import os
+import platform
+import subprocess
+from dataclasses import dataclass
+
+
+@dataclass
+class Tools:
+    httpd: str           # the stock httpd binary (Debian: /usr/sbin/apache2)
+    nginx: str
+    wrk: str
+    modules_dir: str     # the stock httpd modules
+    build_dir: str       # where the build left mod_mpm_bucketed.so & co.
+    shim: str            # noreuseport.so, or "" when no level needs it
+    slots: int
+    cores: int
+
+    def mpm_module(self, mpm):
+        if mpm == "bucketed":
+            return os.path.join(self.build_dir, "mod_mpm_bucketed.so")
+        return os.path.join(self.modules_dir, f"mod_mpm_{mpm}.so")
+
+    def httpd_modules(self):
+        """The modules every httpd under test loads besides its MPM:
+        authz_core for `Require all granted`, mime for the Content-Type."""
+        return {name: os.path.join(self.modules_dir, f"mod_{name}.so")
+                for name in ("authz_core", "mime")}
+
+    @property
+    def status_module(self):
+        return os.path.join(self.build_dir, "mod_bucketed_status.so")
+
+    def unavailable_reason(self, spec):
+        """Why the server described by spec cannot run here, or None."""
+        if spec.kind == "nginx":
+            return None if os.access(self.nginx, os.X_OK) \
+                else f"nginx not found at {self.nginx}"
+        if not os.access(self.httpd, os.X_OK):
+            return f"httpd not found at {self.httpd}"
+        needed = [self.mpm_module(spec.mpm)]
+        needed += sorted(self.httpd_modules().values())
+        if spec.mpm == "bucketed":
+            needed.append(self.status_module)
+        missing = [path for path in needed if not os.path.exists(path)]
+        if not missing:
+            return None
+        what = "module not built" if spec.mpm == "bucketed" \
+            else "module missing (package apache2 not installed?)"
+        return f"{what}: {', '.join(missing)}"
+
+
+def _first_line(command):
+    try:
+        result = subprocess.run(command, capture_output=True, text=True,
+                                timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unknown ({error})"
+    output = (result.stdout + result.stderr).strip().splitlines()
+    return output[0].strip() if output else "unknown"
+
+
+def _cpu_model():
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def _memory_total_gb():
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    return None
+
+
+def load_average():
+    return list(os.getloadavg())
+
+
+def machine_facts(tools):
+    """What a reader needs to judge the numbers: the real kernel, versions,
+    cores, memory and how busy the machine was when the run began."""
+    return {
+        "kernel": platform.release(),
+        "os": _first_line(["sh", "-c", ". /etc/os-release && "
+                                       "echo $PRETTY_NAME"]),
+        "cpu_model": _cpu_model(),
+        "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)),
+        "memory_gb": _memory_total_gb(),
+        "httpd": _first_line([tools.httpd, "-v"]),
+        "nginx": _first_line([tools.nginx, "-v"]),
+        "wrk": _first_line([tools.wrk, "-v"]),
+        "python": platform.python_version(),
+        "load_average_at_start": load_average(),
+    }

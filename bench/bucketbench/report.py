@@ -1,0 +1,288 @@
+"""From raw run records to summary.json and report.md."""
+
+import json
+from collections import defaultdict
+
+from . import stats
+from .catalog import KERNEL_LEVELS, NATIVE, RATIO_BASELINES, WORKLOADS
+
+LATENCY_KEYS = ("p50", "p90", "p99", "p99.9", "max")
+ERROR_KINDS = ("connect", "read", "write", "timeout", "non_2xx")
+SUMMARY_SCHEMA = "bucketbench.summary/1"
+
+
+def _point_key(record):
+    return (record["kernel_level"], record["workload"],
+            record["concurrency"], record["server"])
+
+
+def _median_of(runs, extract):
+    return stats.median([v for v in (extract(r) for r in runs)
+                         if v is not None])
+
+
+def _bucket_summary(runs):
+    """Per-bucket accepted connections summed over the runs, and the median
+    of the runs' spreads."""
+    with_buckets = [r["buckets"] for r in runs if r.get("buckets")]
+    if not with_buckets:
+        return None
+    accepted = {}
+    for snapshot in with_buckets:
+        for bucket in snapshot["buckets"]:
+            entry = accepted.setdefault(bucket["bucket"], {
+                "bucket": bucket["bucket"], "listen": bucket.get("listen"),
+                "accepted": 0})
+            entry["accepted"] += bucket["accepted"]
+    latest = with_buckets[-1]
+    return {"strategy": latest["strategy"],
+            "bucket_count": latest["bucket_count"],
+            "accepted": [accepted[b] for b in sorted(accepted)],
+            "spread_median": stats.median(
+                [s["spread"] for s in with_buckets
+                 if s["spread"] is not None])}
+
+
+def _summarize_point(runs):
+    first = runs[0]
+    good = [r for r in runs if r["ok"]]
+    point = {
+        "kernel_level": first["kernel_level"], "workload": first["workload"],
+        "concurrency": first["concurrency"], "server": first["server"],
+        "label": first["label"], "runs": len(runs), "ok_runs": len(good),
+        "failures": [{"round": r["round"], "error": r["error"],
+                      "error_log_tail": r["error_log_tail"]}
+                     for r in runs if not r["ok"]],
+        "rps": stats.summarize([r["rps"] for r in good]),
+        "latency_ms": {key: _median_of(good, lambda r, k=key:
+                                       r["latency_ms"][k]
+                                       if r["latency_ms"] else None)
+                       for key in LATENCY_KEYS},
+        "requests": sum(r["requests"] for r in good),
+        "success": sum(r["success"] for r in good),
+        "errors": {kind: sum(r["errors"][kind] for r in good)
+                   for kind in ERROR_KINDS},
+        "server_cpu_s_per_1k": _median_of(good, lambda r: stats.per_thousand(
+            r["server_cpu_s"], r["requests"])),
+        "client_cpu_s_per_1k": _median_of(good, lambda r: stats.per_thousand(
+            r["client_cpu_s"], r["requests"])),
+        "other_cpu_s": _median_of(good, lambda r: r["other_cpu_s"]),
+        "server_pss_mb": _median_of(good, lambda r:
+                                    r["server_pss_bytes"] / 2 ** 20),
+        "server_processes": _median_of(good, lambda r:
+                                       r["server_processes"]),
+        "buckets": _bucket_summary(good),
+    }
+    return point
+
+
+def summarize(records):
+    """One summary per point (kernel level, workload, concurrency, server),
+    with each server's req/s ratios against the baselines taken round by
+    round and summarized by their median."""
+    grouped = defaultdict(list)
+    for record in records:
+        grouped[_point_key(record)].append(record)
+    points = {key: _summarize_point(runs) for key, runs in grouped.items()}
+    for (level, workload, concurrency, server), point in points.items():
+        point["ratios"] = {}
+        mine = {r["round"]: r["rps"] if r["ok"] else None
+                for r in grouped[(level, workload, concurrency, server)]}
+        for baseline in RATIO_BASELINES:
+            theirs = grouped.get((level, workload, concurrency, baseline))
+            if theirs is None or baseline == server:
+                continue
+            per_round = stats.round_ratios(
+                mine, {r["round"]: r["rps"] if r["ok"] else None
+                       for r in theirs})
+            point["ratios"][baseline] = {"median": stats.median(per_round),
+                                         "per_round": per_round}
+    # Records arrive in running order, so the points keep it: level,
+    # workload, concurrency, then servers in their interleaving order.
+    return list(points.values())
+
+
+def write_summary(path, meta, skipped, points):
+    with open(path, "w") as handle:
+        json.dump({"schema": SUMMARY_SCHEMA, "meta": meta,
+                   "skipped": skipped, "points": points}, handle, indent=1)
+
+
+# ---- markdown ----
+
+def _fmt(value, digits=0):
+    if value is None:
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def _fmt_ms(value):
+    if value is None:
+        return "n/a"
+    return f"{value:.2f}" if value < 10 else f"{value:,.1f}" if value < 1000 \
+        else f"{value:,.0f}"
+
+
+def _fmt_ratio(point, baseline):
+    ratio = point["ratios"].get(baseline)
+    if ratio is None or ratio["median"] is None:
+        return "–"
+    return f"{ratio['median']:.2f}x"
+
+
+def _table(header, rows):
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |"
+              for row in rows]
+    return "\n".join(lines)
+
+
+def _label(point):
+    failed = point["runs"] - point["ok_runs"]
+    note = f" ({failed} of {point['runs']} runs failed)" if failed else ""
+    return f"{point['label']}{note}"
+
+
+def throughput_table(points):
+    """The req/s table of one point: Configuration | Min | Median | Max |
+    Std dev, plus the same-round ratios."""
+    rows = [[_label(p), _fmt(p["rps"]["min"]), _fmt(p["rps"]["median"]),
+             _fmt(p["rps"]["max"]), _fmt(p["rps"]["stddev"]),
+             _fmt_ratio(p, "prefork"), _fmt_ratio(p, "event")]
+            for p in points]
+    return _table(["Configuration", "Min", "Median", "Max", "Std dev",
+                   "vs prefork", "vs event"], rows)
+
+
+def detail_table(points):
+    rows = []
+    for p in points:
+        errors = "/".join(str(p["errors"][kind]) for kind in ERROR_KINDS)
+        rows.append([p["label"]]
+                    + [_fmt_ms(p["latency_ms"][k]) for k in LATENCY_KEYS]
+                    + [_fmt(p["success"]), errors,
+                       _fmt(p["server_cpu_s_per_1k"], 3),
+                       _fmt(p["client_cpu_s_per_1k"], 3),
+                       _fmt(p["server_pss_mb"], 1)])
+    return _table(["Configuration", "p50 ms", "p90 ms", "p99 ms",
+                   "p99.9 ms", "max ms", "ok requests",
+                   "errors c/r/w/t/non-2xx", "server CPU s/1k req",
+                   "client CPU s/1k req", "server PSS MB"], rows)
+
+
+def bucket_table(points):
+    rows = []
+    for p in points:
+        buckets = p["buckets"]
+        if not buckets:
+            continue
+        accepted = ", ".join(
+            f"{b['accepted']:,}" + (f" ({b['listen']})" if b["listen"] else "")
+            for b in buckets["accepted"])
+        spread = buckets["spread_median"]
+        rows.append([p["label"], buckets["strategy"] or "?",
+                     buckets["bucket_count"] if buckets["bucket_count"]
+                     is not None else "?",
+                     accepted, "n/a" if spread is None else f"{spread:.1%}"])
+    if not rows:
+        return ""
+    return _table(["Configuration", "strategy", "buckets",
+                   "accepted per bucket (all runs)",
+                   "spread (max-min)/mean, median"], rows)
+
+
+def sweep_table(points, concurrencies):
+    """Median req/s of every server over the concurrency sweep."""
+    by_server = {}
+    for p in points:
+        by_server.setdefault(p["label"], {})[p["concurrency"]] = p
+    rows = []
+    for label, by_c in by_server.items():
+        rows.append([label] + [_fmt(by_c[c]["rps"]["median"])
+                               if c in by_c else "–"
+                               for c in concurrencies])
+    return _table(["Configuration"] + [f"c={c}" for c in concurrencies],
+                  rows)
+
+
+def level_title(level):
+    emulated = "" if level == NATIVE else " (emulated)"
+    return f"{level}{emulated}"
+
+
+def _failures_section(points):
+    lines = []
+    for p in points:
+        for failure in p["failures"]:
+            lines.append(f"- {p['kernel_level']} {p['workload']} "
+                         f"c={p['concurrency']} {p['server']} round "
+                         f"{failure['round']}: "
+                         f"{failure['error'].splitlines()[0]}")
+            tail = failure["error_log_tail"]
+            if tail:
+                lines += ["", "  ```", *("  " + line for line in
+                                         tail.splitlines()), "  ```"]
+    return lines
+
+
+def render_markdown(meta, skipped, points, plots):
+    """report.md: the run's context, then per kernel level and workload a
+    sweep overview, its plot, and per concurrency the tables."""
+    options = meta["options"]
+    lines = [f"# bucketbench report {meta['started_at']}", "",
+             f"- machine: {meta['machine']['cpu_model']}, "
+             f"{meta['machine']['cores']} cores, "
+             f"{meta['machine']['memory_gb']} GB, {meta['machine']['os']}",
+             f"- kernel (real): {meta['machine']['kernel']}",
+             f"- httpd: {meta['machine']['httpd']}; nginx: "
+             f"{meta['machine']['nginx']}; wrk: {meta['machine']['wrk']}",
+             f"- load average at start / end: "
+             f"{meta['machine']['load_average_at_start']} / "
+             f"{meta['load_average_at_end']}",
+             f"- options: {json.dumps(options)}",
+             f"- wall time: {meta['wall_time_s'] / 60:.1f} min",
+             "", "Kernel levels:"]
+    for level in options["levels"]:
+        lines.append(f"- `{level_title(level)}`: {KERNEL_LEVELS[level]}")
+    lines += ["", "Each point ran " f"{options['runs']} times for "
+              f"{options['duration_s']} s, servers interleaved within each "
+              "round after a warm-up. Ratios are the median of same-round "
+              "ratios. Latencies are medians over the runs of wrk's "
+              "percentiles; requests slower than wrk's timeout "
+              f"({options['timeout_s']} s) are counted as timeouts, not "
+              "in the latencies. Errors are totals over all runs; non-2xx "
+              "counts HTTP status >= 400 as wrk does.", ""]
+    if skipped:
+        lines += ["## Skipped", ""]
+        lines += [f"- {s['server']}"
+                  + (f" at {s['kernel_level']}" if s["kernel_level"] else "")
+                  + f": {s['reason']}" for s in skipped]
+        lines.append("")
+    for level in options["levels"]:
+        for workload in options["workloads"]:
+            group = [p for p in points if p["kernel_level"] == level
+                     and p["workload"] == workload]
+            if not group:
+                continue
+            lines += [f"## {workload.upper()} {WORKLOADS[workload].title}"
+                      f" — {level_title(level)}", "",
+                      "Median req/s:", "",
+                      sweep_table(group, options["concurrency"]), ""]
+            plot = plots.get((level, workload))
+            if plot:
+                lines += [f"![{workload} {level}]({plot})", ""]
+            for concurrency in options["concurrency"]:
+                at_c = [p for p in group if p["concurrency"] == concurrency]
+                if not at_c:
+                    continue
+                lines += [f"### {workload.upper()} {level} c={concurrency}",
+                          "", throughput_table(at_c), "", detail_table(at_c),
+                          ""]
+                buckets = bucket_table(at_c)
+                if buckets:
+                    lines += [buckets, ""]
+    failures = _failures_section(points)
+    if failures:
+        lines += ["## Failed runs", ""] + failures + [""]
+    return "\n".join(lines)

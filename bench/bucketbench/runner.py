@@ -1,0 +1,299 @@
+"""The measurement loop.
+
+For each kernel level and workload, every server is started fresh (all at
+once, each on its own ports) and stays up for that workload's sweep. For
+each concurrency every server gets a warm-up run, then N rounds run the
+servers one after another in a fixed order (A B C A B C ...), so slow
+drifts of the shared machine hit every server alike and ratios can be
+taken within a round."""
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+from . import bucket_status, load, procfs
+from .catalog import WORKLOADS, server_label
+from .server import Server, ServerError, free_ports
+
+# Pause between two runs so the previous run's closing connections (lingering
+# close, TIME_WAIT) do not land in the next one.
+SETTLE_S = 0.25
+# A server that failed to start this many times in a row within one workload
+# is not tried again until the next workload.
+MAX_START_FAILURES = 2
+# First guesses for the time-left estimate, replaced by measurements.
+GUESS_RUN_OVERHEAD_S = 0.7
+GUESS_START_S = 5.0
+
+
+@dataclass
+class Plan:
+    levels: list          # kernel level names
+    workloads: list       # workload names
+    servers: dict         # level -> [ServerSpec] that run at that level
+    concurrency: list
+    runs: int
+    duration_s: int
+    warmup_s: int
+    threads: int
+    timeout_s: int
+    base_port: int = None
+
+    def count_runs(self):
+        return sum(len(self.servers[level]) for level in self.levels) \
+            * len(self.workloads) * len(self.concurrency) * self.runs
+
+    def count_warmups(self):
+        if not self.warmup_s:
+            return 0
+        return self.count_runs() // self.runs
+
+    def count_start_phases(self):
+        return len(self.levels) * len(self.workloads)
+
+
+class Progress:
+    """Progress lines on stderr with an estimate of the time left, from the
+    plan and the measured cost of what has run so far."""
+
+    def __init__(self, plan, stream=sys.stderr):
+        self.plan = plan
+        self.stream = stream
+        self.runs_left = plan.count_runs()
+        self.warmups_left = plan.count_warmups()
+        self.starts_left = plan.count_start_phases()
+        self.run_overheads = []
+        self.start_times = []
+        self.runs_done = 0
+
+    def _overhead(self):
+        if not self.run_overheads:
+            return GUESS_RUN_OVERHEAD_S
+        return sum(self.run_overheads) / len(self.run_overheads)
+
+    def seconds_left(self):
+        overhead = self._overhead()
+        start = (sum(self.start_times) / len(self.start_times)
+                 if self.start_times else GUESS_START_S)
+        return (self.runs_left * (self.plan.duration_s + overhead + SETTLE_S)
+                + self.warmups_left * (self.plan.warmup_s + overhead)
+                + self.starts_left * start)
+
+    def note_start_phase(self, seconds):
+        self.starts_left -= 1
+        self.start_times.append(seconds)
+
+    def note_warmup(self):
+        self.warmups_left -= 1
+
+    def note_run(self, wall_s, line):
+        self.runs_left -= 1
+        self.runs_done += 1
+        self.run_overheads.append(max(0.0, wall_s - self.plan.duration_s))
+        total = self.runs_done + self.runs_left
+        self.say(f"[{self.runs_done}/{total}] {line}")
+
+    def say(self, line):
+        left = int(self.seconds_left())
+        print(f"{line}  (~{left // 60}m{left % 60:02d}s left)",
+              file=self.stream, flush=True)
+
+
+def _describe(record):
+    if not record["ok"]:
+        return "FAILED: " + record["error"].splitlines()[0]
+    errors = sum(record["errors"].values())
+    p99 = record["latency_ms"]["p99"] if record["latency_ms"] else None
+    p99_text = f"{p99:.1f} ms" if p99 is not None else "n/a"
+    return (f"{record['rps']:,.0f} req/s, p99 {p99_text}, "
+            f"{errors} errors")
+
+
+class Runner:
+    def __init__(self, plan, tools, out_dir, scratch_dir, progress):
+        self.plan = plan
+        self.tools = tools
+        self.raw_dir = os.path.join(out_dir, "raw")
+        self.scratch_dir = scratch_dir
+        self.progress = progress
+        self.running = []        # servers up now, for stop_all()
+        os.makedirs(self.raw_dir, exist_ok=True)
+
+    # ---- servers ----
+
+    def _ports(self, index, count):
+        if self.plan.base_port:
+            first = self.plan.base_port + 2 * index
+            return [first + k for k in range(count)]
+        return free_ports(count)
+
+    def _start_servers(self, level, workload):
+        """Creates and boots this workload's servers, all at once; one that
+        fails to come up is left stopped, and its runs say why."""
+        began = time.monotonic()
+        servers = []
+        for index, spec in enumerate(self.plan.servers[level]):
+            workdir = os.path.join(self.scratch_dir,
+                                   f"{level}-{workload.name}-{spec.name}")
+            server = Server(spec, level,
+                            self._ports(index, workload.listen_count),
+                            workdir, self.tools)
+            server.launch()
+            self.running.append(server)
+            servers.append(server)
+        for server in servers:
+            try:
+                server.wait_ready()
+            except ServerError:
+                self.progress.say(f"{level} {workload.name}: "
+                                  f"{server.spec.name} did not start")
+        self.progress.note_start_phase(time.monotonic() - began)
+        return servers
+
+    def stop_all(self):
+        while self.running:
+            self.running.pop().stop()
+
+    @staticmethod
+    def _ensure_running(server):
+        """None if the server is up (restarting it if it died), else why
+        not."""
+        if server.alive():
+            return None
+        if server.start_failures >= MAX_START_FAILURES:
+            return (f"not started: gave up after {server.start_failures} "
+                    f"failed starts in this workload; last error:\n"
+                    f"{server.last_start_error}")
+        try:
+            server.start()
+        except ServerError as error:
+            return f"could not (re)start: {error}"
+        return None
+
+    # ---- runs ----
+
+    def _wrk_command(self, server, workload, concurrency, duration_s):
+        script = os.path.join(server.workdir, "wrk.lua")
+        if not os.path.exists(script):
+            with open(script, "w") as handle:
+                handle.write(load.lua_script(server.ports))
+        return load.wrk_command(
+            self.tools.wrk, ports=server.ports, connections=concurrency,
+            threads=self.plan.threads, duration_s=duration_s,
+            timeout_s=self.plan.timeout_s, keep_alive=workload.keep_alive,
+            script_path=script)
+
+    def _warm_up(self, server, workload, concurrency):
+        if not server.alive():
+            return
+        command = self._wrk_command(server, workload, concurrency,
+                                    self.plan.warmup_s)
+        try:
+            load.run_wrk(command, self.plan.warmup_s,
+                         os.path.join(server.workdir, "warmup.log"))
+        except load.LoadError:
+            # A server that broke shows up, with its log, in the next run.
+            pass
+
+    def _measure(self, server, workload, concurrency):
+        """One measured run: wrk's result plus server and machine costs."""
+        is_bucketed = server.spec.mpm == "bucketed"
+        status_before = bucket_status.fetch_status(server.ports[0]) \
+            if is_bucketed else None
+        command = self._wrk_command(server, workload, concurrency,
+                                    self.plan.duration_s)
+        server_cpu_before = procfs.tree_cpu_seconds(server.pid)
+        busy_before, _ = procfs.machine_cpu_seconds()
+        result, client_cpu_s = load.run_wrk(
+            command, self.plan.duration_s,
+            os.path.join(server.workdir, "wrk.log"))
+        busy_after, _ = procfs.machine_cpu_seconds()
+        server_cpu_s = procfs.tree_cpu_seconds(server.pid) \
+            - server_cpu_before
+        if not server.alive():
+            raise ServerError(f"{server.spec.name} died during the run "
+                              f"(status {server.process.returncode})")
+        result.update({
+            "wrk_command": command,
+            "server_cpu_s": server_cpu_s,
+            "client_cpu_s": client_cpu_s,
+            # Everything else the machine did meanwhile: the idle servers
+            # and other users of this shared machine. High values flag
+            # noisy runs.
+            "other_cpu_s": max(0.0, busy_after - busy_before - server_cpu_s
+                               - client_cpu_s),
+            "server_processes": len(procfs.process_tree(server.pid)),
+            "server_pss_bytes": procfs.tree_pss_bytes(server.pid),
+            "buckets": bucket_status.accepted_delta(
+                status_before,
+                bucket_status.fetch_status(server.ports[0]))
+            if is_bucketed else None,
+        })
+        return result
+
+    def _run_once(self, server, level, workload, concurrency, round_no):
+        record = {"schema": "bucketbench.run/1", "kernel_level": level,
+                  "workload": workload.name, "concurrency": concurrency,
+                  "server": server.spec.name,
+                  "label": server_label(server.spec, level),
+                  "round": round_no, "ports": server.ports,
+                  "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        why_not = self._ensure_running(server)
+        if why_not:
+            record.update(ok=False, error=why_not,
+                          error_log_tail=server.error_log_tail())
+            return record
+        try:
+            record.update(self._measure(server, workload, concurrency))
+            record.update(ok=True, error=None, error_log_tail=None)
+        except (ServerError, load.LoadError, OSError) as error:
+            record.update(ok=False, error=str(error),
+                          error_log_tail=server.error_log_tail())
+        return record
+
+    def _save(self, record):
+        name = (f"{record['kernel_level']}-{record['workload']}-"
+                f"c{record['concurrency']}-{record['server']}-"
+                f"r{record['round']}.json")
+        with open(os.path.join(self.raw_dir, name), "w") as handle:
+            json.dump(record, handle, indent=1)
+
+    def run(self):
+        """Runs the whole plan; returns every run's record."""
+        records = []
+        try:
+            for level in self.plan.levels:
+                for workload_name in self.plan.workloads:
+                    workload = WORKLOADS[workload_name]
+                    records += self._run_workload(level, workload)
+        finally:
+            self.stop_all()
+        return records
+
+    def _run_workload(self, level, workload):
+        records = []
+        servers = self._start_servers(level, workload)
+        try:
+            for concurrency in self.plan.concurrency:
+                if self.plan.warmup_s:
+                    for server in servers:
+                        self._warm_up(server, workload, concurrency)
+                        self.progress.note_warmup()
+                for round_no in range(1, self.plan.runs + 1):
+                    for server in servers:
+                        began = time.monotonic()
+                        record = self._run_once(
+                            server, level, workload, concurrency, round_no)
+                        self._save(record)
+                        records.append(record)
+                        time.sleep(SETTLE_S)
+                        self.progress.note_run(
+                            time.monotonic() - began,
+                            f"{level} {workload.name} c={concurrency} run "
+                            f"{round_no}/{self.plan.runs} {server.spec.name}:"
+                            f" {_describe(record)}")
+        finally:
+            self.stop_all()
+        return records

@@ -1,0 +1,254 @@
+"""Starting, watching and stopping one server under test.
+
+Every server lives in its own temporary directory (config, logs, pid file,
+document root) and is started as a child of the harness in its own session,
+with a clean environment: nothing of the caller's shell leaks in except,
+at the no-reuseport level, the LD_PRELOAD shim."""
+
+import os
+import pwd
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from . import configs, procfs
+from .catalog import NO_REUSEPORT
+
+CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+START_TIMEOUT_S = 90
+STOP_TIMEOUT_S = 15
+# A server counts as started once it answers and its process count has not
+# changed for this long (or has reached what the configuration asks for).
+SETTLE_S = 2.0
+ERROR_LOG_TAIL_LINES = 20
+
+
+class ServerError(Exception):
+    """A server failed to start or died; the message carries its log tail."""
+
+
+def free_ports(count):
+    """count distinct loopback ports nothing is bound to, found by binding
+    port 0; the probes stay bound until all are found so none repeats."""
+    probes = []
+    try:
+        for _ in range(count):
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            probes.append(probe)
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
+def port_is_free(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # Same option the servers set: a port held only by TIME_WAIT
+        # connections of an earlier run is usable.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def run_as_user():
+    """(user, group) for the server's workers when the harness runs as root,
+    since httpd and nginx then switch to an unprivileged account."""
+    if os.geteuid() != 0:
+        return None
+    for user, group in (("www-data", "www-data"), ("nobody", "nogroup")):
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            continue
+        return user, group
+    return None
+
+
+def http_get(port, path, timeout=2.0):
+    """(status, body) of GET http://127.0.0.1:port/path."""
+    url = f"http://127.0.0.1:{port}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, b""
+
+
+class Server:
+    """One configured server. start() and stop() may be called repeatedly:
+    a server that died is started afresh on the same ports."""
+
+    def __init__(self, spec, level, ports, workdir, tools):
+        self.spec = spec
+        self.level = level
+        self.ports = ports
+        self.workdir = workdir
+        self.tools = tools
+        self.process = None
+        self.expected_processes = 0
+        # Failed starts since the last good one, and the latest error.
+        self.start_failures = 0
+        self.last_start_error = None
+        self._write_files()
+
+    # ---- files ----
+
+    def _write_files(self):
+        docroot = os.path.join(self.workdir, "htdocs")
+        for sub in ("run", "tmp", "htdocs"):
+            os.makedirs(os.path.join(self.workdir, sub), exist_ok=True)
+        # The children may run as another user: let them read the files.
+        os.chmod(self.workdir, 0o755)
+        os.chmod(docroot, 0o755)
+        with open(os.path.join(docroot, configs.DOC_NAME), "wb") as doc:
+            doc.write(configs.DOC_BODY)
+        with open(os.path.join(self.workdir, "mime.types"), "w") as types:
+            types.write(configs.MIME_TYPES)
+        slots = self.tools.slots
+        if self.spec.kind == "nginx":
+            text = configs.nginx_config(
+                root=self.workdir, docroot=docroot, ports=self.ports,
+                slots=slots, workers=self.tools.cores,
+                reuseport=self.level != NO_REUSEPORT, run_as=run_as_user())
+            self.expected_processes = configs.nginx_processes(self.tools.cores)
+            self.config_path = os.path.join(self.workdir, "nginx.conf")
+        else:
+            text = configs.httpd_config(
+                root=self.workdir, docroot=docroot, ports=self.ports,
+                mpm=self.spec.mpm,
+                mpm_module=self.tools.mpm_module(self.spec.mpm),
+                module_paths=self.tools.httpd_modules(),
+                slots=slots, directives=self.spec.directives,
+                status_module=self.tools.status_module
+                if self.spec.mpm == "bucketed" else None,
+                run_as=run_as_user())
+            self.expected_processes = configs.httpd_processes(self.spec.mpm,
+                                                              slots)
+            self.config_path = os.path.join(self.workdir, "httpd.conf")
+        with open(self.config_path, "w") as conf:
+            conf.write(text)
+
+    def _command(self):
+        if self.spec.kind == "nginx":
+            return [self.tools.nginx, "-p", self.workdir + "/",
+                    "-c", self.config_path,
+                    "-e", os.path.join(self.workdir, "error_log")]
+        return [self.tools.httpd, "-f", self.config_path, "-DFOREGROUND"]
+
+    def _environment(self):
+        env = {"PATH": CLEAN_PATH, "LANG": "C"}
+        if self.level == NO_REUSEPORT:
+            env["LD_PRELOAD"] = self.tools.shim
+        return env
+
+    def error_log_tail(self, lines=ERROR_LOG_TAIL_LINES):
+        """The last lines of the error log and of the server's stderr."""
+        tail = []
+        for name in ("error_log", "stderr.log"):
+            try:
+                with open(os.path.join(self.workdir, name),
+                          errors="replace") as log:
+                    tail += log.read().splitlines()[-lines:]
+            except FileNotFoundError:
+                continue
+        return "\n".join(tail[-lines:])
+
+    # ---- life cycle ----
+
+    @property
+    def pid(self):
+        return self.process.pid if self.process else None
+
+    def alive(self):
+        return self.process is not None and self.process.poll() is None
+
+    def launch(self):
+        """Starts the server's master process; wait_ready() then waits for
+        it. Split in two so that several servers can boot at once."""
+        with open(os.path.join(self.workdir, "stderr.log"), "ab") as stderr:
+            self.process = subprocess.Popen(
+                self._command(), env=self._environment(),
+                stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
+                start_new_session=True)
+
+    def wait_ready(self):
+        """Waits until every port serves the document and all processes are
+        up; stops the server and raises ServerError if that fails."""
+        try:
+            self._wait_ready()
+        except ServerError as error:
+            self.start_failures += 1
+            self.last_start_error = str(error)
+            self.stop()
+            raise
+        self.start_failures = 0
+
+    def start(self):
+        self.launch()
+        self.wait_ready()
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + START_TIMEOUT_S
+        pending_ports = list(self.ports)
+        while pending_ports:
+            self._check_alive("while starting")
+            try:
+                status, body = http_get(pending_ports[0],
+                                        "/" + configs.DOC_NAME)
+            except OSError:
+                status, body = None, b""
+            if status == 200 and body == configs.DOC_BODY:
+                pending_ports.pop(0)
+            elif time.monotonic() > deadline:
+                raise ServerError(
+                    f"{self.spec.name}: port {pending_ports[0]} did not "
+                    f"serve /{configs.DOC_NAME} within {START_TIMEOUT_S} s "
+                    f"(last status {status})\n{self.error_log_tail()}")
+            else:
+                time.sleep(0.1)
+        count, since = len(procfs.process_tree(self.pid)), time.monotonic()
+        while count < self.expected_processes:
+            self._check_alive("while starting its processes")
+            now = time.monotonic()
+            if now - since >= SETTLE_S or now > deadline:
+                break
+            time.sleep(0.1)
+            latest = len(procfs.process_tree(self.pid))
+            if latest != count:
+                count, since = latest, time.monotonic()
+
+    def _check_alive(self, when):
+        if not self.alive():
+            code = self.process.returncode if self.process else None
+            raise ServerError(f"{self.spec.name} exited {when} (status "
+                              f"{code})\n{self.error_log_tail()}")
+
+    def stop(self):
+        """SIGTERM, wait, then SIGKILL whatever is left of the process tree."""
+        if self.process is None:
+            return
+        # Remember who belonged to the server, with start times, so that the
+        # leftovers can be killed below without hitting a reused pid.
+        members = {pid: procfs.start_time(pid)
+                   for pid in procfs.process_tree(self.pid)}
+        if self.alive():
+            os.kill(self.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.kill(self.pid, signal.SIGKILL)
+                self.process.wait()
+        for pid, started in members.items():
+            if started is not None and procfs.start_time(pid) == started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+        self.process = None

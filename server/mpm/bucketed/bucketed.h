@@ -1,0 +1,124 @@
+/*
+ * bucketed.h: what the bucketed MPM's plumbing files share. The pure
+ * policy (bucket_plan, bucket_maint, directive_check, kernel_probe) has
+ * headers of its own and knows nothing of this one.
+ */
+#ifndef BUCKETED_H
+#define BUCKETED_H
+
+#include "apr_portable.h"
+#include "apr_proc_mutex.h"
+#include "apr_shm.h"
+
+#include "httpd.h"
+#include "http_config.h"
+#include "ap_listen.h"
+#include "ap_mpm.h"
+#include "scoreboard.h"
+#include "unixd.h"
+
+#include "bucket_plan.h"
+#include "directive_check.h"
+#include "kernel_probe.h"
+
+#define BUCKETED_MPM_NAME "bucketed"
+
+/* Children are asked to leave gracefully with AP_SIG_GRACEFUL (SIGUSR1), and
+ * at once with SIGTERM; the parent resends a graceful request this often
+ * in case it arrived just before the child blocked in accept(). */
+#define BUCKETED_EXIT_RESEND_SEC 2
+/* How long a hard stop or restart waits for children before SIGKILL. */
+#define BUCKETED_REAP_TIMEOUT_SEC 5
+
+/* Directive values and the plan of one configuration generation: the main
+ * server's module config, so a restart starts from fresh defaults. */
+typedef struct {
+    process_limits configured;       /* as written; 0 = not set */
+    process_limits limits;           /* effective, after checks */
+    bucket_strategy_e strategy;      /* BucketStrategy */
+    int bucket_count;                /* BucketCount; 0 = auto */
+    int cores_buckets_ratio;         /* ListenCoresBucketsRatio; 0 = unset */
+    int listen_backlog;              /* ListenBacklog, for the duplicates */
+    int send_buffer_size;            /* SendBufferSize; 0 = system default */
+    int receive_buffer_size;         /* ReceiveBufferSize */
+    int one_process;                 /* -X / -DONE_PROCESS / -DDEBUG */
+
+    /* Decided at check_config, built at open_logs. */
+    kernel_features kernel;
+    bucket_plan plan;
+    ap_listen_rec **bucket_listeners;   /* per bucket: its sockets */
+    apr_proc_mutex_t **accept_mutex;    /* per bucket; NULL = one socket */
+} bucketed_config;
+
+/* What the parent knows of one scoreboard slot, in its own memory: a child
+ * can scribble over the shared scoreboard, never over this. */
+typedef struct {
+    pid_t pid;                       /* 0 = free */
+    int bucket;
+    ap_generation_t generation;
+    apr_time_t exit_requested;       /* 0 = not asked to leave */
+    int exit_reason;                 /* why it was asked (parent.c) */
+} child_slot;
+
+/* An SO_REUSEPORT duplicate listening socket, kept across restarts so that
+ * a graceful restart resets nothing in its accept queue. */
+typedef struct retained_socket retained_socket;
+struct retained_socket {
+    retained_socket *next;
+    const char *key;                 /* address and duplicate ordinal */
+    apr_socket_t *sd;
+    int in_use;                      /* planned in the current generation */
+};
+
+/* Per-bucket counters in anonymous shared memory, written by children and
+ * only ever displayed: no decision reads them. */
+typedef struct {
+    apr_uint32_t accepted;
+} bucket_counter;
+
+/* Survives the DSO unload/reload of every restart. */
+typedef struct {
+    ap_unixd_mpm_retained_data *mpm;
+    int first_server_limit;          /* sizes the tables; fixed at start */
+    int max_daemons_limit;           /* 1 + highest slot ever used */
+    child_slot *slots;               /* first_server_limit entries */
+    int *spawn_rate;                 /* per bucket */
+    int maxclients_reported;
+    apr_pool_t *socket_pool;         /* retained sockets live here */
+    retained_socket *sockets;
+    apr_shm_t *counters_shm;
+    bucket_counter *counters;        /* first_server_limit entries */
+} bucketed_retained;
+
+extern module AP_MODULE_DECLARE_DATA mpm_bucketed_module;
+
+/* mod_mpm_bucketed.c */
+bucketed_config *bucketed_get_config(server_rec *s);
+bucketed_retained *bucketed_get_retained(void);
+int bucketed_one_process(void);
+
+/* directives.c */
+extern const command_rec bucketed_cmds[];
+void *bucketed_create_server_config(apr_pool_t *p, server_rec *s);
+
+/* bucket_listeners.c: one socket list per bucket from the plan. */
+int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
+                          bucketed_config *conf, bucketed_retained *retained);
+void bucket_listeners_keep_only(bucketed_config *conf, int bucket);
+void bucket_listeners_close_all(bucketed_retained *retained);
+
+/* bucket_stats.c */
+apr_status_t bucket_stats_init(bucketed_retained *retained, server_rec *s);
+void bucket_stats_reset(bucketed_retained *retained);
+void bucket_stats_count_accept(bucketed_retained *retained, int bucket);
+void bucket_stats_register(void);
+
+/* child.c */
+void child_main(server_rec *s, bucketed_config *conf,
+                bucketed_retained *retained, int slot, int bucket)
+    __attribute__((noreturn));
+
+/* parent.c */
+int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s);
+
+#endif /* BUCKETED_H */

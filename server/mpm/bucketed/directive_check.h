@@ -1,0 +1,49 @@
+/*
+ * directive_check: parsing and validation of bucketed's directive values.
+ * Pure: every function returns NULL or an error message naming the
+ * directive and the allowed values, which httpd prints with the file and
+ * line, so `apache2 -t` fails with it.
+ */
+#ifndef DIRECTIVE_CHECK_H
+#define DIRECTIVE_CHECK_H
+
+#include "apr_pools.h"
+#include "apr_tables.h"
+#include "bucket_plan.h"
+
+/* A whole decimal number in [min, max]; no sign games, no trailing junk. */
+const char *directive_parse_int(apr_pool_t *p, const char *directive,
+                                const char *arg, int min, int max, int *out);
+
+/* "auto" (stored as 0) or a number in [1, max]. */
+const char *directive_parse_auto_int(apr_pool_t *p, const char *directive,
+                                     const char *arg, int max, int *out);
+
+/* auto | reuseport | listen | single, case-insensitive. */
+const char *directive_parse_strategy(apr_pool_t *p, const char *directive,
+                                     const char *arg, bucket_strategy_e *out);
+
+/* The process limits as configured; 0 = not set in the configuration. */
+typedef struct {
+    int server_limit;
+    int max_workers;
+    int start_servers;
+    int min_spare;
+    int max_spare;
+} process_limits;
+
+/*
+ * Checks the limits against each other and against the compile-time cap.
+ * Fills *out with the values to run with (defaults for unset ones, then
+ * prefork's adjustments). Adjustments are appended to warnings as strings;
+ * contradictions that prefork would silently paper over and that an
+ * operator surely did not mean (MinSpareServers above MaxSpareServers) are
+ * returned as an error.
+ */
+const char *process_limits_check(apr_pool_t *p, const process_limits *in,
+                                 const process_limits *defaults,
+                                 int hard_server_limit,
+                                 process_limits *out,
+                                 apr_array_header_t *warnings);
+
+#endif /* DIRECTIVE_CHECK_H */

@@ -1,0 +1,245 @@
+/*
+ * directives.c: bucketed's command table. Each handler checks context,
+ * parses strictly (directive_check.c) and stores into the main server's
+ * bucketed_config; limits that depend on each other are checked once the
+ * whole configuration is read (check_config in mod_mpm_bucketed.c).
+ *
+ * The listener directives that shape a socket (ListenBacklog, Send- and
+ * ReceiveBufferSize) are wrapped: bucketed records the value, so that the
+ * SO_REUSEPORT duplicates it opens match the originals core opens, then
+ * hands the value on to core unchanged. Entries here come before
+ * LISTEN_COMMANDS, and the first match in a table wins.
+ */
+#include <limits.h>
+
+#include "apr_strings.h"
+
+#include "httpd.h"
+#include "http_core.h"
+#include "http_log.h"
+#include "mpm_common.h"
+
+#include "bucketed.h"
+#include "mpm_default.h"
+
+APLOG_USE_MODULE(mpm_bucketed);
+
+/* GracefulShutdownTimeout: 30 days is far beyond any sane drain. */
+#define MAX_GRACEFUL_SHUTDOWN_SEC (30 * 24 * 3600)
+#define MAX_LISTEN_BACKLOG 65535
+#define MAX_CORES_BUCKETS_RATIO 4096
+#define MIN_SOCKET_BUFFER 512
+
+void *bucketed_create_server_config(apr_pool_t *p, server_rec *s)
+{
+    bucketed_config *conf = apr_pcalloc(p, sizeof(*conf));
+
+    (void)s;
+    conf->strategy = BUCKET_STRATEGY_AUTO;
+    conf->listen_backlog = DEFAULT_LISTENBACKLOG;
+    return conf;
+}
+
+/* Parses a number into *slot after the context check every directive of
+ * ours shares (main server only). */
+static const char *parse_global_int(cmd_parms *cmd, const char *arg,
+                                    int min, int max, int *slot)
+{
+    const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
+
+    if (err != NULL) {
+        return err;
+    }
+    return directive_parse_int(cmd->pool, cmd->cmd->name, arg, min, max,
+                               slot);
+}
+
+static bucketed_config *config_of(cmd_parms *cmd)
+{
+    return bucketed_get_config(cmd->server);
+}
+
+static const char *set_start_servers(cmd_parms *cmd, void *dummy,
+                                     const char *arg)
+{
+    (void)dummy;
+    return parse_global_int(cmd, arg, 1, MAX_SERVER_LIMIT,
+                            &config_of(cmd)->configured.start_servers);
+}
+
+static const char *set_min_spare_servers(cmd_parms *cmd, void *dummy,
+                                         const char *arg)
+{
+    (void)dummy;
+    return parse_global_int(cmd, arg, 1, MAX_SERVER_LIMIT,
+                            &config_of(cmd)->configured.min_spare);
+}
+
+static const char *set_max_spare_servers(cmd_parms *cmd, void *dummy,
+                                         const char *arg)
+{
+    (void)dummy;
+    return parse_global_int(cmd, arg, 1, MAX_SERVER_LIMIT,
+                            &config_of(cmd)->configured.max_spare);
+}
+
+static const char *set_max_request_workers(cmd_parms *cmd, void *dummy,
+                                           const char *arg)
+{
+    (void)dummy;
+    if (strcasecmp(cmd->cmd->name, "MaxClients") == 0) {
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, NULL, "bucketed: "
+                     "MaxClients is deprecated, use MaxRequestWorkers "
+                     "instead.");
+    }
+    return parse_global_int(cmd, arg, 1, MAX_SERVER_LIMIT,
+                            &config_of(cmd)->configured.max_workers);
+}
+
+static const char *set_server_limit(cmd_parms *cmd, void *dummy,
+                                    const char *arg)
+{
+    (void)dummy;
+    /* Above MAX_SERVER_LIMIT is lowered with a warning, as prefork does. */
+    return parse_global_int(cmd, arg, 1, INT_MAX,
+                            &config_of(cmd)->configured.server_limit);
+}
+
+static const char *set_max_connections_per_child(cmd_parms *cmd, void *dummy,
+                                                 const char *arg)
+{
+    (void)dummy;
+    if (strcasecmp(cmd->cmd->name, "MaxRequestsPerChild") == 0) {
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, NULL, "bucketed: "
+                     "MaxRequestsPerChild is deprecated, use "
+                     "MaxConnectionsPerChild instead.");
+    }
+    return parse_global_int(cmd, arg, 0, INT_MAX,
+                            &ap_max_requests_per_child);
+}
+
+static const char *set_graceful_shutdown_timeout(cmd_parms *cmd, void *dummy,
+                                                 const char *arg)
+{
+    (void)dummy;
+    return parse_global_int(cmd, arg, 0, MAX_GRACEFUL_SHUTDOWN_SEC,
+                            &ap_graceful_shutdown_timeout);
+}
+
+static const char *set_bucket_count(cmd_parms *cmd, void *dummy,
+                                    const char *arg)
+{
+    const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
+
+    (void)dummy;
+    if (err != NULL) {
+        return err;
+    }
+    return directive_parse_auto_int(cmd->pool, cmd->cmd->name, arg,
+                                    MAX_SERVER_LIMIT,
+                                    &config_of(cmd)->bucket_count);
+}
+
+static const char *set_bucket_strategy(cmd_parms *cmd, void *dummy,
+                                       const char *arg)
+{
+    const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
+
+    (void)dummy;
+    if (err != NULL) {
+        return err;
+    }
+    return directive_parse_strategy(cmd->pool, cmd->cmd->name, arg,
+                                    &config_of(cmd)->strategy);
+}
+
+static const char *set_cores_buckets_ratio(cmd_parms *cmd, void *dummy,
+                                           const char *arg)
+{
+    (void)dummy;
+    /* Kept to ourselves: core would turn SO_REUSEPORT on for every
+     * original socket, bucketed does it only where it duplicates. */
+    return parse_global_int(cmd, arg, 1, MAX_CORES_BUCKETS_RATIO,
+                            &config_of(cmd)->cores_buckets_ratio);
+}
+
+static const char *set_listen_backlog(cmd_parms *cmd, void *dummy,
+                                      const char *arg)
+{
+    const char *err = parse_global_int(cmd, arg, 1, MAX_LISTEN_BACKLOG,
+                                       &config_of(cmd)->listen_backlog);
+
+    return err != NULL ? err : ap_set_listenbacklog(cmd, dummy, arg);
+}
+
+/* SendBufferSize / ReceiveBufferSize: 0 (system default) or >= 512. */
+static const char *parse_buffer_size(cmd_parms *cmd, const char *arg,
+                                     int *slot)
+{
+    const char *err = parse_global_int(cmd, arg, 0, INT_MAX, slot);
+
+    if (err == NULL && *slot != 0 && *slot < MIN_SOCKET_BUFFER) {
+        err = apr_psprintf(cmd->pool, "%s must be 0 (system default) or a "
+                           "whole number from %d to %d, not '%s'",
+                           cmd->cmd->name, MIN_SOCKET_BUFFER, INT_MAX, arg);
+    }
+    return err;
+}
+
+static const char *set_send_buffer_size(cmd_parms *cmd, void *dummy,
+                                        const char *arg)
+{
+    const char *err = parse_buffer_size(cmd, arg,
+                                        &config_of(cmd)->send_buffer_size);
+
+    return err != NULL ? err : ap_set_send_buffer_size(cmd, dummy, arg);
+}
+
+static const char *set_receive_buffer_size(cmd_parms *cmd, void *dummy,
+                                           const char *arg)
+{
+    const char *err = parse_buffer_size(cmd, arg,
+                                        &config_of(cmd)->receive_buffer_size);
+
+    return err != NULL ? err : ap_set_receive_buffer_size(cmd, dummy, arg);
+}
+
+const command_rec bucketed_cmds[] = {
+    AP_INIT_TAKE1("StartServers", set_start_servers, NULL, RSRC_CONF,
+        "Number of child processes launched at server startup"),
+    AP_INIT_TAKE1("MinSpareServers", set_min_spare_servers, NULL, RSRC_CONF,
+        "Minimum number of idle children, shared out over the buckets"),
+    AP_INIT_TAKE1("MaxSpareServers", set_max_spare_servers, NULL, RSRC_CONF,
+        "Maximum number of idle children, shared out over the buckets"),
+    AP_INIT_TAKE1("MaxRequestWorkers", set_max_request_workers, NULL,
+        RSRC_CONF, "Maximum number of children alive at the same time"),
+    AP_INIT_TAKE1("MaxClients", set_max_request_workers, NULL, RSRC_CONF,
+        "Deprecated name of MaxRequestWorkers"),
+    AP_INIT_TAKE1("ServerLimit", set_server_limit, NULL, RSRC_CONF,
+        "Upper limit on configurable MaxRequestWorkers"),
+    AP_INIT_TAKE1("MaxConnectionsPerChild", set_max_connections_per_child,
+        NULL, RSRC_CONF, "Connections a child serves before it exits "
+        "(0 = no limit)"),
+    AP_INIT_TAKE1("MaxRequestsPerChild", set_max_connections_per_child,
+        NULL, RSRC_CONF, "Deprecated name of MaxConnectionsPerChild"),
+    AP_INIT_TAKE1("GracefulShutdownTimeout", set_graceful_shutdown_timeout,
+        NULL, RSRC_CONF, "Seconds a graceful stop waits for children "
+        "(0 = as long as they need)"),
+    AP_INIT_TAKE1("BucketCount", set_bucket_count, NULL, RSRC_CONF,
+        "Number of listener buckets with SO_REUSEPORT: auto (online CPUs) "
+        "or a number"),
+    AP_INIT_TAKE1("BucketStrategy", set_bucket_strategy, NULL, RSRC_CONF,
+        "How listener buckets are formed: auto, reuseport, listen or "
+        "single"),
+    AP_INIT_TAKE1("ListenCoresBucketsRatio", set_cores_buckets_ratio, NULL,
+        RSRC_CONF, "Online CPU cores per listener bucket, when BucketCount "
+        "is auto"),
+    AP_INIT_TAKE1("ListenBacklog", set_listen_backlog, NULL, RSRC_CONF,
+        "Maximum length of the queue of pending connections"),
+    AP_INIT_TAKE1("SendBufferSize", set_send_buffer_size, NULL, RSRC_CONF,
+        "Send buffer size in bytes"),
+    AP_INIT_TAKE1("ReceiveBufferSize", set_receive_buffer_size, NULL,
+        RSRC_CONF, "Receive buffer size in bytes"),
+    LISTEN_COMMANDS,
+    { NULL }
+};

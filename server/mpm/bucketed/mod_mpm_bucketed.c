@@ -1,0 +1,343 @@
+/*
+ * mod_mpm_bucketed.c: the bucketed MPM's table of contents. Prefork's
+ * process model (one connection per child process), with the children
+ * split into listener buckets that each own their own listening sockets.
+ *
+ *   directives.c        the command table
+ *   bucket_plan.c       how many buckets, which sockets each owns  (pure)
+ *   bucket_maint.c      per-bucket idle maintenance decisions       (pure)
+ *   directive_check.c   value parsing and limit checks             (pure)
+ *   kernel_probe.c      what the kernel offers                     (pure)
+ *   bucket_listeners.c  opening and keeping the per-bucket sockets
+ *   bucket_stats.c      per-bucket counters for bucketed-status
+ *   parent.c            the parent: spawning, maintenance, restarts
+ *   child.c             the child: accept and serve
+ *
+ * This file wires hooks: configuration checks, listener set-up and the
+ * answers to ap_mpm_query().
+ */
+#include <unistd.h>
+
+#include "httpd.h"
+#include "apr_strings.h"
+
+#include "http_core.h"
+#include "http_log.h"
+#include "http_main.h"
+#include "mpm_common.h"
+#include "util_mutex.h"
+
+#include "bucketed.h"
+#include "mpm_default.h"
+
+#define RETAINED_KEY "mpm_bucketed_retained"
+
+bucketed_config *bucketed_get_config(server_rec *s)
+{
+    return ap_get_module_config(s->module_config, &mpm_bucketed_module);
+}
+
+bucketed_retained *bucketed_get_retained(void)
+{
+    bucketed_retained *retained = ap_retained_data_get(RETAINED_KEY);
+
+    if (retained == NULL) {
+        retained = ap_retained_data_create(RETAINED_KEY, sizeof(*retained));
+        retained->mpm = ap_unixd_mpm_get_retained_data();
+        retained->mpm->baton = retained;
+        retained->mpm->mpm_state = AP_MPMQ_STARTING;
+    }
+    return retained;
+}
+
+/* -X and -DONE_PROCESS serve from the parent itself; -DDEBUG implies it. */
+int bucketed_one_process(void)
+{
+    return ap_exists_config_define("ONE_PROCESS")
+           || ap_exists_config_define("DEBUG");
+}
+
+static int bucketed_pre_config(apr_pool_t *pconf, apr_pool_t *plog,
+                               apr_pool_t *ptemp)
+{
+    bucketed_retained *retained = bucketed_get_retained();
+    int foreground = ap_exists_config_define("FOREGROUND");
+    int no_detach = ap_exists_config_define("NO_DETACH");
+    apr_status_t rv;
+
+    (void)plog;
+    (void)ptemp;
+    retained->mpm->module_loads++;
+    /* httpd reads the configuration twice at start-up; detach on the
+     * second, real pass, never on a -t run (which has only the first). */
+    if (retained->mpm->module_loads == 2 && !bucketed_one_process()
+        && !foreground) {
+        rv = apr_proc_detach(no_detach ? APR_PROC_DETACH_FOREGROUND
+                                       : APR_PROC_DETACH_DAEMONIZE);
+        if (rv != APR_SUCCESS) {
+            ap_log_error(APLOG_MARK, APLOG_CRIT, rv, NULL,
+                         "bucketed: apr_proc_detach failed");
+            return HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
+    ap_listen_pre_config();
+    rv = ap_mutex_register(pconf, AP_ACCEPT_MUTEX_TYPE, NULL,
+                           APR_LOCK_DEFAULT, 0);
+    if (rv != APR_SUCCESS) {
+        ap_log_error(APLOG_MARK, APLOG_CRIT, rv, NULL,
+                     "bucketed: cannot register the %s mutex",
+                     AP_ACCEPT_MUTEX_TYPE);
+        return !OK;
+    }
+    return OK;
+}
+
+static int count_listeners(void)
+{
+    ap_listen_rec *lr;
+    int n = 0;
+
+    for (lr = ap_listeners; lr; lr = lr->next) {
+        n++;
+    }
+    return n;
+}
+
+/* The plan for this generation. Made at check_config (so `-t` reports a
+ * bad one) and again at open_logs, once core has merged wildcard IPv4 and
+ * IPv6 listeners and the real socket count is known. */
+static const char *make_plan(apr_pool_t *p, bucketed_config *conf,
+                             int num_listeners)
+{
+    bucket_plan_input in;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+    in.strategy = bucketed_one_process() ? BUCKET_STRATEGY_SINGLE
+                                     : conf->strategy;
+    in.bucket_count = conf->bucket_count;
+    in.cores_buckets_ratio = conf->cores_buckets_ratio;
+    in.online_cpus = cpus > 0 ? (int)cpus : 1;
+    in.have_reuseport = conf->kernel.reuseport;
+    in.num_listeners = num_listeners;
+    in.max_workers = conf->limits.max_workers;
+    return bucket_plan_make(p, &in, &conf->plan);
+}
+
+static void log_limit_warnings(server_rec *s, bucketed_retained *retained,
+                               apr_array_header_t *warnings)
+{
+    int i;
+
+    /* Once at start-up (to the console), once per restart after that;
+     * not on the second start-up pass, which would only repeat them. */
+    if (retained->mpm->module_loads == 2) {
+        return;
+    }
+    for (i = 0; i < warnings->nelts; i++) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING
+                     | (retained->mpm->module_loads == 1 ? APLOG_STARTUP : 0),
+                     0, s, "bucketed: %s",
+                     APR_ARRAY_IDX(warnings, i, const char *));
+    }
+}
+
+static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
+                                 apr_pool_t *ptemp, server_rec *s)
+{
+    static const process_limits defaults = {
+        DEFAULT_SERVER_LIMIT, DEFAULT_SERVER_LIMIT, DEFAULT_START_DAEMON,
+        DEFAULT_MIN_FREE_DAEMON, DEFAULT_MAX_FREE_DAEMON
+    };
+    bucketed_config *conf = bucketed_get_config(s);
+    bucketed_retained *retained = bucketed_get_retained();
+    apr_array_header_t *warnings = apr_array_make(ptemp, 4,
+                                                  sizeof(const char *));
+    const char *err;
+
+    (void)plog;
+    err = process_limits_check(ptemp, &conf->configured, &defaults,
+                               MAX_SERVER_LIMIT, &conf->limits, warnings);
+    if (err != NULL) {
+        ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, 0, s,
+                     "bucketed: %s", err);
+        return !OK;
+    }
+    /* The scoreboard and the parent's slot table are sized at the first
+     * start; ServerLimit cannot move under a running server. */
+    if (retained->first_server_limit == 0) {
+        retained->first_server_limit = conf->limits.server_limit;
+    }
+    else if (conf->limits.server_limit != retained->first_server_limit) {
+        APR_ARRAY_PUSH(warnings, const char *) = apr_psprintf(ptemp,
+            "changing ServerLimit to %d from original value of %d not "
+            "allowed during restart; keeping %d (a full stop and start "
+            "applies it)", conf->limits.server_limit,
+            retained->first_server_limit, retained->first_server_limit);
+        conf->limits.server_limit = retained->first_server_limit;
+        if (conf->limits.max_workers > conf->limits.server_limit) {
+            conf->limits.max_workers = conf->limits.server_limit;
+        }
+        if (conf->limits.start_servers > conf->limits.max_workers) {
+            conf->limits.start_servers = conf->limits.max_workers;
+        }
+    }
+    log_limit_warnings(s, retained, warnings);
+
+    kernel_probe(&conf->kernel);
+    err = make_plan(pconf, conf, count_listeners());
+    if (err != NULL) {
+        ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, 0, s,
+                     "bucketed: %s", err);
+        return !OK;
+    }
+    return OK;
+}
+
+static void log_plan(server_rec *s, const bucketed_config *conf)
+{
+    const bucket_plan *plan = &conf->plan;
+    int b;
+
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: %s",
+                 kernel_features_describe(s->process->pconf, &conf->kernel));
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: strategy %s (%s), "
+                 "%d bucket(s), up to %d socket(s) per bucket%s",
+                 bucket_strategy_name(plan->strategy), plan->reason,
+                 plan->num_buckets, plan->max_sockets_per_bucket,
+                 plan->max_sockets_per_bucket > 1
+                     ? ", accept mutex " AP_ACCEPT_MUTEX_TYPE : "");
+    for (b = 0; b < plan->num_buckets; b++) {
+        ap_listen_rec *lr;
+        const char *addrs = "";
+
+        for (lr = conf->bucket_listeners[b]; lr; lr = lr->next) {
+            addrs = apr_psprintf(s->process->pconf, "%s %pI", addrs,
+                                 lr->bind_addr);
+        }
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s,
+                     "bucketed: bucket %d:%s", b, addrs);
+    }
+}
+
+static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
+                              apr_pool_t *ptemp, server_rec *s)
+{
+    bucketed_config *conf = bucketed_get_config(s);
+    bucketed_retained *retained = bucketed_get_retained();
+    const char *err;
+    int num_listeners;
+    apr_status_t rv;
+
+    (void)plog;
+    (void)ptemp;
+    num_listeners = ap_setup_listeners(s);
+    if (num_listeners < 1) {
+        ap_log_error(APLOG_MARK, APLOG_ALERT | APLOG_STARTUP, 0, NULL,
+                     "bucketed: no listening sockets available, "
+                     "shutting down");
+        return !OK;
+    }
+    err = make_plan(pconf, conf, num_listeners);
+    if (err != NULL) {
+        ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, 0, s,
+                     "bucketed: %s", err);
+        return !OK;
+    }
+    if (bucket_listeners_open(pconf, s, conf, retained) != OK) {
+        return !OK;
+    }
+    rv = bucket_stats_init(retained, s);
+    if (rv != APR_SUCCESS) {
+        return !OK;
+    }
+    log_plan(s, conf);
+    return OK;
+}
+
+static int bucketed_query(int query_code, int *result, apr_status_t *rv)
+{
+    bucketed_retained *retained = bucketed_get_retained();
+    const bucketed_config *conf = ap_server_conf
+        ? bucketed_get_config(ap_server_conf) : NULL;
+    const process_limits *lim = conf ? &conf->limits : NULL;
+
+    *rv = APR_SUCCESS;
+    switch (query_code) {
+    case AP_MPMQ_MAX_DAEMON_USED:
+        *result = retained->max_daemons_limit;
+        break;
+    case AP_MPMQ_IS_THREADED:
+        *result = AP_MPMQ_NOT_SUPPORTED;
+        break;
+    case AP_MPMQ_IS_FORKED:
+        *result = AP_MPMQ_DYNAMIC;
+        break;
+    case AP_MPMQ_HARD_LIMIT_DAEMONS:
+        *result = retained->first_server_limit ? retained->first_server_limit
+                  : lim ? lim->server_limit : DEFAULT_SERVER_LIMIT;
+        break;
+    case AP_MPMQ_HARD_LIMIT_THREADS:
+    case AP_MPMQ_MAX_THREADS:
+        *result = 1;
+        break;
+    case AP_MPMQ_MIN_SPARE_DAEMONS:
+        *result = lim ? lim->min_spare : DEFAULT_MIN_FREE_DAEMON;
+        break;
+    case AP_MPMQ_MAX_SPARE_DAEMONS:
+        *result = lim ? lim->max_spare : DEFAULT_MAX_FREE_DAEMON;
+        break;
+    case AP_MPMQ_MIN_SPARE_THREADS:
+    case AP_MPMQ_MAX_SPARE_THREADS:
+    case AP_MPMQ_IS_ASYNC:
+    case AP_MPMQ_HAS_SERF:
+    case AP_MPMQ_CAN_WAITIO:
+        *result = 0;
+        break;
+    case AP_MPMQ_MAX_REQUESTS_DAEMON:
+        *result = ap_max_requests_per_child;
+        break;
+    case AP_MPMQ_MAX_DAEMONS:
+        *result = lim ? lim->max_workers : DEFAULT_SERVER_LIMIT;
+        break;
+    case AP_MPMQ_MPM_STATE:
+        *result = retained->mpm->mpm_state;
+        break;
+    case AP_MPMQ_GENERATION:
+        *result = retained->mpm->my_generation;
+        break;
+    default:
+        *rv = APR_ENOTIMPL;
+        break;
+    }
+    return OK;
+}
+
+static const char *bucketed_get_name(void)
+{
+    return BUCKETED_MPM_NAME;
+}
+
+static void bucketed_register_hooks(apr_pool_t *p)
+{
+    (void)p;
+    ap_hook_pre_config(bucketed_pre_config, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_check_config(bucketed_check_config, NULL, NULL, APR_HOOK_MIDDLE);
+    /* Listeners must exist before any other module's open_logs runs. */
+    ap_hook_open_logs(bucketed_open_logs, NULL, NULL, APR_HOOK_REALLY_FIRST);
+    ap_hook_mpm(parent_run, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_mpm_query(bucketed_query, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_mpm_get_name(bucketed_get_name, NULL, NULL, APR_HOOK_MIDDLE);
+    bucket_stats_register();
+}
+
+AP_DECLARE_MODULE(mpm_bucketed) = {
+    MPM20_MODULE_STUFF,
+    NULL,                           /* hook to run before apache parses args */
+    NULL,                           /* create per-directory config structure */
+    NULL,                           /* merge per-directory config structures */
+    bucketed_create_server_config,  /* create per-server config structure */
+    NULL,                           /* merge per-server config structures */
+    bucketed_cmds,                  /* command apr_table_t */
+    bucketed_register_hooks,        /* register hooks */
+    AP_MODULE_FLAG_NONE             /* flags */
+};
