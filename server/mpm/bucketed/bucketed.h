@@ -114,8 +114,11 @@ void bucket_stats_count_accept(bucketed_retained *retained, int bucket);
 void bucket_stats_register(void);
 
 /* child.c */
+/* parent: the pid of the parent process, 0 when the parent itself serves
+ * (-X). */
 void child_main(server_rec *s, bucketed_config *conf,
-                bucketed_retained *retained, int slot, int bucket)
+                bucketed_retained *retained, int slot, int bucket,
+                pid_t parent)
     __attribute__((noreturn));
 
 /* parent.c */

@@ -14,6 +14,9 @@
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "apr_poll.h"
 
@@ -312,8 +315,25 @@ static void serve_connections(child_context *ctx)
     ap_update_child_status(ctx->sbh, SERVER_GRACEFUL, NULL);
 }
 
+/* A parent that dies without stopping its children (killed, crashed)
+ * must not leave them serving an orphaned configuration: on Linux they
+ * are asked to leave when it goes. */
+static void leave_with_parent(pid_t parent)
+{
+#ifdef __linux__
+    if (prctl(PR_SET_PDEATHSIG, AP_SIG_GRACEFUL) < 0) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, errno, ap_server_conf,
+                     "bucketed: prctl(PR_SET_PDEATHSIG)");
+    }
+#endif
+    if (getppid() != parent) {
+        this_child->leaving = 1;
+    }
+}
+
 void child_main(server_rec *s, bucketed_config *conf,
-                bucketed_retained *retained, int slot, int bucket)
+                bucketed_retained *retained, int slot, int bucket,
+                pid_t parent)
 {
     child_context ctx;
     apr_allocator_t *allocator;
@@ -349,6 +369,10 @@ void child_main(server_rec *s, bucketed_config *conf,
     }
     if (ap_run_drop_privileges(ctx.pchild, s)) {
         child_exit(&ctx, APEXIT_CHILDFATAL);
+    }
+    /* After the identity change, which clears the parent-death signal. */
+    if (parent != 0) {
+        leave_with_parent(parent);
     }
     ap_run_child_init(ctx.pchild, s);
     ap_create_sb_handle(&ctx.sbh, ctx.pchild, slot, 0);

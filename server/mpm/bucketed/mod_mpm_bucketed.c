@@ -250,7 +250,10 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
     if (rv != APR_SUCCESS) {
         return !OK;
     }
-    log_plan(s, conf);
+    /* The first start-up pass only checks; log what will really run. */
+    if (retained->mpm->module_loads > 1) {
+        log_plan(s, conf);
+    }
     return OK;
 }
 

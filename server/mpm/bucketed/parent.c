@@ -66,7 +66,7 @@ static int spawn_child(parent_context *pc, int slot)
     child_slot *cs = &pc->retained->slots[slot];
     int bucket = bucket_of_slot(slot, pc->num_buckets);
     process_score *ps = ap_get_scoreboard_process(slot);
-    pid_t pid;
+    pid_t parent = getpid(), pid;
 
     note_slot_used(pc->retained, slot);
     ap_update_child_status_from_indexes(slot, 0, SERVER_STARTING, NULL);
@@ -81,7 +81,7 @@ static int spawn_child(parent_context *pc, int slot)
         return -1;
     }
     if (pid == 0) {
-        child_main(pc->s, pc->conf, pc->retained, slot, bucket);
+        child_main(pc->s, pc->conf, pc->retained, slot, bucket, parent);
     }
     cs->pid = pid;
     cs->bucket = bucket;
@@ -198,8 +198,16 @@ static void take_census(parent_context *pc, bucket_census *census,
         const child_slot *cs = &retained->slots[slot];
         int status;
 
-        if (cs->pid == 0 || cs->generation != pc->generation
-            || cs->exit_requested) {
+        if (cs->pid == 0) {
+            continue;
+        }
+        if (cs->exit_reason == EXIT_REASON_RESTART) {
+            /* Replaced in its slot as soon as it leaves: count the
+             * replacement now, or the bucket would look short. */
+            census[bucket_of_slot(slot, pc->num_buckets)].idle++;
+            continue;
+        }
+        if (cs->generation != pc->generation || cs->exit_requested) {
             continue;
         }
         status = ap_get_scoreboard_worker_from_indexes(slot, 0)->status;
@@ -448,7 +456,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
 
     if (one_process) {
         mpm->mpm_state = AP_MPMQ_RUNNING;
-        child_main(s, conf, retained, 0, 0);
+        child_main(s, conf, retained, 0, 0, 0);
     }
 
     log_started(&pc);

@@ -1,0 +1,541 @@
+"""
+httpd_fixture: runs the real Debian httpd (/usr/sbin/apache2) with the
+bucketed MPM loaded, on ephemeral ports of 127.0.0.1, for the integration
+tests of this directory.
+
+Environment:
+  BUCKETED_TOP    repository root (default: two levels above this file)
+  BUCKETED_BUILD  where mod_mpm_bucketed.so, mod_bucketed_status.so and
+                  bench/noreuseport.so are (default: BUCKETED_TOP)
+  HTTPD_BIN       the httpd binary (default: /usr/sbin/apache2)
+
+Nothing here sleeps for synchronisation: every wait is wait_until() on an
+observable condition with a bounded timeout.
+"""
+import http.client
+import itertools
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+TOP = Path(os.environ.get("BUCKETED_TOP")
+           or Path(__file__).resolve().parent.parent.parent)
+BUILD = Path(os.environ.get("BUCKETED_BUILD") or TOP)
+HTTPD_BIN = os.environ.get("HTTPD_BIN", "/usr/sbin/apache2")
+APACHE_MODULES = Path("/usr/lib/apache2/modules")
+MPM_SO = BUILD / "mod_mpm_bucketed.so"
+STATUS_SO = BUILD / "mod_bucketed_status.so"
+NOREUSEPORT_SO = BUILD / "bench" / "noreuseport.so"
+LOOPBACK = "127.0.0.1"
+INDEX_BODY = b"bucketed integration test\n"
+CGI_BODY = "slow cgi done"
+
+# Bounds of every wait, in seconds.
+START_TIMEOUT = 20
+STOP_TIMEOUT = 20
+HTTP_TIMEOUT = 15
+
+
+class Timeout(AssertionError):
+    """A wait_until() condition did not come true in time."""
+
+
+def wait_until(predicate, timeout, interval=0.02, what=None):
+    """Polls predicate() until it returns a true value, which is returned.
+    Raises Timeout (an AssertionError) after `timeout` seconds; a predicate
+    that raises OSError or http.client errors counts as not yet true."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except (OSError, http.client.HTTPException) as e:
+            last_error = e
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_error!r})" if last_error else ""
+            raise Timeout(f"timed out after {timeout} s waiting for "
+                          f"{what or predicate}{detail}")
+        time.sleep(interval)
+
+
+def free_ports(count):
+    """Ports the kernel picked as free on the loopback address. All are held
+    open together so that they differ, then released for httpd."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((LOOPBACK, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+# ---------------------------------------------------------------- HTTP
+
+def http_get(port, path="/", timeout=HTTP_TIMEOUT):
+    """One GET with Connection: close. Returns (status, body bytes)."""
+    conn = http.client.HTTPConnection(LOOPBACK, port, timeout=timeout)
+    try:
+        conn.request("GET", path, headers={"Connection": "close"})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def connection_refused(port):
+    """True when nothing accepts connections on the port any more."""
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=2):
+            return False
+    except ConnectionRefusedError:
+        return True
+
+
+_BUCKET_LINE = re.compile(
+    r"bucket=(?P<bucket>\d+) sockets=(?P<sockets>\d+) listen=(?P<listen>.*) "
+    r"children=(?P<children>\d+) idle=(?P<idle>\d+) busy=(?P<busy>\d+) "
+    r"accepted=(?P<accepted>\d+)$")
+
+
+def parse_status(text):
+    """The /bucketed-status page as a dict; "buckets_list" holds one dict
+    per bucket line (numbers as int, listen as a list of addresses)."""
+    status = {"buckets_list": []}
+    for line in text.splitlines():
+        m = _BUCKET_LINE.match(line)
+        if m:
+            bucket = {k: int(v) for k, v in m.groupdict().items()
+                      if k != "listen"}
+            bucket["listen"] = m.group("listen").split()
+            status["buckets_list"].append(bucket)
+        elif "=" in line:
+            key, value = line.split("=", 1)
+            status[key] = int(value) if value.isdigit() else value
+    return status
+
+
+# ---------------------------------------------------------------- /proc
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+
+
+def _stat_fields(pid):
+    """(state, ppid) from /proc/<pid>/stat, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            data = f.read()
+    except OSError:
+        return None
+    rest = data[data.rindex(")") + 2:].split()
+    return rest[0], int(rest[1])
+
+
+def alive(pid):
+    """The process exists and is not a zombie."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def all_pids():
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def children_of(parent_pid):
+    """Live (non-zombie) direct children of a process."""
+    found = []
+    for pid in all_pids():
+        fields = _stat_fields(pid)
+        if fields and fields[1] == parent_pid and fields[0] != "Z":
+            found.append(pid)
+    return sorted(found)
+
+
+def processes_mentioning(text):
+    """Live processes whose command line contains text (e.g. the path of a
+    test's own configuration file: nobody else's processes match it)."""
+    return sorted(pid for pid in all_pids()
+                  if pid != os.getpid() and alive(pid)
+                  and text in (_cmdline(pid) or ""))
+
+
+def listening_inodes(port):
+    """Inodes of the TCP sockets in LISTEN state on a local port (IPv4 and
+    IPv6), from /proc/net/tcp*: one entry per socket, SO_REUSEPORT
+    duplicates included."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            if local_port == port and fields[3] == "0A":
+                inodes.add(int(fields[9]))
+    return inodes
+
+
+def socket_inodes_of(pid):
+    """Inodes of every socket a process holds open."""
+    inodes = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return inodes
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        m = re.match(r"socket:\[(\d+)\]$", target)
+        if m:
+            inodes.add(int(m.group(1)))
+    return inodes
+
+
+# ---------------------------------------------------------------- load
+
+class LoadResult:
+    def __init__(self):
+        self.ok = 0
+        self.failed = 0
+        self.errors = []          # the first few failures, for the report
+        self.lock = threading.Lock()
+
+    def record(self, error=None):
+        with self.lock:
+            if error is None:
+                self.ok += 1
+            else:
+                self.failed += 1
+                if len(self.errors) < 10:
+                    self.errors.append(error)
+
+    @property
+    def total(self):
+        return self.ok + self.failed
+
+    def __repr__(self):
+        return (f"LoadResult(ok={self.ok}, failed={self.failed}, "
+                f"errors={self.errors})")
+
+
+class Load:
+    """A bounded client: `threads` threads doing GETs with Connection: close
+    round-robin over `ports`, until `count` requests were made, stop() is
+    called (after at least `minimum` requests), or `seconds` pass. A request
+    fails unless it answers 200 with the expected body."""
+
+    def __init__(self, ports, count, threads=8, seconds=60, minimum=0,
+                 path="/", body=INDEX_BODY):
+        self.ports = list(ports)
+        self.count = count
+        self.threads = threads
+        self.seconds = seconds
+        self.minimum = minimum
+        self.path = path
+        self.body = body
+        self.result = LoadResult()
+        self._tickets = itertools.count()
+        self._stop = threading.Event()
+        self._workers = []
+
+    def _one(self, port):
+        try:
+            status, body = http_get(port, self.path)
+        except (OSError, http.client.HTTPException) as e:
+            return f"port {port}: {e!r}"
+        if status != 200 or (self.body is not None and body != self.body):
+            return f"port {port}: status {status}, body {body[:80]!r}"
+        return None
+
+    def _work(self, deadline):
+        while time.monotonic() < deadline:
+            ticket = next(self._tickets)
+            if ticket >= self.count or (self._stop.is_set()
+                                        and ticket >= self.minimum):
+                return
+            self.result.record(self._one(self.ports[ticket
+                                                    % len(self.ports)]))
+
+    def start(self):
+        deadline = time.monotonic() + self.seconds
+        for _ in range(self.threads):
+            t = threading.Thread(target=self._work, args=(deadline,),
+                                 daemon=True)
+            t.start()
+            self._workers.append(t)
+        return self
+
+    def done(self):
+        return self.result.total
+
+    def stop(self):
+        self._stop.set()
+        return self.join()
+
+    def join(self):
+        for t in self._workers:
+            t.join(self.seconds + HTTP_TIMEOUT + 5)
+        return self.result
+
+    def run(self):
+        return self.start().join()
+
+
+# ---------------------------------------------------------------- httpd
+
+SLOW_CGI = """#!/bin/sh
+sleep "${QUERY_STRING:-3}"
+printf 'Content-Type: text/plain\\r\\n\\r\\n%s\\n' '""" + CGI_BODY + """'
+"""
+
+
+def open_traversable(path):
+    """Lets the unprivileged children (www-data) walk down to path: adds
+    o+x to it and to every parent directory that lacks it (pytest makes its
+    base temp directory 0700)."""
+    for p in [path, *path.parents]:
+        mode = p.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            p.chmod(stat.S_IMODE(mode) | stat.S_IXGRP | stat.S_IXOTH)
+
+
+class Httpd:
+    """One server: its own ServerRoot (config, logs, htdocs, a slow CGI)
+    under `root`, `listens` ports (or the given ones), bucketed by default
+    or any other Debian MPM module (mpm="prefork").
+
+    `directives` is extra configuration text; `preload` a library for
+    LD_PRELOAD in httpd's environment."""
+
+    def __init__(self, root, listens=1, ports=None, directives="",
+                 mpm="bucketed", preload=None, cgi=False):
+        self.root = Path(root)
+        self.ports = list(ports) if ports else free_ports(listens)
+        self.mpm = mpm
+        self.preload = preload
+        self.cgi = cgi
+        self.directives = directives
+        self.conf = self.root / "httpd.conf"
+        self.pidfile = self.root / "run" / "httpd.pid"
+        self.error_log_path = self.root / "logs" / "error.log"
+        self.proc = None
+        self.stdout_path = self.root / "stdout.txt"
+        for sub in ("run", "logs", "htdocs", "cgi-bin"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+            (self.root / sub).chmod(0o755)
+        (self.root / "htdocs" / "index.html").write_bytes(INDEX_BODY)
+        cgi_script = self.root / "cgi-bin" / "slow.cgi"
+        cgi_script.write_text(SLOW_CGI)
+        cgi_script.chmod(0o755)
+        open_traversable(self.root)
+        self.write_config()
+
+    # -- configuration
+
+    def mpm_lines(self):
+        if self.mpm == "bucketed":
+            return [f"LoadModule mpm_bucketed_module {MPM_SO}",
+                    f"LoadModule bucketed_status_module {STATUS_SO}"]
+        return [f"LoadModule mpm_{self.mpm}_module "
+                f"{APACHE_MODULES}/mod_mpm_{self.mpm}.so"]
+
+    def config_text(self, directives=None):
+        t = self.root
+        lines = [
+            f"ServerRoot {t}",
+            "ServerName localhost",
+            f"PidFile {self.pidfile}",
+            f"DefaultRuntimeDir {t}/run",
+            f"ErrorLog {self.error_log_path}",
+            "LogLevel info" + (" mpm_bucketed:debug"
+                               if self.mpm == "bucketed" else ""),
+            "User www-data",
+            "Group www-data",
+            *self.mpm_lines(),
+        ]
+        for mod in ("authz_core", "mime", "dir", "alias"):
+            lines.append(f"LoadModule {mod}_module "
+                         f"{APACHE_MODULES}/mod_{mod}.so")
+        if self.cgi:
+            lines.append(f"LoadModule cgi_module {APACHE_MODULES}/mod_cgi.so")
+            lines.append(f"ScriptAlias /cgi-bin/ {t}/cgi-bin/")
+        lines += ["TypesConfig /etc/mime.types",
+                  *(f"Listen {LOOPBACK}:{p}" for p in self.ports),
+                  f"DocumentRoot {t}/htdocs",
+                  "DirectoryIndex index.html",
+                  "<Location /bucketed-status>",
+                  "  SetHandler bucketed-status",
+                  "</Location>",
+                  self.directives if directives is None else directives]
+        return "\n".join(lines) + "\n"
+
+    def write_config(self, directives=None):
+        """Rewrites httpd.conf, with other extra directives if given."""
+        self.conf.write_text(self.config_text(directives))
+
+    # -- one-shot commands (-t, -M, -V)
+
+    def env(self):
+        env = {"PATH": "/usr/sbin:/usr/bin:/bin"}
+        if self.preload:
+            env["LD_PRELOAD"] = str(self.preload)
+        return env
+
+    def command(self, *args, timeout=60):
+        """Runs httpd -f CONF ARGS; returns the CompletedProcess, with
+        .output = stdout + stderr as text."""
+        cp = subprocess.run([HTTPD_BIN, "-f", str(self.conf), *args],
+                            env=self.env(), capture_output=True, text=True,
+                            timeout=timeout)
+        cp.output = cp.stdout + cp.stderr
+        return cp
+
+    # -- running
+
+    def start(self, *extra_args, wait=True):
+        """Starts httpd in the foreground (-DFOREGROUND) as our child, and
+        waits until every bucket has a child answering."""
+        assert self.proc is None, "already started"
+        out = open(self.stdout_path, "wb")
+        self.proc = subprocess.Popen(
+            [HTTPD_BIN, "-f", str(self.conf), "-DFOREGROUND", *extra_args],
+            env=self.env(), stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL)
+        out.close()
+        if wait:
+            self.wait_ready()
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def exited(self):
+        return self.proc is not None and self.proc.poll() is not None
+
+    def wait_ready(self, timeout=START_TIMEOUT):
+        """Until the pid file names our process and the status page shows a
+        child in every bucket (or, for another MPM, / answers)."""
+        def ready():
+            if self.exited():
+                raise AssertionError(
+                    f"httpd exited with {self.proc.returncode}:\n"
+                    + self.output())
+            if not self.pidfile.exists() or \
+                    self.pidfile.read_text().strip() != str(self.pid):
+                return False
+            if self.mpm != "bucketed" or "-X" in self.proc.args:
+                return http_get(self.ports[0])[0] == 200
+            st = self.status()
+            return all(b["children"] >= 1 for b in st["buckets_list"])
+        wait_until(ready, timeout, what=f"httpd {self.conf} to be ready")
+        return self
+
+    def status(self, port=None):
+        status, body = http_get(port or self.ports[0], "/bucketed-status")
+        assert status == 200, f"/bucketed-status answered {status}"
+        return parse_status(body.decode())
+
+    def signal(self, sig):
+        os.kill(self.pid, sig)
+
+    def wait_exit(self, timeout=STOP_TIMEOUT):
+        """Waits for the parent to exit; returns its exit status."""
+        return self.proc.wait(timeout)
+
+    def stop(self):
+        """SIGTERM and wait; SIGKILL if it does not go. Returns the exit
+        status of the parent."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(STOP_TIMEOUT)
+        return self.proc.returncode
+
+    def leftovers(self):
+        """Live processes started from this configuration."""
+        return processes_mentioning(str(self.conf))
+
+    def cleanup(self):
+        """Finalizer: stops the parent, then SIGKILLs whatever is left of
+        this server (children, daemonized parents) and waits for it."""
+        try:
+            self.stop()
+        finally:
+            for pid in self.leftovers():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            wait_until(lambda: not self.leftovers(), STOP_TIMEOUT,
+                       what=f"processes of {self.conf} to go")
+
+    # -- logs
+
+    def error_log(self):
+        try:
+            return self.error_log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def output(self):
+        """What httpd printed on its stdout and stderr, then the error log."""
+        try:
+            printed = self.stdout_path.read_text(errors="replace")
+        except FileNotFoundError:
+            printed = ""
+        return printed + self.error_log()
+
+    def url(self, path="/", index=0):
+        return f"http://{LOOPBACK}:{self.ports[index]}{path}"
+
+
+@pytest.fixture
+def make_httpd(tmp_path):
+    """Factory of Httpd servers under this test's tmp_path; every server it
+    made is stopped, and its processes killed, when the test ends."""
+    made = []
+
+    def make(**kwargs):
+        server = Httpd(tmp_path / f"server{len(made)}", **kwargs)
+        made.append(server)
+        return server
+
+    yield make
+    for server in made:
+        server.cleanup()
+
+
+def need_build(*paths):
+    """Skips the test when a build product it needs is missing."""
+    for p in paths:
+        if not Path(p).exists():
+            pytest.skip(f"{p} is not built (run scripts/build.sh)")
