@@ -442,6 +442,15 @@ run_checks() {
         fail "stopping httpd"
     fi
     say "stop: $(cat "$work/logs/stop.log")"
+    # A clean run logs nothing at warn or above (a slow stop logs that
+    # children ignored SIGTERM).
+    step="error log"
+    if grep -E '^\[[^]]*\] \[[a-z_0-9]+:(warn|error|crit|alert|emerg)\]' \
+            "$prefix/logs/test-error.log" >"$work/logs/errors.log"; then
+        sed 's/^/    /' "$work/logs/errors.log" >&2
+        fail "httpd logged warnings or errors in $prefix/logs/test-error.log"
+    fi
+    say "error log: nothing at warn or above"
 }
 
 build_mode() {

@@ -6,3 +6,5 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 scripts/build.sh
 make check
+scripts/intree-build.sh static
+scripts/intree-build.sh shared

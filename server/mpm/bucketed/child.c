@@ -115,6 +115,17 @@ static void setup_signals(child_context *ctx)
     install_handler(SIGINT, on_leave_signal, &all);
     install_handler(SIGTERM, on_die_signal, &all);
     install_handler(SIGHUP, on_die_signal, &all);
+    /* The parent's SIGCHLD handler must not interrupt a child's work (a
+     * CGI's exit, say). */
+    signal(SIGCHLD, SIG_DFL);
+
+    /* The parent forked with every signal blocked; from here on only the
+     * leave signals stay blocked (see wait_single). */
+    sigfillset(&all);
+    sigdelset(&all, AP_SIG_GRACEFUL);
+    sigdelset(&all, AP_SIG_GRACEFUL_STOP);
+    sigdelset(&all, SIGINT);
+    sigprocmask(SIG_UNBLOCK, &all, NULL);
 }
 
 static void allow_leave_signals(child_context *ctx, int allow)

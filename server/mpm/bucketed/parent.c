@@ -12,6 +12,7 @@
  * throughout, so nothing queued on them is reset.
  */
 #include <errno.h>
+#include <string.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,9 +69,19 @@ static int spawn_child(parent_context *pc, int slot)
     process_score *ps = ap_get_scoreboard_process(slot);
     pid_t parent = getpid(), pid;
 
+    sigset_t block, saved;
+
     note_slot_used(pc->retained, slot);
     ap_update_child_status_from_indexes(slot, 0, SERVER_STARTING, NULL);
+    /* Held until the child has its own handlers: a SIGTERM landing on the
+     * parent's inherited handler would be lost, and the child would live
+     * on until SIGKILL. */
+    sigfillset(&block);
+    sigprocmask(SIG_BLOCK, &block, &saved);
     pid = fork();
+    if (pid != 0) {
+        sigprocmask(SIG_SETMASK, &saved, NULL);
+    }
     if (pid < 0) {
         ap_log_error(APLOG_MARK, APLOG_ERR, errno, pc->s, "bucketed: fork: "
                      "unable to start a child for slot %d (bucket %d)",
@@ -412,6 +423,29 @@ static void start_generation(parent_context *pc)
     }
 }
 
+/* Nothing to do but exist: without SA_RESTART, SIGCHLD cuts short the
+ * one-second sleep in ap_wait_or_timeout(), so a child that leaves is
+ * reaped and replaced at once instead of up to a second later (during a
+ * graceful restart its bucket would otherwise be empty that long). */
+static void on_child_exit(int sig)
+{
+    (void)sig;
+}
+
+static void wake_on_child_exit(server_rec *s)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_child_exit;
+    sa.sa_flags = SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGCHLD, &sa, NULL) < 0) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, errno, s,
+                     "bucketed: sigaction(SIGCHLD)");
+    }
+}
+
 static void log_started(parent_context *pc)
 {
     ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, pc->s, "%s configured -- "
@@ -429,6 +463,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     ap_unixd_mpm_retained_data *mpm = retained->mpm;
     parent_context pc;
     int one_process = bucketed_one_process();
+    apr_time_t last_maintenance = 0;
 
     (void)plog;
     pc.pconf = pconf;
@@ -459,6 +494,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
         child_main(s, conf, retained, 0, 0, 0);
     }
 
+    wake_on_child_exit(s);
     log_started(&pc);
     start_generation(&pc);
     mpm->mpm_state = AP_MPMQ_RUNNING;
@@ -473,8 +509,13 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
             reap_one(&pc, &proc, why, status);
             continue;
         }
-        maintain_buckets(&pc);
-        repeat_leave_requests(&pc);
+        /* Woken early by SIGCHLD or not, maintenance keeps its pace of
+         * one pass a second: spawn rates double per pass. */
+        if (apr_time_now() - last_maintenance >= apr_time_from_sec(1)) {
+            maintain_buckets(&pc);
+            repeat_leave_requests(&pc);
+            last_maintenance = apr_time_now();
+        }
     }
 
     if (mpm->shutdown_pending) {
