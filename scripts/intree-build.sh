@@ -53,6 +53,9 @@ fail() {
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
+    case $status in
+        130|143) echo "intree-build${mode:+ [$mode]}: interrupted${step:+ at step \"$step\"}" >&2 ;;
+    esac
     if [ -n "$step_pid" ]; then
         kill -TERM -- "-$step_pid" 2>/dev/null || true
         wait "$step_pid" 2>/dev/null || true
@@ -88,8 +91,14 @@ run_step() {
     wait "$step_pid" || rc=$?
     step_pid=""
     if [ "$rc" -ne 0 ]; then
-        echo "intree-build [$mode]: step '$name' failed (exit $rc); last lines of $log:" >&2
-        tail -n 40 "$log" | sed 's/^/    /' >&2
+        echo "intree-build [$mode]: step '$name' failed (exit $rc)" >&2
+        # With make -j the first error can be far from the end of the log.
+        if grep -qE '(error|Error)[: ]' "$log"; then
+            echo "first errors in $log:" >&2
+            grep -m 10 -E '(error|Error)[: ]' "$log" | sed 's/^/    /' >&2
+        fi
+        echo "last lines of $log:" >&2
+        tail -n 30 "$log" | sed 's/^/    /' >&2
         fail "$name (exit $rc)"
     fi
     say "$name: $(( $(date +%s) - start )) s"

@@ -72,11 +72,12 @@ def _run_seconds(pid):
     return total_ns / 1e9
 
 
-def tree_cpu_seconds(root_pid):
+def cpu_seconds(root_pid, pids):
     """CPU seconds (user + system) used so far by the server rooted at
-    root_pid, including its children that have exited and been reaped."""
+    root_pid whose live processes are pids (see process_tree), including
+    its children that have exited and been reaped."""
     seconds = 0.0
-    for pid in process_tree(root_pid):
+    for pid in pids:
         try:
             seconds += _run_seconds(pid)
             if pid == root_pid:
@@ -89,12 +90,12 @@ def tree_cpu_seconds(root_pid):
     return seconds
 
 
-def tree_pss_bytes(root_pid):
-    """Proportional set size summed over the server's processes: shared pages
+def pss_bytes(pids):
+    """Proportional set size summed over a server's processes: shared pages
     are split between the processes that map them, so the sum is what the
     server as a whole costs in memory."""
     total_kb = 0
-    for pid in process_tree(root_pid):
+    for pid in pids:
         try:
             rollup = _read(f"/proc/{pid}/smaps_rollup")
         except (FileNotFoundError, ProcessLookupError, PermissionError):
@@ -106,11 +107,10 @@ def tree_pss_bytes(root_pid):
     return total_kb * 1024
 
 
-def machine_cpu_seconds():
-    """(busy, total) CPU seconds of the whole machine since boot, summed
-    over all cores, from the first line of /proc/stat. Busy excludes idle
-    and iowait."""
+def machine_busy_seconds():
+    """CPU seconds the whole machine has been busy since boot, summed over
+    all cores, from the first line of /proc/stat: user, nice, system, irq,
+    softirq and steal; not idle or iowait. Guest time is already in user."""
     fields = [int(v) for v in _read("/proc/stat").splitlines()[0].split()[1:]]
-    total = sum(fields[:8])   # user..steal; guest time is already in user
-    idle = fields[3] + fields[4]
-    return (total - idle) / CLOCK_TICKS, total / CLOCK_TICKS
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS

@@ -247,7 +247,9 @@ def render_markdown(meta, skipped, points, plots):
         lines.append(f"- `{level_title(level)}`: {KERNEL_LEVELS[level]}")
     lines += ["", "Each point ran " f"{options['runs']} times for "
               f"{options['duration_s']} s, servers interleaved within each "
-              "round after a warm-up. Ratios are the median of same-round "
+              "round; every server was started fresh per workload and "
+              f"warmed up for {options['warmup_s']} s at the highest "
+              "concurrency. Ratios are the median of same-round "
               "ratios. Latencies are medians over the runs of wrk's "
               "percentiles; requests slower than wrk's timeout "
               f"({options['timeout_s']} s) are counted as timeouts, not "

@@ -1,11 +1,15 @@
 """The measurement loop.
 
 For each kernel level and workload, every server is started fresh (all at
-once, each on its own ports) and stays up for that workload's sweep. For
-each concurrency every server gets a warm-up run, then N rounds run the
-servers one after another in a fixed order (A B C A B C ...), so slow
-drifts of the shared machine hit every server alike and ratios can be
-taken within a round."""
+once, each on its own ports), warmed up, and stays up for that workload's
+sweep. For each concurrency N rounds run the servers one after another in
+a fixed order (A B C A B C ...), so slow drifts of the shared machine hit
+every server alike and ratios can be taken within a round.
+
+The warm-up runs once per server start, at the sweep's highest
+concurrency: every server pre-starts all its processes (see configs.py),
+so a later, lower concurrency meets no cold process; warming up again at
+every point would cost a fifth of the full run's time budget."""
 
 import json
 import os
@@ -19,7 +23,7 @@ from .server import Server, ServerError, free_ports
 
 # Pause between two runs so the previous run's closing connections (lingering
 # close, TIME_WAIT) do not land in the next one.
-SETTLE_S = 0.25
+SETTLE_S = 0.1
 # A server that failed to start this many times in a row within one workload
 # is not tried again until the next workload.
 MAX_START_FAILURES = 2
@@ -48,7 +52,8 @@ class Plan:
     def count_warmups(self):
         if not self.warmup_s:
             return 0
-        return self.count_runs() // self.runs
+        return sum(len(self.servers[level]) for level in self.levels) \
+            * len(self.workloads)
 
     def count_start_phases(self):
         return len(self.levels) * len(self.workloads)
@@ -150,16 +155,19 @@ class Runner:
                 self.progress.say(f"{level} {workload.name}: "
                                   f"{server.spec.name} did not start")
         self.progress.note_start_phase(time.monotonic() - began)
+        if self.plan.warmup_s:
+            for server in servers:
+                self._warm_up(server, workload)
+                self.progress.note_warmup()
         return servers
 
     def stop_all(self):
         while self.running:
             self.running.pop().stop()
 
-    @staticmethod
-    def _ensure_running(server):
-        """None if the server is up (restarting it if it died), else why
-        not."""
+    def _ensure_running(self, server, workload):
+        """None if the server is up (restarting and warming it up if it
+        died), else why not."""
         if server.alive():
             return None
         if server.start_failures >= MAX_START_FAILURES:
@@ -170,6 +178,7 @@ class Runner:
             server.start()
         except ServerError as error:
             return f"could not (re)start: {error}"
+        self._warm_up(server, workload)
         return None
 
     # ---- runs ----
@@ -185,10 +194,11 @@ class Runner:
             timeout_s=self.plan.timeout_s, keep_alive=workload.keep_alive,
             script_path=script)
 
-    def _warm_up(self, server, workload, concurrency):
-        if not server.alive():
+    def _warm_up(self, server, workload):
+        if not server.alive() or not self.plan.warmup_s:
             return
-        command = self._wrk_command(server, workload, concurrency,
+        command = self._wrk_command(server, workload,
+                                    max(self.plan.concurrency),
                                     self.plan.warmup_s)
         try:
             load.run_wrk(command, self.plan.warmup_s,
@@ -204,17 +214,19 @@ class Runner:
             if is_bucketed else None
         command = self._wrk_command(server, workload, concurrency,
                                     self.plan.duration_s)
-        server_cpu_before = procfs.tree_cpu_seconds(server.pid)
-        busy_before, _ = procfs.machine_cpu_seconds()
+        server_cpu_before = procfs.cpu_seconds(
+            server.pid, procfs.process_tree(server.pid))
+        busy_before = procfs.machine_busy_seconds()
         result, client_cpu_s = load.run_wrk(
             command, self.plan.duration_s,
             os.path.join(server.workdir, "wrk.log"))
-        busy_after, _ = procfs.machine_cpu_seconds()
-        server_cpu_s = procfs.tree_cpu_seconds(server.pid) \
-            - server_cpu_before
+        busy_after = procfs.machine_busy_seconds()
         if not server.alive():
             raise ServerError(f"{server.spec.name} died during the run "
                               f"(status {server.process.returncode})")
+        pids = procfs.process_tree(server.pid)
+        server_cpu_s = procfs.cpu_seconds(server.pid, pids) \
+            - server_cpu_before
         result.update({
             "wrk_command": command,
             "server_cpu_s": server_cpu_s,
@@ -224,8 +236,8 @@ class Runner:
             # noisy runs.
             "other_cpu_s": max(0.0, busy_after - busy_before - server_cpu_s
                                - client_cpu_s),
-            "server_processes": len(procfs.process_tree(server.pid)),
-            "server_pss_bytes": procfs.tree_pss_bytes(server.pid),
+            "server_processes": len(pids),
+            "server_pss_bytes": procfs.pss_bytes(pids),
             "buckets": bucket_status.accepted_delta(
                 status_before,
                 bucket_status.fetch_status(server.ports[0]))
@@ -240,7 +252,7 @@ class Runner:
                   "label": server_label(server.spec, level),
                   "round": round_no, "ports": server.ports,
                   "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        why_not = self._ensure_running(server)
+        why_not = self._ensure_running(server, workload)
         if why_not:
             record.update(ok=False, error=why_not,
                           error_log_tail=server.error_log_tail())
@@ -277,10 +289,6 @@ class Runner:
         servers = self._start_servers(level, workload)
         try:
             for concurrency in self.plan.concurrency:
-                if self.plan.warmup_s:
-                    for server in servers:
-                        self._warm_up(server, workload, concurrency)
-                        self.progress.note_warmup()
                 for round_no in range(1, self.plan.runs + 1):
                     for server in servers:
                         began = time.monotonic()

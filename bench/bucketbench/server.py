@@ -27,7 +27,7 @@ ERROR_LOG_TAIL_LINES = 20
 
 
 class ServerError(Exception):
-    """A server failed to start or died; the message carries its log tail."""
+    """A server failed to start or died; error_log_tail() tells more."""
 
 
 def free_ports(count):
@@ -202,17 +202,22 @@ class Server:
             try:
                 status, body = http_get(pending_ports[0],
                                         "/" + configs.DOC_NAME)
-            except OSError:
-                status, body = None, b""
-            if status == 200 and body == configs.DOC_BODY:
-                pending_ports.pop(0)
-            elif time.monotonic() > deadline:
-                raise ServerError(
-                    f"{self.spec.name}: port {pending_ports[0]} did not "
-                    f"serve /{configs.DOC_NAME} within {START_TIMEOUT_S} s "
-                    f"(last status {status})\n{self.error_log_tail()}")
-            else:
+            except OSError as error:
+                # Not listening yet: keep trying until the deadline.
+                if time.monotonic() > deadline:
+                    raise ServerError(
+                        f"{self.spec.name}: port {pending_ports[0]} did not "
+                        f"answer within {START_TIMEOUT_S} s ({error})"
+                    ) from None
                 time.sleep(0.1)
+                continue
+            if status != 200 or body != configs.DOC_BODY:
+                # It answers, wrongly: waiting will not fix the configuration.
+                raise ServerError(
+                    f"{self.spec.name}: GET /{configs.DOC_NAME} on port "
+                    f"{pending_ports[0]} answered HTTP {status} "
+                    f"({len(body)} bytes)")
+            pending_ports.pop(0)
         count, since = len(procfs.process_tree(self.pid)), time.monotonic()
         while count < self.expected_processes:
             self._check_alive("while starting its processes")
@@ -228,7 +233,7 @@ class Server:
         if not self.alive():
             code = self.process.returncode if self.process else None
             raise ServerError(f"{self.spec.name} exited {when} (status "
-                              f"{code})\n{self.error_log_tail()}")
+                              f"{code})")
 
     def stop(self):
         """SIGTERM, wait, then SIGKILL whatever is left of the process tree."""

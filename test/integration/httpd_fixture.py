@@ -177,10 +177,11 @@ def processes_mentioning(text):
                   and text in (_cmdline(pid) or ""))
 
 
-def listening_inodes(port):
+def proc_listening_inodes(port):
     """Inodes of the TCP sockets in LISTEN state on a local port (IPv4 and
-    IPv6), from /proc/net/tcp*: one entry per socket, SO_REUSEPORT
-    duplicates included."""
+    IPv6), read from /proc/net/tcp*: one entry per socket, SO_REUSEPORT
+    duplicates included. Slow when the tables hold many connections (TIME_WAIT
+    after a benchmark): listening_inodes() asks the kernel to filter."""
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -194,6 +195,26 @@ def listening_inodes(port):
             if local_port == port and fields[3] == "0A":
                 inodes.add(int(fields[9]))
     return inodes
+
+
+def ss_listening(port):
+    """`ss -Hltne` rows for sockets listening on a local port, as dicts with
+    the accept-queue limit (the backlog, ss's Send-Q) and the inode."""
+    out = subprocess.run(["ss", "-Hltne", f"sport = :{port}"],
+                         capture_output=True, text=True, check=True).stdout
+    rows = []
+    for line in out.splitlines():
+        fields = line.split()
+        inode = re.search(r"\bino:(\d+)", line)
+        rows.append({"backlog": int(fields[2]), "local": fields[3],
+                     "inode": int(inode.group(1)) if inode else None})
+    return rows
+
+
+def listening_inodes(port):
+    """Inodes of the sockets listening on a local port, SO_REUSEPORT
+    duplicates included."""
+    return {row["inode"] for row in ss_listening(port)}
 
 
 def socket_inodes_of(pid):
@@ -304,6 +325,31 @@ class Load:
         return self.start().join()
 
 
+class BackgroundGet:
+    """One GET in a thread of its own; result() waits for its (status,
+    body) and re-raises what it raised."""
+
+    def __init__(self, port, path):
+        self._outcome = None
+        self._thread = threading.Thread(target=self._run, args=(port, path),
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, port, path):
+        try:
+            self._outcome = ("ok", http_get(port, path))
+        except (OSError, http.client.HTTPException) as e:
+            self._outcome = ("error", e)
+
+    def result(self, timeout=HTTP_TIMEOUT + 5):
+        self._thread.join(timeout)
+        assert self._outcome is not None, "the request never finished"
+        kind, value = self._outcome
+        if kind == "error":
+            raise value
+        return value
+
+
 # ---------------------------------------------------------------- httpd
 
 SLOW_CGI = """#!/bin/sh
@@ -328,15 +374,17 @@ class Httpd:
     or any other Debian MPM module (mpm="prefork").
 
     `directives` is extra configuration text; `preload` a library for
-    LD_PRELOAD in httpd's environment."""
+    LD_PRELOAD in httpd's environment; `wrapper` a command prefix that
+    execs httpd (e.g. taskset)."""
 
     def __init__(self, root, listens=1, ports=None, directives="",
-                 mpm="bucketed", preload=None, cgi=False):
+                 mpm="bucketed", preload=None, cgi=False, wrapper=()):
         self.root = Path(root)
         self.ports = list(ports) if ports else free_ports(listens)
         self.mpm = mpm
         self.preload = preload
         self.cgi = cgi
+        self.wrapper = list(wrapper)
         self.directives = directives
         self.conf = self.root / "httpd.conf"
         self.pidfile = self.root / "run" / "httpd.pid"
@@ -421,13 +469,21 @@ class Httpd:
         assert self.proc is None, "already started"
         out = open(self.stdout_path, "wb")
         self.proc = subprocess.Popen(
-            [HTTPD_BIN, "-f", str(self.conf), "-DFOREGROUND", *extra_args],
+            [*self.wrapper, HTTPD_BIN, "-f", str(self.conf), "-DFOREGROUND",
+             *extra_args],
             env=self.env(), stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL)
         out.close()
         if wait:
             self.wait_ready()
         return self
+
+    def pidfile_pid(self):
+        """The pid the pid file names, or None before it is written."""
+        try:
+            return int(self.pidfile.read_text())
+        except (OSError, ValueError):
+            return None
 
     @property
     def pid(self):
@@ -444,8 +500,7 @@ class Httpd:
                 raise AssertionError(
                     f"httpd exited with {self.proc.returncode}:\n"
                     + self.output())
-            if not self.pidfile.exists() or \
-                    self.pidfile.read_text().strip() != str(self.pid):
+            if self.pidfile_pid() != self.pid:
                 return False
             if self.mpm != "bucketed" or "-X" in self.proc.args:
                 return http_get(self.ports[0])[0] == 200
@@ -479,6 +534,10 @@ class Httpd:
                 self.proc.kill()
                 self.proc.wait(STOP_TIMEOUT)
         return self.proc.returncode
+
+    def cgi_in_flight(self):
+        """True while the slow CGI of this server runs."""
+        return bool(processes_mentioning(str(self.root / "cgi-bin")))
 
     def leftovers(self):
         """Live processes started from this configuration."""

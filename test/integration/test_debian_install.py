@@ -1,5 +1,5 @@
-"""The Debian path: `make install`, then a2enmod mpm_bucketed, configtest,
-serving, a2dismod, and the MPM that was enabled before is back.
+"""The Debian path: `make install`, then a2dismod mpm_prefork, a2enmod
+mpm_bucketed, configtest, serving, a2dismod, and prefork is back.
 
 Everything runs against a scratch copy of /etc/apache2: a2enmod, a2dismod and
 apache2ctl read APACHE_CONFDIR, a2enmod keeps its state markers under
@@ -12,24 +12,25 @@ file), BUCKETED_BUILD (configured build directory, default BUCKETED_TOP).
 A missing tool fails the test with a message; nothing is skipped.
 """
 import os
+import pwd
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from httpd_fixture import (START_TIMEOUT, STOP_TIMEOUT, Timeout, alive, children_of,
+                           free_ports, http_get, wait_until)
 
 TOP = Path(os.environ.get("BUCKETED_TOP") or Path(__file__).resolve().parents[2])
 BUILD = Path(os.environ.get("BUCKETED_BUILD") or TOP)
 LIVE_CONFDIR = Path("/etc/apache2")
 LIVE_STATEDIR = Path("/var/lib/apache2")
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-TOOLS = ("a2enmod", "a2dismod", "apache2ctl", "apache2", "apxs", "make", "curl")
+TOOLS = ("a2enmod", "a2dismod", "apache2ctl", "apache2", "apxs", "make")
 MODULES = ("mod_mpm_bucketed.so", "mod_bucketed_status.so")
 DEBIAN_FILES = ("mpm_bucketed.load", "mpm_bucketed.conf",
                 "bucketed_status.load", "bucketed_status.conf")
@@ -40,7 +41,7 @@ def require_tools():
     missing = [t for t in TOOLS if shutil.which(t, path=SYSTEM_PATH) is None]
     if missing:
         pytest.fail("missing tools: %s (scripts/deps.sh installs apache2, "
-                    "apache2-dev, make, curl)" % " ".join(missing))
+                    "apache2-dev, make)" % " ".join(missing))
     if not (LIVE_CONFDIR / "mods-available").is_dir():
         pytest.fail("%s/mods-available is missing: the Debian apache2 package "
                     "is needed" % LIVE_CONFDIR)
@@ -91,21 +92,6 @@ def tree_snapshot(root):
     return snap
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_get(port, path):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
-                                    timeout=5) as resp:
-            return resp.status, resp.read().decode("latin-1")
-    except urllib.error.HTTPError as err:
-        return err.code, ""
-
-
 class Scratch:
     """A copy of /etc/apache2 whose envvars keep run-time files inside it."""
 
@@ -117,6 +103,7 @@ class Scratch:
         self.pidfile = root / "run" / "apache2.pid"
         self.htdocs = root / "htdocs"
         self.port = None
+        self.started = []          # parents to stop if a test fails
         shutil.copytree(LIVE_CONFDIR, self.confdir, symlinks=True)
         for d in (self.moduledir, self.logdir, root / "state", self.htdocs):
             d.mkdir()
@@ -134,7 +121,7 @@ class Scratch:
             "DocumentRoot %s\n"
             "<Directory %s>\n    Require all granted\n</Directory>\n"
             % (self.htdocs, self.htdocs))
-        self.set_port(free_port())
+        self.set_port(free_ports(1)[0])
         self.env = {"PATH": SYSTEM_PATH, "LANG": "C",
                     "APACHE_CONFDIR": str(self.confdir),
                     "APACHE_STATE_DIRECTORY": str(root / "state")}
@@ -150,6 +137,13 @@ class Scratch:
     def a2(self, tool, module, check=True):
         return run([tool, "-q", module], self.env, check=check)
 
+    def use_only_mpm(self, mpm):
+        """Whatever the live configuration enables, start from this MPM."""
+        for enabled in self.enabled_mpms():
+            self.a2("a2dismod", enabled)
+        self.a2("a2enmod", mpm)
+        assert self.enabled_mpms() == [mpm]
+
     def ctl(self, *args, check=True):
         return run(["apache2ctl"] + list(args), self.env, check=check)
 
@@ -164,49 +158,47 @@ class Scratch:
     def start(self):
         """apache2ctl -k start (not `start`, which hands over to systemd when
         it runs the machine); returns the parent's pid from the PidFile."""
-        for attempt in range(3):
+        for _ in range(3):
             proc = self.ctl("-k", "start", check=False)
             if proc.returncode == 0:
-                for _ in range(100):
-                    if self.pidfile.exists() and self.pidfile.read_text().strip():
-                        pid = int(self.pidfile.read_text())
-                        if self.answers():
-                            return pid
-                    time.sleep(0.1)
-                pytest.fail("httpd did not answer on port %d:\n%s"
-                            % (self.port, self.error_log()))
+                try:
+                    pid = wait_until(self.serving_pid, START_TIMEOUT,
+                                     what="httpd to answer on port %d" % self.port)
+                except Timeout as err:
+                    pytest.fail("%s\n%s" % (err, self.error_log()))
+                self.started.append(pid)
+                return pid
             if "Address already in use" not in proc.stdout + self.error_log():
                 break
-            self.set_port(free_port())
+            self.set_port(free_ports(1)[0])
         pytest.fail("apache2ctl -k start failed:\n%s\n%s" % (proc.stdout, self.error_log()))
 
-    def answers(self):
-        try:
-            http_get(self.port, "/")
-            return True
-        except OSError:
-            return False
+    def serving_pid(self):
+        """The pid in the PidFile once httpd answers, else None."""
+        text = self.pidfile.read_text().strip()
+        return int(text) if text and http_get(self.port, "/") else None
 
 
-def children(pid):
-    out = subprocess.run(["ps", "-o", "user=", "--ppid", str(pid)],
-                         stdout=subprocess.PIPE, text=True).stdout
-    return out.split()
+def child_users(pid):
+    return [pwd.getpwuid(os.stat("/proc/%d" % child).st_uid).pw_name
+            for child in children_of(pid)]
 
 
-def stop(pid):
+def stop(scratch, pid):
+    """SIGTERM to the parent: it and its children must go, and the MPM must
+    log nothing at warn or above (a slow stop logs that children ignored
+    SIGTERM)."""
+    os.kill(pid, signal.SIGTERM)
+    scratch.started.remove(pid)
     try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    for _ in range(100):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    os.kill(pid, signal.SIGKILL)
-    pytest.fail("httpd %d ignored SIGTERM for 10 s" % pid)
+        wait_until(lambda: not alive(pid) and not children_of(pid), STOP_TIMEOUT,
+                   what="httpd %d and its children to exit" % pid)
+    except Timeout as err:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("%s\n%s" % (err, scratch.error_log()))
+    bad = re.findall(r"^.*\[mpm_bucketed:(?:warn|error|crit|alert|emerg)\].*$",
+                     scratch.error_log(), re.M)
+    assert bad == [], "\n".join(bad)
 
 
 @pytest.fixture
@@ -217,21 +209,15 @@ def scratch():
     root = Path(tempfile.mkdtemp(prefix="bucketed-debian-"))
     root.chmod(0o755)
     sc = Scratch(root)
-    started = []
-    sc.started = started
     try:
         yield sc
     finally:
-        for pid in started:
+        for pid in list(sc.started):
             try:
                 os.kill(pid, signal.SIGTERM)
+                wait_until(lambda: not alive(pid), STOP_TIMEOUT, what="httpd %d to exit" % pid)
             except ProcessLookupError:
                 pass
-        for pid in started:
-            for _ in range(100):
-                if not Path("/proc/%d" % pid).exists():
-                    break
-                time.sleep(0.1)
         shutil.rmtree(root)
     assert (tree_snapshot(LIVE_CONFDIR), tree_snapshot(LIVE_STATEDIR)) == live_before, \
         "the live /etc/apache2 or /var/lib/apache2 changed"
@@ -272,16 +258,14 @@ def test_conf_has_every_directive_with_a_comment():
 
 
 def test_switch_to_bucketed_and_back(scratch):
-    before = scratch.enabled_mpms()
-    assert len(before) == 1, "the copied configuration enables %s" % before
-    previous = before[0]
+    scratch.use_only_mpm("mpm_prefork")
     scratch.install()
 
     refused = scratch.a2("a2enmod", "mpm_bucketed", check=False)
     assert refused.returncode != 0 and "conflict" in refused.stdout.lower(), refused.stdout
-    assert scratch.enabled_mpms() == before
+    assert scratch.enabled_mpms() == ["mpm_prefork"]
 
-    scratch.a2("a2dismod", previous)
+    scratch.a2("a2dismod", "mpm_prefork")
     scratch.a2("a2enmod", "mpm_bucketed")
     assert scratch.enabled_mpms() == ["mpm_bucketed"]
     assert (scratch.confdir / "mods-enabled/mpm_bucketed.conf").is_symlink()
@@ -291,25 +275,22 @@ def test_switch_to_bucketed_and_back(scratch):
     assert "mpm_bucketed_module (shared)" in scratch.ctl("-M").stdout
 
     pid = scratch.start()
-    scratch.started.append(pid)
     status, body = http_get(scratch.port, "/index.html")
-    assert (status, body) == (200, "bucketed on Debian\n")
-    users = children(pid)
+    assert (status, body) == (200, b"bucketed on Debian\n")
+    users = child_users(pid)
     assert users and set(users) == {"www-data"}, "children of %d run as %s" % (pid, users)
     refused = run(["make", "-C", str(BUILD), "uninstall",
                    "APXS_LIBEXECDIR=%s" % scratch.moduledir,
                    "APACHE_CONFDIR=%s" % scratch.confdir], make_env(), check=False)
     assert refused.returncode != 0 and "a2dismod mpm_bucketed" in refused.stdout, refused.stdout
     assert (scratch.moduledir / "mod_mpm_bucketed.so").exists()
-    stop(pid)
-    assert children(pid) == []
+    stop(scratch, pid)
 
     scratch.a2("a2dismod", "mpm_bucketed")
-    scratch.a2("a2enmod", previous)
-    assert scratch.enabled_mpms() == before
+    scratch.a2("a2enmod", "mpm_prefork")
+    assert scratch.enabled_mpms() == ["mpm_prefork"]
     assert "Syntax OK" in scratch.ctl("configtest").stdout
-    name = previous[len("mpm_"):]
-    assert any(line.split() == ["Server", "MPM:", name]
+    assert any(line.split() == ["Server", "MPM:", "prefork"]
                for line in scratch.ctl("-V").stdout.splitlines())
 
     make("uninstall", "APXS_LIBEXECDIR=%s" % scratch.moduledir,
@@ -320,15 +301,11 @@ def test_switch_to_bucketed_and_back(scratch):
 
 
 def test_status_module_enables(scratch):
-    previous = scratch.enabled_mpms()
     scratch.install()
-    for mpm in previous:
-        scratch.a2("a2dismod", mpm)
-    scratch.a2("a2enmod", "mpm_bucketed")
+    scratch.use_only_mpm("mpm_bucketed")
     scratch.a2("a2enmod", "bucketed_status")
     assert "bucketed_status_module (shared)" in scratch.ctl("-M").stdout
     pid = scratch.start()
-    scratch.started.append(pid)
     status, body = http_get(scratch.port, "/bucketed-status")
-    assert status == 200 and "mpm=bucketed" in body, (status, body)
-    stop(pid)
+    assert status == 200 and b"mpm=bucketed" in body, (status, body)
+    stop(scratch, pid)

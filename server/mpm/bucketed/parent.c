@@ -331,11 +331,14 @@ static void signal_all(parent_context *pc, int sig)
     }
 }
 
-/* Reaps children until none is left or the deadline passes (0 = none). */
-static void reap_until(parent_context *pc, apr_time_t deadline)
+/* Reaps children until none is left or the deadline passes (0 = none).
+ * While they are being asked to leave, the request is repeated, and a hard
+ * stop requested meanwhile (SIGTERM during a graceful stop) ends the wait. */
+static void reap_until(parent_context *pc, apr_time_t deadline, int asking)
 {
     while (live_children(pc->retained) > 0
-           && (deadline == 0 || apr_time_now() < deadline)) {
+           && (deadline == 0 || apr_time_now() < deadline)
+           && !(asking && pc->retained->mpm->is_ungraceful)) {
         apr_exit_why_e why;
         int status;
         apr_proc_t proc;
@@ -343,6 +346,9 @@ static void reap_until(parent_context *pc, apr_time_t deadline)
         ap_wait_or_timeout(&why, &status, &proc, pc->pconf, pc->s);
         if (proc.pid != -1) {
             reap_one(pc, &proc, why, status);
+        }
+        else if (asking) {
+            repeat_leave_requests(pc);
         }
     }
 }
@@ -352,19 +358,20 @@ static void stop_children_now(parent_context *pc)
 {
     signal_all(pc, SIGTERM);
     reap_until(pc, apr_time_now()
-                   + apr_time_from_sec(BUCKETED_REAP_TIMEOUT_SEC));
+                   + apr_time_from_sec(BUCKETED_REAP_TIMEOUT_SEC), 0);
     if (live_children(pc->retained) > 0) {
         ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, "bucketed: %d "
                      "child(ren) ignored SIGTERM, sending SIGKILL",
                      live_children(pc->retained));
         signal_all(pc, SIGKILL);
-        reap_until(pc, 0);
+        reap_until(pc, 0, 0);
     }
 }
 
 static void graceful_stop(parent_context *pc)
 {
     apr_time_t deadline = 0;
+    int slot;
 
     if (ap_graceful_shutdown_timeout > 0) {
         deadline = apr_time_now()
@@ -374,22 +381,16 @@ static void graceful_stop(parent_context *pc)
      * parent holds no socket open past that. */
     ap_close_listeners();
     bucket_listeners_close_all(pc->retained);
-    signal_all(pc, AP_SIG_GRACEFUL);
-    while (live_children(pc->retained) > 0
-           && (deadline == 0 || apr_time_now() < deadline)
-           && !pc->retained->mpm->is_ungraceful) {
-        apr_exit_why_e why;
-        int status;
-        apr_proc_t proc;
-
-        ap_wait_or_timeout(&why, &status, &proc, pc->pconf, pc->s);
-        if (proc.pid != -1) {
-            reap_one(pc, &proc, why, status);
-        }
-        else {
-            repeat_leave_requests(pc);
+    /* Through ask_to_leave, so that repeat_leave_requests() below asks
+     * again: a request landing between a child's check of its leaving
+     * flag and its accept() is otherwise lost, and that child would keep
+     * its socket (and the server) alive until GracefulShutdownTimeout. */
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        if (pc->retained->slots[slot].pid != 0) {
+            ask_to_leave(pc, slot, EXIT_REASON_NONE);
         }
     }
+    reap_until(pc, deadline, 1);
     if (live_children(pc->retained) > 0) {
         stop_children_now(pc);
     }

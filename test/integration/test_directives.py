@@ -1,0 +1,121 @@
+"""
+Directive values: every bad one fails `httpd -t` naming its directive;
+values httpd merely adjusts pass with a warning; and what a running server
+does with a configuration that changes under it (a bad one, a new
+ServerLimit) on graceful restart.
+"""
+import signal
+
+import pytest
+
+from httpd_fixture import (CGI_BODY, INDEX_BODY, BackgroundGet,
+                           connection_refused, http_get, wait_until)
+from httpd_fixture import make_httpd  # noqa: F401 (fixture)
+
+# (extra configuration, the directive its error must name, and a phrase of
+# the message saying what is wrong with it)
+BAD_VALUES = [
+    ("StartServers 0", "StartServers", "from 1 to"),
+    ("StartServers -1", "StartServers", "from 1 to"),
+    ("StartServers abc", "StartServers", "not 'abc'"),
+    ("MinSpareServers 0", "MinSpareServers", "from 1 to"),
+    ("MaxSpareServers x", "MaxSpareServers", "not 'x'"),
+    ("MaxRequestWorkers 0", "MaxRequestWorkers", "from 1 to"),
+    ("ServerLimit 0", "ServerLimit", "from 1 to"),
+    ("BucketCount 0", "BucketCount", "'auto' or a whole number"),
+    ("BucketCount -2", "BucketCount", "'auto' or a whole number"),
+    ("BucketCount lots", "BucketCount", "not 'lots'"),
+    ("BucketCount 8\nMaxRequestWorkers 4", "BucketCount",
+     "exceeds MaxRequestWorkers 4"),
+    ("BucketStrategy bogus", "BucketStrategy", "not 'bogus'"),
+    ("MinSpareServers 10\nMaxSpareServers 5", "MinSpareServers",
+     "above MaxSpareServers 5"),
+    ("MaxConnectionsPerChild -1", "MaxConnectionsPerChild", "from 0 to"),
+    ("MaxConnectionsPerChild abc", "MaxConnectionsPerChild", "not 'abc'"),
+    ("GracefulShutdownTimeout -5", "GracefulShutdownTimeout", "from 0 to"),
+    ("ListenCoresBucketsRatio 0", "ListenCoresBucketsRatio", "> 0"),
+    ("ListenBacklog 0", "ListenBacklog", "> 0"),
+]
+
+
+@pytest.fixture
+def config_checker(make_httpd):
+    """One server directory; check(extra) runs `httpd -t` on it with the
+    extra configuration."""
+    server = make_httpd()
+
+    def check(extra):
+        server.write_config(extra)
+        return server.command("-t")
+    return check
+
+
+@pytest.mark.parametrize("extra,directive,phrase", BAD_VALUES,
+                         ids=[b[0].replace("\n", "+") for b in BAD_VALUES])
+def test_bad_value_fails_config_test(config_checker, extra, directive,
+                                     phrase):
+    result = config_checker(extra)
+    assert result.returncode != 0, result.output
+    assert "Syntax OK" not in result.output
+    assert directive in result.output
+    assert phrase in result.output
+
+
+def test_adjusted_value_passes_with_warning(config_checker):
+    result = config_checker("MaxRequestWorkers 300\nServerLimit 100")
+    assert result.returncode == 0, result.output
+    assert "Syntax OK" in result.output
+    assert "WARNING" in result.output
+    assert "MaxRequestWorkers" in result.output
+    assert "decreasing MaxRequestWorkers to 100" in result.output
+
+
+# What stock httpd does, checked with mod_mpm_prefork: the graceful restart
+# re-reads the configuration, httpd's main loop finds it bad and the parent
+# exits with status 1; a request in flight still completes; the children
+# leave and the port is closed. The bucketed parent must do the same, for a
+# configuration core rejects and for ones bucketed itself rejects, whether
+# while parsing (StartServers abc) or in check_config (MinSpare > MaxSpare).
+BAD_ON_RESTART = [
+    ("prefork", "NoSuchDirective on", "NoSuchDirective"),
+    ("bucketed", "NoSuchDirective on", "NoSuchDirective"),
+    ("bucketed", "StartServers abc", "StartServers"),
+    ("bucketed", "MinSpareServers 10\nMaxSpareServers 5", "MinSpareServers"),
+]
+
+
+@pytest.mark.parametrize("mpm,bad,named", BAD_ON_RESTART,
+                         ids=[f"{m}-{b.split()[0]}"
+                              for m, b, _ in BAD_ON_RESTART])
+def test_bad_config_on_graceful_restart(make_httpd, mpm, bad, named):
+    server = make_httpd(mpm=mpm, cgi=True,
+                        directives="StartServers 4\nMinSpareServers 2")
+    server.start()
+    slow = BackgroundGet(server.ports[0], "/cgi-bin/slow.cgi?2")
+    wait_until(server.cgi_in_flight, 10, what="the slow CGI to start")
+
+    server.write_config("StartServers 4\n" + bad)
+    server.signal(signal.SIGUSR1)
+    assert server.wait_exit() == 1
+    assert named in server.output()
+    assert slow.result() == (200, (CGI_BODY + "\n").encode())
+    wait_until(lambda: not server.leftovers(), 10,
+               what="the children to leave")
+    assert connection_refused(server.ports[0])
+
+
+def test_server_limit_change_refused_on_restart(make_httpd):
+    server = make_httpd(directives="ServerLimit 16\nMaxRequestWorkers 16\n"
+                                   "BucketCount 2")
+    server.start()
+    generation = server.status()["generation"]
+
+    server.write_config("ServerLimit 32\nMaxRequestWorkers 32\nBucketCount 2")
+    server.signal(signal.SIGUSR1)
+    wait_until(lambda: server.status()["generation"] == generation + 1, 10,
+               what="the new generation")
+    log = server.error_log()
+    assert "changing ServerLimit to 32 from original value of 16 not " \
+           "allowed during restart" in log, log
+    assert not server.exited()
+    assert http_get(server.ports[0]) == (200, INDEX_BODY)

@@ -1,0 +1,189 @@
+"""
+Signals to the parent: graceful restart (SIGUSR1) under load, restart
+(SIGHUP), graceful stop (SIGWINCH) with a request in flight, stop
+(SIGTERM), `-k start` / `-k stop`, and one-process mode (-X).
+"""
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+from httpd_fixture import (CGI_BODY, INDEX_BODY, STOP_TIMEOUT,
+                           BackgroundGet, Load, alive, children_of,
+                           connection_refused, http_get, listening_inodes,
+                           wait_until)
+from httpd_fixture import make_httpd  # noqa: F401 (fixture)
+
+RESTARTS = 5
+
+
+def wait_generation(server, generation):
+    wait_until(lambda: server.status()["generation"] == generation, 20,
+               what=f"generation {generation}")
+
+
+def test_graceful_restart_under_load_loses_nothing(make_httpd):
+    server = make_httpd(directives="BucketCount 4\nStartServers 8\n"
+                                   "MinSpareServers 4\nMaxSpareServers 16")
+    server.start()
+    port = server.ports[0]
+    sockets_before = listening_inodes(port)
+    assert len(sockets_before) == 4
+    first_children = set(children_of(server.pid))
+    generation = server.status()["generation"]
+
+    load = Load(server.ports, count=50000, threads=8, seconds=60,
+                minimum=3000).start()
+    for i in range(1, RESTARTS + 1):
+        # Every restart lands while requests are being made.
+        done = load.done()
+        wait_until(lambda: load.done() > done + 200, 20,
+                   what="requests before the next restart")
+        server.signal(signal.SIGUSR1)
+        wait_generation(server, generation + i)
+    done = load.done()
+    wait_until(lambda: load.done() > done + 200, 20,
+               what="requests after the last restart")
+    result = load.stop()
+    print(f"graceful restarts: {RESTARTS}, {result}")
+
+    assert result.failed == 0, result.errors
+    assert result.ok >= 3000
+    assert server.status()["generation"] == generation + RESTARTS
+    assert server.error_log().count("Doing graceful restart") == RESTARTS
+    # The same sockets, SO_REUSEPORT duplicates included: nothing closed,
+    # so nothing queued was reset.
+    assert listening_inodes(port) == sockets_before
+    # And the old generation is gone.
+    wait_until(lambda: not first_children & set(children_of(server.pid)),
+               10, what="the first generation's children to leave")
+    assert http_get(port) == (200, INDEX_BODY)
+
+
+def test_restart_keeps_sockets_and_serves(make_httpd):
+    server = make_httpd(directives="BucketCount 4")
+    server.start()
+    port = server.ports[0]
+    sockets_before = listening_inodes(port)
+    generation = server.status()["generation"]
+    server.signal(signal.SIGHUP)
+    wait_generation(server, generation + 1)
+    assert "SIGHUP received.  Attempting to restart" in server.error_log()
+    assert listening_inodes(port) == sockets_before
+    assert http_get(port) == (200, INDEX_BODY)
+
+
+def test_graceful_stop_finishes_request_in_flight(make_httpd):
+    server = make_httpd(cgi=True, directives="BucketCount 2\nStartServers 4")
+    server.start()
+    port = server.ports[0]
+    children = children_of(server.pid)
+    slow = BackgroundGet(port, "/cgi-bin/slow.cgi?3")
+    wait_until(server.cgi_in_flight, 10, what="the slow CGI to start")
+
+    server.signal(signal.SIGWINCH)
+    assert slow.result() == (200, (CGI_BODY + "\n").encode())
+    assert server.wait_exit() == 0
+    assert connection_refused(port)
+    assert not [pid for pid in [server.pid, *children] if alive(pid)]
+    assert not server.leftovers()
+    assert "caught SIGWINCH, shutting down gracefully" in server.error_log()
+
+
+def signals_pending(pid):
+    """Bit mask of the signals pending for a process (thread or process
+    wide)."""
+    mask = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("SigPnd:", "ShdPnd:")):
+                mask |= int(line.split()[1], 16)
+    return mask
+
+
+@pytest.mark.skipif(shutil.which("gdb") is None, reason="needs gdb")
+def test_graceful_stop_when_request_lands_before_accept(make_httpd):
+    """A child checks whether it was asked to leave, then calls accept(); a
+    request arriving in between is handled only after the check, and the
+    child blocks in accept() regardless. gdb holds the child at accept4()
+    while the parent asks, which makes that window certain. The parent
+    must ask again rather than wait forever for that child."""
+    server = make_httpd(directives="BucketCount 1\nStartServers 1\n"
+                                   "MinSpareServers 1\nMaxSpareServers 2")
+    server.start()
+    child = children_of(server.pid)[0]
+    gdb_log = server.root / "gdb.txt"
+    gdb = subprocess.Popen(
+        ["gdb", "-q", "-nx", "-p", str(child), "-ex", "break accept4",
+         "-ex", "continue", "-ex", "delete", "-ex", "echo AT-ACCEPT\\n"],
+        stdin=subprocess.PIPE, stdout=open(gdb_log, "w"),
+        stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until(lambda: "Continuing." in gdb_log.read_text(), 30,
+                   what="gdb to attach")
+        # The child serves this, then comes back to accept4(): held there.
+        assert http_get(server.ports[0]) == (200, INDEX_BODY)
+        wait_until(lambda: "AT-ACCEPT" in gdb_log.read_text(), 10,
+                   what="the child to reach accept4")
+        server.signal(signal.SIGWINCH)
+        wait_until(lambda: signals_pending(child) & (1 << (signal.SIGUSR1
+                                                           - 1)),
+                   10, what="the parent's leave request to the child")
+        gdb.communicate("detach\nquit\n", timeout=30)
+    finally:
+        if gdb.poll() is None:
+            gdb.kill()
+            gdb.wait()
+    assert server.wait_exit(STOP_TIMEOUT) == 0
+    assert not alive(child)
+    assert not server.leftovers()
+
+
+def test_stop_leaves_no_process(make_httpd):
+    server = make_httpd(directives="BucketCount 2\nStartServers 6")
+    server.start()
+    children = children_of(server.pid)
+    assert len(children) >= 6
+    server.signal(signal.SIGTERM)
+    assert server.wait_exit() == 0
+    assert not [pid for pid in [server.pid, *children] if alive(pid)]
+    assert not server.leftovers()
+    assert connection_refused(server.ports[0])
+    assert "caught SIGTERM, shutting down" in server.error_log()
+
+
+def test_k_start_and_k_stop(make_httpd):
+    server = make_httpd(directives="BucketCount 2")
+    started = server.command("-k", "start")
+    assert started.returncode == 0, started.output
+    pid = wait_until(server.pidfile_pid, 20, what="the pid file")
+    wait_until(lambda: http_get(server.ports[0]) == (200, INDEX_BODY), 20,
+               what="the daemon to serve")
+    assert server.status()["buckets"] == 2
+    children = children_of(pid)
+    assert children
+
+    stopped = server.command("-k", "stop")
+    assert stopped.returncode == 0, stopped.output
+    wait_until(lambda: not alive(pid), STOP_TIMEOUT, what="the daemon to exit")
+    wait_until(lambda: not server.leftovers(), STOP_TIMEOUT,
+               what="every process of the server to exit")
+    assert not [c for c in children if alive(c)]
+    assert not server.pidfile.exists()
+    assert connection_refused(server.ports[0])
+
+
+def test_one_process_mode(make_httpd):
+    server = make_httpd(directives="BucketCount 4")
+    server.start("-X")
+    assert http_get(server.ports[0]) == (200, INDEX_BODY)
+    status = server.status()
+    assert status["strategy"] == "single"
+    assert status["buckets"] == 1
+    assert children_of(server.pid) == []
+    assert len(listening_inodes(server.ports[0])) == 1
+    server.signal(signal.SIGTERM)
+    assert server.wait_exit() == 0
+    assert not server.leftovers()
+    assert connection_refused(server.ports[0])

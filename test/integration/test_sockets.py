@@ -1,0 +1,158 @@
+"""
+Start-up, module identity and the listening sockets of each bucket, with
+SO_REUSEPORT and without it (bench/noreuseport.so in httpd's LD_PRELOAD
+makes setsockopt(SO_REUSEPORT) fail as on kernels before 3.9).
+"""
+import os
+import re
+import subprocess
+
+import pytest
+
+from httpd_fixture import (BUILD, INDEX_BODY, LOOPBACK, NOREUSEPORT_SO,
+                           children_of, http_get, listening_inodes,
+                           need_build, proc_listening_inodes,
+                           socket_inodes_of, ss_listening)
+from httpd_fixture import make_httpd  # noqa: F401 (fixture)
+
+
+def assert_serves(server):
+    for port in server.ports:
+        status, body = http_get(port)
+        assert (status, body) == (200, INDEX_BODY), f"port {port}"
+
+
+def test_module_identity_and_service(make_httpd):
+    server = make_httpd(directives="BucketCount 4")
+
+    syntax = server.command("-t")
+    assert syntax.returncode == 0, syntax.output
+    assert "Syntax OK" in syntax.output
+    modules = server.command("-M")
+    assert modules.returncode == 0, modules.output
+    assert "mpm_bucketed_module (shared)" in modules.output
+    version = server.command("-V")
+    assert re.search(r"^Server MPM:\s+bucketed$", version.output, re.M), \
+        version.output
+
+    server.start()
+    assert_serves(server)
+    status = server.status()
+    assert status["mpm"] == "bucketed"
+    assert status["strategy"] == "reuseport"
+    assert status["buckets"] == 4
+    assert "SO_REUSEPORT yes" in status["kernel"]
+    log = server.error_log()
+    assert re.search(r"bucketed: strategy reuseport \(.*\), 4 bucket\(s\), "
+                     r"up to 1 socket\(s\) per bucket", log), log
+    assert re.search(r"bucketed: kernel \S+: SO_REUSEPORT yes", log), log
+
+
+@pytest.mark.parametrize("listens,per_port", [(1, 4), (2, 2)])
+def test_one_listening_socket_per_bucket_per_port(make_httpd, listens,
+                                                  per_port):
+    server = make_httpd(listens=listens,
+                        directives="BucketCount 4\nStartServers 8\n"
+                                   "ListenBacklog 77")
+    server.start()
+    status = server.status()
+    assert status["buckets"] == 4
+    every_inode = set()
+    for port in server.ports:
+        inodes = proc_listening_inodes(port)
+        rows = ss_listening(port)
+        print(f"port {port}: {rows}")
+        assert len(inodes) == per_port
+        assert {r["inode"] for r in rows} == inodes
+        # Core's original and bucketed's SO_REUSEPORT duplicates alike.
+        assert {r["backlog"] for r in rows} == {77}
+        buckets = [b for b in status["buckets_list"]
+                   if b["listen"] == [f"{LOOPBACK}:{port}"]]
+        assert len(buckets) == per_port
+        assert all(b["sockets"] == 1 for b in buckets)
+        every_inode |= inodes
+
+    # The parent holds every socket; a child only its own bucket's one, and
+    # together the children cover all of them.
+    assert every_inode <= socket_inodes_of(server.pid)
+    held = {}
+    for child in children_of(server.pid):
+        mine = socket_inodes_of(child) & every_inode
+        assert len(mine) == 1, f"child {child} holds {mine}"
+        held.setdefault(mine.pop(), []).append(child)
+    assert set(held) == every_inode, held
+    assert_serves(server)
+
+
+def test_listen_strategy_one_bucket_per_listen(make_httpd):
+    server = make_httpd(listens=2, directives="BucketStrategy listen\n"
+                                              "BucketCount 4")
+    server.start()
+    status = server.status()
+    assert status["strategy"] == "listen"
+    assert status["buckets"] == 2
+    assert [b["sockets"] for b in status["buckets_list"]] == [1, 1]
+    assert sorted(b["listen"][0] for b in status["buckets_list"]) == \
+        sorted(f"{LOOPBACK}:{p}" for p in server.ports)
+    for port in server.ports:
+        assert len(listening_inodes(port)) == 1
+    assert_serves(server)
+
+
+# ------------------------------------------------ without SO_REUSEPORT
+
+@pytest.fixture
+def make_shimmed(make_httpd):
+    """Servers whose httpd runs with LD_PRELOAD=bench/noreuseport.so."""
+    need_build(NOREUSEPORT_SO)
+
+    def make(**kwargs):
+        return make_httpd(preload=NOREUSEPORT_SO, **kwargs)
+    return make
+
+
+@pytest.mark.parametrize("listens", [1, 2])
+def test_no_reuseport_falls_back_to_listen_buckets(make_shimmed, listens):
+    # BucketCount 4 would need duplicates; without SO_REUSEPORT auto must
+    # not try them.
+    server = make_shimmed(listens=listens, directives="BucketCount 4")
+    server.start()
+    status = server.status()
+    assert status["strategy"] == "listen"
+    assert status["buckets"] == listens
+    assert "SO_REUSEPORT no" in status["kernel"]
+    assert re.search(r"bucketed: kernel \S+: SO_REUSEPORT no",
+                     server.error_log())
+    for port in server.ports:
+        assert len(listening_inodes(port)) == 1
+    assert_serves(server)
+
+
+def test_reuseport_strategy_refused_without_reuseport(make_shimmed):
+    server = make_shimmed(listens=2, directives="BucketStrategy reuseport")
+    syntax = server.command("-t")
+    assert syntax.returncode != 0
+    assert "SO_REUSEPORT" in syntax.output
+    assert "Syntax OK" not in syntax.output
+
+    server.start(wait=False)
+    assert server.wait_exit() != 0
+    assert "SO_REUSEPORT" in server.output()
+    for port in server.ports:
+        assert not listening_inodes(port)
+    assert not server.leftovers()
+
+
+def test_kernel_probe_unit_test_under_shim():
+    binary = BUILD / "test" / "unit" / "test_kernel_probe"
+    need_build(binary, NOREUSEPORT_SO)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+           "BUCKETED_EXPECT_NO_REUSEPORT": "1"}
+    shimmed = subprocess.run([str(binary)], capture_output=True, text=True,
+                             timeout=60,
+                             env={**env, "LD_PRELOAD": str(NOREUSEPORT_SO)})
+    assert shimmed.returncode == 0, shimmed.stdout + shimmed.stderr
+    # The expectation has teeth: on this kernel, without the shim, it fails.
+    plain = subprocess.run([str(binary)], capture_output=True, text=True,
+                           timeout=60, env=env)
+    assert plain.returncode != 0, plain.stdout + plain.stderr
