@@ -49,6 +49,7 @@ def plot_workload(path, points, level, workload, concurrencies):
         if p99:
             p99_axis.plot(*zip(*p99), marker="o", label=label)
     for axis in (rps_axis, p99_axis):
+        axis.set_xlim(-0.5, len(concurrencies) - 0.5)
         axis.set_xticks(list(positions))
         axis.set_xticklabels([str(c) for c in concurrencies])
         axis.set_xlabel("concurrent connections")

@@ -67,8 +67,11 @@ def _summarize_point(runs):
         "client_cpu_s_per_1k": _median_of(good, lambda r: stats.per_thousand(
             r["client_cpu_s"], r["requests"])),
         "other_cpu_s": _median_of(good, lambda r: r["other_cpu_s"]),
+        # Measured once per point, after its last run.
         "server_pss_mb": _median_of(good, lambda r:
-                                    r["server_pss_bytes"] / 2 ** 20),
+                                    r["server_pss_bytes"] / 2 ** 20
+                                    if r["server_pss_bytes"] is not None
+                                    else None),
         "server_processes": _median_of(good, lambda r:
                                        r["server_processes"]),
         "buckets": _bucket_summary(good),
@@ -168,7 +171,7 @@ def detail_table(points):
     return _table(["Configuration", "p50 ms", "p90 ms", "p99 ms",
                    "p99.9 ms", "max ms", "ok requests",
                    "errors c/r/w/t/non-2xx", "server CPU s/1k req",
-                   "client CPU s/1k req", "server PSS MB"], rows)
+                   "client CPU s/1k req", "server PSS MB at end"], rows)
 
 
 def bucket_table(points):

@@ -207,8 +207,9 @@ class Runner:
             # A server that broke shows up, with its log, in the next run.
             pass
 
-    def _measure(self, server, workload, concurrency):
-        """One measured run: wrk's result plus server and machine costs."""
+    def _measure(self, server, workload, concurrency, with_memory):
+        """One measured run: wrk's result plus server and machine costs;
+        with_memory: also the server's memory (the point's last run)."""
         is_bucketed = server.spec.mpm == "bucketed"
         status_before = bucket_status.fetch_status(server.ports[0]) \
             if is_bucketed else None
@@ -237,7 +238,8 @@ class Runner:
             "other_cpu_s": max(0.0, busy_after - busy_before - server_cpu_s
                                - client_cpu_s),
             "server_processes": len(pids),
-            "server_pss_bytes": procfs.pss_bytes(pids),
+            "server_pss_bytes": procfs.pss_bytes(pids) if with_memory
+            else None,
             "buckets": bucket_status.accepted_delta(
                 status_before,
                 bucket_status.fetch_status(server.ports[0]))
@@ -258,7 +260,8 @@ class Runner:
                           error_log_tail=server.error_log_tail())
             return record
         try:
-            record.update(self._measure(server, workload, concurrency))
+            record.update(self._measure(server, workload, concurrency,
+                                        round_no == self.plan.runs))
             record.update(ok=True, error=None, error_log_tail=None)
         except (ServerError, load.LoadError, OSError) as error:
             record.update(ok=False, error=str(error),

@@ -99,6 +99,44 @@ def test_listen_strategy_one_bucket_per_listen(make_httpd):
     assert_serves(server)
 
 
+RATIO_SHARES_PORT = (
+    "MPM bug: with ListenCoresBucketsRatio set, a second server starts on "
+    "the same port and silently takes a share of its connections. "
+    "directives.c means to keep the directive from core, but httpd runs "
+    "every handler of a directive (ap_add_module_commands prepends, so "
+    "LISTEN_COMMANDS' ap_set_listencbratio runs first), core then binds "
+    "every original with SO_REUSEPORT, and clearing it after bind "
+    "(bucket_listeners_open) does not stop a same-uid bind: the kernel "
+    "caches reuseport in the port's bind bucket. Stock httpd with the "
+    "ratio behaves the same; bucketed without it refuses.")
+
+
+@pytest.mark.parametrize("extra", [
+    "BucketCount 1",
+    "BucketCount 4",
+    "BucketStrategy listen",
+    pytest.param("ListenCoresBucketsRatio 1", marks=pytest.mark.xfail(
+        strict=True, reason=RATIO_SHARES_PORT)),
+])
+def test_second_server_on_same_port_refused(make_httpd, extra):
+    first = make_httpd(directives=extra)
+    first.start()
+    sockets = listening_inodes(first.ports[0])
+    second = make_httpd(ports=first.ports, directives=extra)
+    second.start(wait=False)
+    # Bounded: a second server that binds keeps running.
+    try:
+        status = second.wait_exit(10)
+    except subprocess.TimeoutExpired:
+        status = None
+    assert status not in (None, 0), \
+        f"the second server runs beside the first: " \
+        f"{len(listening_inodes(first.ports[0]))} sockets on the port"
+    assert "Address already in use" in second.output()
+    assert listening_inodes(first.ports[0]) == sockets
+    assert_serves(first)
+
+
 # ------------------------------------------------ without SO_REUSEPORT
 
 @pytest.fixture

@@ -115,9 +115,6 @@ static void setup_signals(child_context *ctx)
     install_handler(SIGINT, on_leave_signal, &all);
     install_handler(SIGTERM, on_die_signal, &all);
     install_handler(SIGHUP, on_die_signal, &all);
-    /* The parent's SIGCHLD handler must not interrupt a child's work (a
-     * CGI's exit, say). */
-    signal(SIGCHLD, SIG_DFL);
 
     /* The parent forked with every signal blocked; from here on only the
      * leave signals stay blocked (see wait_single). */

@@ -12,7 +12,6 @@
  * throughout, so nothing queued on them is reset.
  */
 #include <errno.h>
-#include <string.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,7 +41,53 @@ typedef struct {
     ap_generation_t generation;
     bucket_census *census;           /* per bucket, reused every pass */
     int *idle_victim;                /* per bucket: idle child to stop */
+    sigset_t sigchld;                /* blocked; taken by wait_for_child */
+    apr_time_t last_monitor;
 } parent_context;
+
+/* The monitor hook (mod_systemd's status, mod_watchdog ...) runs at the
+ * pace ap_wait_or_timeout() gives it: every ten one-second turns. */
+#define MONITOR_INTERVAL_SEC 10
+
+/* ap_wait_or_timeout()'s job without its race: a child that exits just
+ * before that function's one-second sleep is noticed only after it, and
+ * during a graceful restart its bucket would stay empty that long. Here
+ * SIGCHLD is blocked while waiting and taken with sigtimedwait(), which
+ * returns at once when one is pending. proc->pid is -1 when no
+ * child exited within the timeout (or another signal came first). */
+static void wait_for_child(parent_context *pc, apr_interval_time_t timeout,
+                           apr_proc_t *proc, apr_exit_why_e *why,
+                           int *status)
+{
+    struct timespec ts;
+    sigset_t saved;
+
+    if (apr_time_now() - pc->last_monitor
+        >= apr_time_from_sec(MONITOR_INTERVAL_SEC)) {
+        pc->last_monitor = apr_time_now();
+        ap_run_monitor(pc->pconf, pc->s);
+    }
+    /* Blocked only here, so that nothing the parent starts (piped
+     * loggers, mod_cgid's daemon) inherits a blocked SIGCHLD. */
+    sigprocmask(SIG_BLOCK, &pc->sigchld, &saved);
+    if (!APR_STATUS_IS_CHILD_DONE(apr_proc_wait_all_procs(proc, status, why,
+                                                          APR_NOWAIT,
+                                                          pc->pconf))) {
+        ts.tv_sec = apr_time_sec(timeout);
+        ts.tv_nsec = apr_time_usec(timeout) * 1000;
+        if (sigtimedwait(&pc->sigchld, NULL, &ts) < 0 && errno != EAGAIN
+            && errno != EINTR) {
+            ap_log_error(APLOG_MARK, APLOG_ERR, errno, pc->s,
+                         "bucketed: sigtimedwait(SIGCHLD)");
+            apr_sleep(timeout);
+        }
+        if (!APR_STATUS_IS_CHILD_DONE(apr_proc_wait_all_procs(
+                proc, status, why, APR_NOWAIT, pc->pconf))) {
+            proc->pid = -1;
+        }
+    }
+    sigprocmask(SIG_SETMASK, &saved, NULL);
+}
 
 static void allocate_tables(bucketed_retained *retained, server_rec *s)
 {
@@ -343,7 +388,7 @@ static void reap_until(parent_context *pc, apr_time_t deadline, int asking)
         int status;
         apr_proc_t proc;
 
-        ap_wait_or_timeout(&why, &status, &proc, pc->pconf, pc->s);
+        wait_for_child(pc, apr_time_from_sec(1), &proc, &why, &status);
         if (proc.pid != -1) {
             reap_one(pc, &proc, why, status);
         }
@@ -424,29 +469,6 @@ static void start_generation(parent_context *pc)
     }
 }
 
-/* Nothing to do but exist: without SA_RESTART, SIGCHLD cuts short the
- * one-second sleep in ap_wait_or_timeout(), so a child that leaves is
- * reaped and replaced at once instead of up to a second later (during a
- * graceful restart its bucket would otherwise be empty that long). */
-static void on_child_exit(int sig)
-{
-    (void)sig;
-}
-
-static void wake_on_child_exit(server_rec *s)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_child_exit;
-    sa.sa_flags = SA_NOCLDSTOP;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGCHLD, &sa, NULL) < 0) {
-        ap_log_error(APLOG_MARK, APLOG_WARNING, errno, s,
-                     "bucketed: sigaction(SIGCHLD)");
-    }
-}
-
 static void log_started(parent_context *pc)
 {
     ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, pc->s, "%s configured -- "
@@ -476,6 +498,9 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     pc.generation = mpm->my_generation;
     pc.census = apr_pcalloc(pconf, sizeof(bucket_census) * pc.num_buckets);
     pc.idle_victim = apr_pcalloc(pconf, sizeof(int) * pc.num_buckets);
+    pc.last_monitor = apr_time_now();
+    sigemptyset(&pc.sigchld);
+    sigaddset(&pc.sigchld, SIGCHLD);
 
     ap_log_pid(pconf, ap_pid_fname);
     if (!mpm->was_graceful) {
@@ -495,7 +520,6 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
         child_main(s, conf, retained, 0, 0, 0);
     }
 
-    wake_on_child_exit(s);
     log_started(&pc);
     start_generation(&pc);
     mpm->mpm_state = AP_MPMQ_RUNNING;
@@ -505,13 +529,13 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
         int status;
         apr_proc_t proc;
 
-        ap_wait_or_timeout(&why, &status, &proc, pconf, s);
+        wait_for_child(&pc, apr_time_from_sec(1), &proc, &why, &status);
         if (proc.pid != -1) {
             reap_one(&pc, &proc, why, status);
             continue;
         }
-        /* Woken early by SIGCHLD or not, maintenance keeps its pace of
-         * one pass a second: spawn rates double per pass. */
+        /* Woken early or not, maintenance keeps its pace of one pass a
+         * second: spawn rates double per pass. */
         if (apr_time_now() - last_maintenance >= apr_time_from_sec(1)) {
             maintain_buckets(&pc);
             repeat_leave_requests(&pc);
