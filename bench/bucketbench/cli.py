@@ -4,7 +4,6 @@ results directory."""
 
 import argparse
 import atexit
-import json
 import os
 import shutil
 import signal
@@ -223,13 +222,86 @@ def _save_server_files(scratch_dir, out_dir):
                 shutil.copy(path, target)
 
 
+def _write_outputs(out_dir, meta, skipped, records):
+    """summary.json, the plots and report.md from the run records."""
+    options = meta["options"]
+    points = report.summarize(records)
+    report.write_summary(os.path.join(out_dir, "summary.json"), meta,
+                         skipped, points)
+    plot_files = {}
+    for level in options["levels"]:
+        for workload in options["workloads"]:
+            group = [p for p in points if p["kernel_level"] == level
+                     and p["workload"] == workload]
+            if group:
+                name = f"plot-{workload}-{level}.png"
+                plots.plot_workload(os.path.join(out_dir, name), group,
+                                    level, workload, options["concurrency"])
+                plot_files[(level, workload)] = name
+    with open(os.path.join(out_dir, "report.md"), "w") as handle:
+        handle.write(report.render_markdown(meta, skipped, points,
+                                            plot_files))
+
+
+def _benchmark(args, tools, by_level, skipped, scratch_dir):
+    """Runs the plan and writes the results; the exit status."""
+    try:
+        if NO_REUSEPORT in args.levels:
+            tools.shim = ensure_shim(args.build_dir, REPO_DIR, scratch_dir)
+    except ShimError as error:
+        print(f"bench/run: {error}", file=sys.stderr)
+        return 2
+    plan = Plan(levels=args.levels, workloads=args.workloads,
+                servers=by_level, concurrency=args.concurrency,
+                runs=args.runs, duration_s=args.duration,
+                warmup_s=args.warmup, threads=args.threads,
+                timeout_s=args.timeout, base_port=args.base_port)
+    runs_bucketed = any(spec.mpm == "bucketed"
+                        for specs in by_level.values() for spec in specs)
+    meta = {"started_at": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+            "options": {
+                "levels": args.levels, "workloads": args.workloads,
+                "servers": args.servers, "concurrency": args.concurrency,
+                "runs": args.runs, "duration_s": args.duration,
+                "warmup_s": args.warmup, "slots": args.slots,
+                "wrk_threads": args.threads, "timeout_s": args.timeout,
+                "base_port": args.base_port, "quick": args.quick},
+            "machine": environment.machine_facts(tools),
+            "bucketed_modules": tools.freeze_bucketed(scratch_dir)
+            if runs_bucketed else None}
+    for entry in skipped:
+        where = f" at {entry['kernel_level']}" if entry["kernel_level"] else ""
+        print(f"skipping {entry['server']}{where}: {entry['reason']}",
+              file=sys.stderr)
+
+    os.makedirs(args.out, exist_ok=True)
+    progress = Progress(plan)
+    runner = Runner(plan, tools, args.out, scratch_dir, progress)
+    atexit.register(runner.stop_all)
+    began = time.monotonic()
+    progress.say(f"results in {args.out}; {plan.count_runs()} runs planned")
+    try:
+        records = runner.run()
+    finally:
+        runner.stop_all()
+        _save_server_files(scratch_dir, args.out)
+    meta["wall_time_s"] = time.monotonic() - began
+    meta["load_average_at_end"] = environment.load_average()
+    _write_outputs(args.out, meta, skipped, records)
+    failed = sum(1 for r in records if not r["ok"])
+    print(f"done in {meta['wall_time_s'] / 60:.1f} min: {len(records)} runs, "
+          f"{failed} failed; report: {os.path.join(args.out, 'report.md')}",
+          file=sys.stderr)
+    return 0
+
+
 def main(argv=None):
     try:
         args = parse_args(argv)
         tools = environment.Tools(
             httpd=args.httpd, nginx=args.nginx, wrk=args.wrk,
-            modules_dir=args.modules_dir, build_dir=args.build_dir, shim="",
-            slots=args.slots, cores=os.cpu_count())
+            modules_dir=args.modules_dir, bucketed_dir=args.build_dir,
+            shim="", slots=args.slots, cores=os.cpu_count())
         if args.list:
             list_catalog(tools)
             return 0
@@ -241,82 +313,22 @@ def main(argv=None):
                                          for s in skipped))
         if args.base_port is not None:
             _check_ports(args.base_port, max(map(len, by_level.values())))
+        args.out = args.out or os.path.join(
+            BENCH_DIR, "results", time.strftime("%Y%m%d-%H%M%S"))
+        if os.path.exists(os.path.join(args.out, "summary.json")):
+            raise UsageError(f"{args.out} already holds results")
     except UsageError as error:
         print(f"bench/run: {error}", file=sys.stderr)
         return 2
 
-    started_at = time.strftime("%Y%m%d-%H%M%S")
-    out_dir = args.out or os.path.join(BENCH_DIR, "results", started_at)
-    if os.path.exists(os.path.join(out_dir, "summary.json")):
-        print(f"bench/run: {out_dir} already holds results", file=sys.stderr)
-        return 2
-    os.makedirs(out_dir, exist_ok=True)
+    _terminate_on_sigterm()
     scratch_dir = tempfile.mkdtemp(prefix="bucketbench-")
     # Servers started as root serve files as www-data: let it walk in.
     os.chmod(scratch_dir, 0o755)
     try:
-        if NO_REUSEPORT in args.levels:
-            tools.shim = ensure_shim(args.build_dir, REPO_DIR, scratch_dir)
-    except ShimError as error:
-        print(f"bench/run: {error}", file=sys.stderr)
-        shutil.rmtree(scratch_dir, ignore_errors=True)
-        return 2
-
-    plan = Plan(levels=args.levels, workloads=args.workloads,
-                servers=by_level, concurrency=args.concurrency,
-                runs=args.runs, duration_s=args.duration,
-                warmup_s=args.warmup, threads=args.threads,
-                timeout_s=args.timeout, base_port=args.base_port)
-    options = {"levels": args.levels, "workloads": args.workloads,
-               "servers": args.servers, "concurrency": args.concurrency,
-               "runs": args.runs, "duration_s": args.duration,
-               "warmup_s": args.warmup, "slots": args.slots,
-               "wrk_threads": args.threads, "timeout_s": args.timeout,
-               "base_port": args.base_port, "quick": args.quick,
-               "shim": tools.shim or None}
-    meta = {"started_at": started_at, "options": options,
-            "machine": environment.machine_facts(tools),
-            "build_dir": args.build_dir}
-    for entry in skipped:
-        where = f" at {entry['kernel_level']}" if entry["kernel_level"] else ""
-        print(f"skipping {entry['server']}{where}: {entry['reason']}",
-              file=sys.stderr)
-
-    progress = Progress(plan)
-    runner = Runner(plan, tools, out_dir, scratch_dir, progress)
-    atexit.register(runner.stop_all)
-    _terminate_on_sigterm()
-    began = time.monotonic()
-    progress.say(f"results in {out_dir}; {plan.count_runs()} runs planned")
-    try:
-        records = runner.run()
+        return _benchmark(args, tools, by_level, skipped, scratch_dir)
     finally:
-        runner.stop_all()
-        _save_server_files(scratch_dir, out_dir)
-        if not args.keep_tmp:
+        if args.keep_tmp:
+            print(f"kept {scratch_dir}", file=sys.stderr)
+        else:
             shutil.rmtree(scratch_dir, ignore_errors=True)
-
-    meta["wall_time_s"] = time.monotonic() - began
-    meta["load_average_at_end"] = environment.load_average()
-    points = report.summarize(records)
-    report.write_summary(os.path.join(out_dir, "summary.json"), meta,
-                         skipped, points)
-    plot_files = {}
-    for level in args.levels:
-        for workload in args.workloads:
-            group = [p for p in points if p["kernel_level"] == level
-                     and p["workload"] == workload]
-            if group:
-                name = f"plot-{workload}-{level}.png"
-                plots.plot_workload(os.path.join(out_dir, name), group,
-                                    level, workload, args.concurrency)
-                plot_files[(level, workload)] = name
-    with open(os.path.join(out_dir, "report.md"), "w") as handle:
-        handle.write(report.render_markdown(meta, skipped, points,
-                                            plot_files))
-    failed = sum(1 for r in records if not r["ok"])
-    print(f"done in {meta['wall_time_s'] / 60:.1f} min: {len(records)} runs, "
-          f"{failed} failed; report: {os.path.join(out_dir, 'report.md')}",
-          file=sys.stderr)
-    print(json.dumps({"out_dir": out_dir}))
-    return 0

@@ -1,10 +1,15 @@
 """The binaries and modules the harness drives, and the facts about the
 machine that every result is recorded with."""
 
+import hashlib
 import os
 import platform
+import shutil
 import subprocess
+import time
 from dataclasses import dataclass
+
+BUCKETED_MODULES = ("mod_mpm_bucketed.so", "mod_bucketed_status.so")
 
 
 @dataclass
@@ -13,14 +18,14 @@ class Tools:
     nginx: str
     wrk: str
     modules_dir: str     # the stock httpd modules
-    build_dir: str       # where the build left mod_mpm_bucketed.so & co.
+    bucketed_dir: str    # where mod_mpm_bucketed.so & co. are loaded from
     shim: str            # noreuseport.so, or "" when no level needs it
     slots: int
     cores: int
 
     def mpm_module(self, mpm):
         if mpm == "bucketed":
-            return os.path.join(self.build_dir, "mod_mpm_bucketed.so")
+            return os.path.join(self.bucketed_dir, BUCKETED_MODULES[0])
         return os.path.join(self.modules_dir, f"mod_mpm_{mpm}.so")
 
     def httpd_modules(self):
@@ -31,7 +36,27 @@ class Tools:
 
     @property
     def status_module(self):
-        return os.path.join(self.build_dir, "mod_bucketed_status.so")
+        return os.path.join(self.bucketed_dir, BUCKETED_MODULES[1])
+
+    def freeze_bucketed(self, scratch_dir):
+        """Copies the bucketed modules into scratch_dir and loads them from
+        there: a rebuild during a long run would otherwise overwrite files
+        that running servers have mapped. Returns what was copied: digest
+        and build time of each, for the record."""
+        target = os.path.join(scratch_dir, "modules")
+        os.makedirs(target, exist_ok=True)
+        copied = {}
+        for name in BUCKETED_MODULES:
+            source = os.path.join(self.bucketed_dir, name)
+            with open(source, "rb") as module:
+                digest = hashlib.sha256(module.read()).hexdigest()
+            shutil.copy2(source, target)
+            copied[name] = {"source": source, "sha256": digest,
+                            "built": time.strftime(
+                                "%Y-%m-%dT%H:%M:%S%z",
+                                time.localtime(os.path.getmtime(source)))}
+        self.bucketed_dir = target
+        return copied
 
     def unavailable_reason(self, spec):
         """Why the server described by spec cannot run here, or None."""

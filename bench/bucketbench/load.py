@@ -111,7 +111,7 @@ def run_wrk(command, duration_s, log_path):
                 os.kill(process.pid, signal.SIGKILL)
                 waited_pid, status, usage = os.wait4(process.pid, 0)
                 break
-            time.sleep(0.05)
+            time.sleep(0.01)
         process.returncode = os.waitstatus_to_exitcode(status)
         output.seek(0)
         text = output.read().decode(errors="replace")

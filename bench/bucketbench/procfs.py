@@ -48,13 +48,22 @@ def process_tree(root_pid):
     return tree
 
 
-def start_time(pid):
-    """When pid started (clock ticks since boot), None if it is gone: with
-    the pid it names one process even after the pid number is reused."""
-    try:
-        return int(_stat_fields(pid)[19])
-    except (FileNotFoundError, ProcessLookupError):
-        return None
+def process_group(pgid):
+    """Live (not zombie) processes in process group pgid. A member keeps
+    the group id from being reused, so every pid listed really belongs to
+    that group, even the children a dead master left behind."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            # After the command name: state, ppid, then pgrp.
+            state, _ppid, pgrp = _stat_fields(entry)[:3]
+            if int(pgrp) == pgid and state != "Z":
+                members.append(int(entry))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return members
 
 
 def _run_seconds(pid):

@@ -53,6 +53,9 @@ def _summarize_point(runs):
         "failures": [{"round": r["round"], "error": r["error"],
                       "error_log_tail": r["error_log_tail"]}
                      for r in runs if not r["ok"]],
+        "restarts": [{"round": r["round"],
+                      "log_before_restart": r["log_before_restart"]}
+                     for r in runs if r["ok"] and r["restarted"]],
         "rps": stats.summarize([r["rps"] for r in good]),
         "latency_ms": {key: _median_of(good, lambda r, k=key:
                                        r["latency_ms"][k]
@@ -142,9 +145,13 @@ def _table(header, rows):
 
 
 def _label(point):
+    notes = []
     failed = point["runs"] - point["ok_runs"]
-    note = f" ({failed} of {point['runs']} runs failed)" if failed else ""
-    return f"{point['label']}{note}"
+    if failed:
+        notes.append(f"{failed} of {point['runs']} runs failed")
+    if point["restarts"]:
+        notes.append(f"restarted {len(point['restarts'])}x")
+    return point["label"] + (f" ({', '.join(notes)})" if notes else "")
 
 
 def throughput_table(points):
@@ -214,19 +221,35 @@ def level_title(level):
     return f"{level}{emulated}"
 
 
+def _log_block(tail):
+    if not tail:
+        return []
+    return ["", "  ```", *("  " + line for line in tail.splitlines()),
+            "  ```"]
+
+
 def _failures_section(points):
+    """Failed runs, and servers found down and restarted, with log tails."""
     lines = []
     for p in points:
+        where = f"{p['kernel_level']} {p['workload']} c={p['concurrency']} " \
+                f"{p['server']}"
         for failure in p["failures"]:
-            lines.append(f"- {p['kernel_level']} {p['workload']} "
-                         f"c={p['concurrency']} {p['server']} round "
-                         f"{failure['round']}: "
+            lines.append(f"- {where} round {failure['round']}: "
                          f"{failure['error'].splitlines()[0]}")
-            tail = failure["error_log_tail"]
-            if tail:
-                lines += ["", "  ```", *("  " + line for line in
-                                         tail.splitlines()), "  ```"]
+            lines += _log_block(failure["error_log_tail"])
+        for restart in p["restarts"]:
+            lines.append(f"- {where} round {restart['round']}: the server "
+                         f"was down before this run and was restarted")
+            lines += _log_block(restart["log_before_restart"])
     return lines
+
+
+def _module_lines(modules):
+    if not modules:
+        return []
+    return [f"- {name}: built {info['built']}, sha256 {info['sha256'][:16]}"
+            for name, info in modules.items()]
 
 
 def render_markdown(meta, skipped, points, plots):
@@ -243,6 +266,7 @@ def render_markdown(meta, skipped, points, plots):
              f"- load average at start / end: "
              f"{meta['machine']['load_average_at_start']} / "
              f"{meta['load_average_at_end']}",
+             *_module_lines(meta["bucketed_modules"]),
              f"- options: {json.dumps(options)}",
              f"- wall time: {meta['wall_time_s'] / 60:.1f} min",
              "", "Kernel levels:"]
@@ -289,5 +313,5 @@ def render_markdown(meta, skipped, points, plots):
                     lines += [buckets, ""]
     failures = _failures_section(points)
     if failures:
-        lines += ["## Failed runs", ""] + failures + [""]
+        lines += ["## Failed runs and restarts", ""] + failures + [""]
     return "\n".join(lines)

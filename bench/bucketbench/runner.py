@@ -21,14 +21,11 @@ from . import bucket_status, load, procfs
 from .catalog import WORKLOADS, server_label
 from .server import Server, ServerError, free_ports
 
-# Pause between two runs so the previous run's closing connections (lingering
-# close, TIME_WAIT) do not land in the next one.
-SETTLE_S = 0.1
 # A server that failed to start this many times in a row within one workload
 # is not tried again until the next workload.
 MAX_START_FAILURES = 2
 # First guesses for the time-left estimate, replaced by measurements.
-GUESS_RUN_OVERHEAD_S = 0.7
+GUESS_RUN_OVERHEAD_S = 0.25
 GUESS_START_S = 5.0
 
 
@@ -82,7 +79,7 @@ class Progress:
         overhead = self._overhead()
         start = (sum(self.start_times) / len(self.start_times)
                  if self.start_times else GUESS_START_S)
-        return (self.runs_left * (self.plan.duration_s + overhead + SETTLE_S)
+        return (self.runs_left * (self.plan.duration_s + overhead)
                 + self.warmups_left * (self.plan.warmup_s + overhead)
                 + self.starts_left * start)
 
@@ -165,11 +162,9 @@ class Runner:
         while self.running:
             self.running.pop().stop()
 
-    def _ensure_running(self, server, workload):
-        """None if the server is up (restarting and warming it up if it
-        died), else why not."""
-        if server.alive():
-            return None
+    def _restart(self, server, workload):
+        """Starts (and warms up) a server that is down; None on success,
+        else why it is still down."""
         if server.start_failures >= MAX_START_FAILURES:
             return (f"not started: gave up after {server.start_failures} "
                     f"failed starts in this workload; last error:\n"
@@ -224,7 +219,7 @@ class Runner:
         busy_after = procfs.machine_busy_seconds()
         if not server.alive():
             raise ServerError(f"{server.spec.name} died during the run "
-                              f"(status {server.process.returncode})")
+                              f"({server.exit_description()})")
         pids = procfs.process_tree(server.pid)
         server_cpu_s = procfs.cpu_seconds(server.pid, pids) \
             - server_cpu_before
@@ -254,11 +249,16 @@ class Runner:
                   "label": server_label(server.spec, level),
                   "round": round_no, "ports": server.ports,
                   "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        why_not = self._ensure_running(server, workload)
-        if why_not:
-            record.update(ok=False, error=why_not,
-                          error_log_tail=server.error_log_tail())
-            return record
+        # A server found down died after its last run (or never came up):
+        # that run was measured fine, so this one says it, and restarts it.
+        record["restarted"] = not server.alive()
+        if record["restarted"]:
+            record["log_before_restart"] = server.error_log_tail()
+            why_not = self._restart(server, workload)
+            if why_not:
+                record.update(ok=False, error=why_not,
+                              error_log_tail=server.error_log_tail())
+                return record
         try:
             record.update(self._measure(server, workload, concurrency,
                                         round_no == self.plan.runs))
@@ -278,13 +278,9 @@ class Runner:
     def run(self):
         """Runs the whole plan; returns every run's record."""
         records = []
-        try:
-            for level in self.plan.levels:
-                for workload_name in self.plan.workloads:
-                    workload = WORKLOADS[workload_name]
-                    records += self._run_workload(level, workload)
-        finally:
-            self.stop_all()
+        for level in self.plan.levels:
+            for workload_name in self.plan.workloads:
+                records += self._run_workload(level, WORKLOADS[workload_name])
         return records
 
     def _run_workload(self, level, workload):
@@ -299,7 +295,6 @@ class Runner:
                             server, level, workload, concurrency, round_no)
                         self._save(record)
                         records.append(record)
-                        time.sleep(SETTLE_S)
                         self.progress.note_run(
                             time.monotonic() - began,
                             f"{level} {workload.name} c={concurrency} run "

@@ -172,6 +172,8 @@ class Server:
     def launch(self):
         """Starts the server's master process; wait_ready() then waits for
         it. Split in two so that several servers can boot at once."""
+        # A master that died may have left children holding the ports.
+        self.stop()
         with open(os.path.join(self.workdir, "stderr.log"), "ab") as stderr:
             self.process = subprocess.Popen(
                 self._command(), env=self._environment(),
@@ -229,20 +231,26 @@ class Server:
             if latest != count:
                 count, since = latest, time.monotonic()
 
+    def exit_description(self):
+        """How the master ended, for error messages."""
+        code = self.process.returncode if self.process else None
+        if code is None:
+            return "not running"
+        if code < 0:
+            return f"killed by signal {-code}"
+        return f"exit status {code}"
+
     def _check_alive(self, when):
         if not self.alive():
-            code = self.process.returncode if self.process else None
-            raise ServerError(f"{self.spec.name} exited {when} (status "
-                              f"{code})")
+            raise ServerError(f"{self.spec.name} exited {when} "
+                              f"({self.exit_description()})")
 
     def stop(self):
-        """SIGTERM, wait, then SIGKILL whatever is left of the process tree."""
+        """SIGTERM to the master and a wait, then SIGKILL to whatever is left
+        of its process group (the server runs in a session of its own, so
+        the group is exactly the server, orphaned children included)."""
         if self.process is None:
             return
-        # Remember who belonged to the server, with start times, so that the
-        # leftovers can be killed below without hitting a reused pid.
-        members = {pid: procfs.start_time(pid)
-                   for pid in procfs.process_tree(self.pid)}
         if self.alive():
             os.kill(self.pid, signal.SIGTERM)
             try:
@@ -250,10 +258,16 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.kill(self.pid, signal.SIGKILL)
                 self.process.wait()
-        for pid, started in members.items():
-            if started is not None and procfs.start_time(pid) == started:
+        # Leftovers hold the ports until they are gone: wait for that too.
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            leftovers = procfs.process_group(self.process.pid)
+            if not leftovers:
+                break
+            for pid in leftovers:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     continue
+            time.sleep(0.05)
         self.process = None

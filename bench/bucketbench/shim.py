@@ -13,17 +13,20 @@ class ShimError(Exception):
 
 
 def ensure_shim(build_dir, source_dir, scratch_dir):
-    """Path of noreuseport.so: <build_dir>/bench/ as `make` leaves it, else
-    compiled from <source_dir>/bench/noreuseport.c into scratch_dir."""
+    """Path of a private copy of noreuseport.so in scratch_dir: copied from
+    <build_dir>/bench/ where `make` leaves it (a copy, so that a rebuild
+    cannot change it under running servers), else compiled from
+    <source_dir>/bench/noreuseport.c."""
+    target = os.path.join(scratch_dir, SHIM_NAME)
     built = os.path.join(build_dir, "bench", SHIM_NAME)
     if os.path.exists(built):
-        return built
+        shutil.copy2(built, target)
+        return target
     source = os.path.join(source_dir, "bench", SHIM_SOURCE)
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise ShimError(f"{built} is not built and no C compiler is on PATH "
                         f"to build it: run make, or install gcc")
-    target = os.path.join(scratch_dir, SHIM_NAME)
     result = subprocess.run(
         [compiler, "-O2", "-fPIC", "-shared", "-o", target, source, "-ldl"],
         capture_output=True, text=True, check=False)

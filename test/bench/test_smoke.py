@@ -13,7 +13,8 @@ from bucketbench import catalog, report
 
 RUN_TIMEOUT_S = 600
 RUN_KEYS = {"schema", "kernel_level", "workload", "concurrency", "server",
-            "label", "round", "ok", "error", "error_log_tail", "ports"}
+            "label", "round", "ok", "error", "error_log_tail", "ports",
+            "restarted"}
 MEASURED_KEYS = {"duration_s", "requests", "success", "rps", "errors",
                  "latency_ms", "server_cpu_s", "client_cpu_s",
                  "other_cpu_s", "server_processes", "server_pss_bytes",

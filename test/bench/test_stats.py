@@ -74,7 +74,7 @@ def _record(server, round_no, rps, ok=True):
     record = {"kernel_level": "native", "workload": "w1", "concurrency": 50,
               "server": server, "label": server, "round": round_no,
               "ok": ok, "error": None if ok else "boom",
-              "error_log_tail": None}
+              "error_log_tail": None, "restarted": False}
     if ok:
         record.update({
             "rps": rps, "requests": int(rps), "success": int(rps),

@@ -374,17 +374,16 @@ class Httpd:
     or any other Debian MPM module (mpm="prefork").
 
     `directives` is extra configuration text; `preload` a library for
-    LD_PRELOAD in httpd's environment; `wrapper` a command prefix that
-    execs httpd (e.g. taskset)."""
+    LD_PRELOAD in httpd's environment; `cgi` loads mod_cgi for the slow
+    CGI (/cgi-bin/slow.cgi?SECONDS)."""
 
     def __init__(self, root, listens=1, ports=None, directives="",
-                 mpm="bucketed", preload=None, cgi=False, wrapper=()):
+                 mpm="bucketed", preload=None, cgi=False):
         self.root = Path(root)
         self.ports = list(ports) if ports else free_ports(listens)
         self.mpm = mpm
         self.preload = preload
         self.cgi = cgi
-        self.wrapper = list(wrapper)
         self.directives = directives
         self.conf = self.root / "httpd.conf"
         self.pidfile = self.root / "run" / "httpd.pid"
@@ -469,8 +468,7 @@ class Httpd:
         assert self.proc is None, "already started"
         out = open(self.stdout_path, "wb")
         self.proc = subprocess.Popen(
-            [*self.wrapper, HTTPD_BIN, "-f", str(self.conf), "-DFOREGROUND",
-             *extra_args],
+            [HTTPD_BIN, "-f", str(self.conf), "-DFOREGROUND", *extra_args],
             env=self.env(), stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL)
         out.close()
@@ -572,9 +570,6 @@ class Httpd:
         except FileNotFoundError:
             printed = ""
         return printed + self.error_log()
-
-    def url(self, path="/", index=0):
-        return f"http://{LOOPBACK}:{self.ports[index]}{path}"
 
 
 @pytest.fixture

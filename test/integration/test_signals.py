@@ -50,7 +50,6 @@ def test_graceful_restart_under_load_loses_nothing(make_httpd):
 
     assert result.failed == 0, result.errors
     assert result.ok >= 3000
-    assert server.status()["generation"] == generation + RESTARTS
     assert server.error_log().count("Doing graceful restart") == RESTARTS
     # The same sockets, SO_REUSEPORT duplicates included: nothing closed,
     # so nothing queued was reset.
@@ -135,7 +134,11 @@ def test_graceful_stop_when_request_lands_before_accept(make_httpd):
         if gdb.poll() is None:
             gdb.kill()
             gdb.wait()
-    assert server.wait_exit(STOP_TIMEOUT) == 0
+    try:
+        assert server.wait_exit(STOP_TIMEOUT) == 0
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"graceful stop hangs: child {child} is still "
+                             f"in accept(), never asked again")
     assert not alive(child)
     assert not server.leftovers()
 
