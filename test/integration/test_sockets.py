@@ -113,24 +113,13 @@ def test_cores_buckets_ratio_sets_bucket_count(make_httpd, ratio):
     assert_serves(server)
 
 
-RATIO_SHARES_PORT = (
-    "MPM bug: with ListenCoresBucketsRatio set, a second server starts on "
-    "the same port and silently takes a share of its connections. "
-    "directives.c means to keep the directive from core, but httpd runs "
-    "every handler of a directive (ap_add_module_commands prepends, so "
-    "LISTEN_COMMANDS' ap_set_listencbratio runs first), core then binds "
-    "every original with SO_REUSEPORT, and clearing it after bind "
-    "(bucket_listeners_open) does not stop a same-uid bind: the kernel "
-    "caches reuseport in the port's bind bucket. Stock httpd with the "
-    "ratio behaves the same; bucketed without it refuses.")
-
-
 @pytest.mark.parametrize("extra", [
     "BucketCount 1",
     "BucketCount 4",
     "BucketStrategy listen",
-    pytest.param("ListenCoresBucketsRatio 1", marks=pytest.mark.xfail(
-        strict=True, reason=RATIO_SHARES_PORT)),
+    # Core would bind the originals with SO_REUSEPORT for this directive;
+    # bucketed keeps it from core.
+    "ListenCoresBucketsRatio 1",
 ])
 def test_second_server_on_same_port_refused(make_httpd, extra):
     first = make_httpd(directives=extra)

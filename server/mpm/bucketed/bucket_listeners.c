@@ -50,12 +50,14 @@ static int os_fd(apr_socket_t *sd)
 }
 
 static apr_status_t set_reuseport(server_rec *s, const ap_listen_rec *lr,
-                                  apr_socket_t *sd, int on)
+                                  apr_socket_t *sd)
 {
+    int on = 1;
+
     if (setsockopt(os_fd(sd), SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0) {
         apr_status_t rv = errno;
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
-                     "bucketed: setsockopt(SO_REUSEPORT, %d) for %pI", on,
+                     "bucketed: setsockopt(SO_REUSEPORT) for %pI",
                      lr->bind_addr);
         return rv;
     }
@@ -135,7 +137,7 @@ static apr_socket_t *open_duplicate(apr_pool_t *pool, server_rec *s,
     }
     set_buffer_sizes(s, conf, orig, dup);
     if (clone_options(s, orig, dup) != APR_SUCCESS
-        || set_reuseport(s, orig, dup, 1) != APR_SUCCESS) {
+        || set_reuseport(s, orig, dup) != APR_SUCCESS) {
         apr_socket_close(dup);
         return NULL;
     }
@@ -286,7 +288,7 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
                     /* The original joins the group: Linux lets an already
                      * listening socket take SO_REUSEPORT, and then accepts
                      * duplicates bound beside it. */
-                    if (set_reuseport(s, orig, orig->sd, 1) != APR_SUCCESS) {
+                    if (set_reuseport(s, orig, orig->sd) != APR_SUCCESS) {
                         return !OK;
                     }
                     duplicated[bs->listener] = 1;
@@ -310,17 +312,6 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
         if (def->num_sockets > 1
             && create_accept_mutex(pconf, s, conf, b) != APR_SUCCESS) {
             return !OK;
-        }
-    }
-    /* An original not duplicated now may still carry SO_REUSEPORT from an
-     * earlier generation; take it off so no stranger can share the port. */
-    if (conf->kernel.reuseport) {
-        for (k = 0; k < num_listeners; k++) {
-            if (!duplicated[k]
-                && set_reuseport(s, originals[k], originals[k]->sd, 0)
-                   != APR_SUCCESS) {
-                return !OK;
-            }
         }
     }
     close_unused_duplicates(s, retained);

@@ -7,8 +7,12 @@
  * The listener directives that shape a socket (ListenBacklog, Send- and
  * ReceiveBufferSize) are wrapped: bucketed records the value, so that the
  * SO_REUSEPORT duplicates it opens match the originals core opens, then
- * hands the value on to core unchanged. Entries here come before
- * LISTEN_COMMANDS, and the first match in a table wins.
+ * hands the value on to core unchanged. ListenCoresBucketsRatio is kept
+ * from core altogether (core would bind every original socket with
+ * SO_REUSEPORT, letting any process of the same user share the port).
+ * httpd runs every handler registered for a directive name, so the table
+ * lists the listener directives itself instead of using LISTEN_COMMANDS,
+ * which would register core's handlers beside these.
  */
 #include <limits.h>
 
@@ -157,8 +161,8 @@ static const char *set_cores_buckets_ratio(cmd_parms *cmd, void *dummy,
                                            const char *arg)
 {
     (void)dummy;
-    /* Kept to ourselves: core would turn SO_REUSEPORT on for every
-     * original socket, bucketed does it only where it duplicates. */
+    /* Not handed to core: bucketed sets SO_REUSEPORT only where it
+     * duplicates a socket. */
     return parse_global_int(cmd, arg, 1, MAX_CORES_BUCKETS_RATIO,
                             &config_of(cmd)->cores_buckets_ratio);
 }
@@ -240,6 +244,12 @@ const command_rec bucketed_cmds[] = {
         "Send buffer size in bytes"),
     AP_INIT_TAKE1("ReceiveBufferSize", set_receive_buffer_size, NULL,
         RSRC_CONF, "Receive buffer size in bytes"),
-    LISTEN_COMMANDS,
+    /* The rest of LISTEN_COMMANDS (httpd 2.4.68 and later), unwrapped. */
+    AP_INIT_TAKE_ARGV("Listen", ap_set_listener, NULL, RSRC_CONF,
+        "A port number or a numeric IP address and a port number, and an "
+        "optional protocol"),
+    AP_INIT_TAKE1("ListenTCPDeferAccept", ap_set_listentcpdeferaccept, NULL,
+        RSRC_CONF, "Value set for the socket option TCP_DEFER_ACCEPT if it "
+        "is set"),
     { NULL }
 };
