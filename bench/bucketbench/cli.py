@@ -4,6 +4,7 @@ results directory."""
 
 import argparse
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -96,6 +97,10 @@ def parse_args(argv):
                              "picked by the kernel")
     parser.add_argument("--out", help="results directory (default "
                                       "bench/results/<timestamp>)")
+    parser.add_argument("--report-only", metavar="DIR",
+                        help="rebuild summary.json, report.md and the plots "
+                             "of an earlier run from its meta.json and raw/, "
+                             "sending no load")
     parser.add_argument("--keep-tmp", action="store_true",
                         help="keep the servers' temporary directories")
     parser.add_argument("--httpd", default=os.environ.get(
@@ -222,25 +227,42 @@ def _save_server_files(scratch_dir, out_dir):
                 shutil.copy(path, target)
 
 
-def _write_outputs(out_dir, meta, skipped, records):
+def _write_meta(out_dir, meta):
+    with open(os.path.join(out_dir, "meta.json"), "w") as handle:
+        json.dump(meta, handle, indent=1)
+
+
+def rebuild_report(out_dir):
+    """--report-only: the outputs of an earlier run, from what it saved."""
+    try:
+        with open(os.path.join(out_dir, "meta.json")) as handle:
+            meta = json.load(handle)
+        raw_dir = os.path.join(out_dir, "raw")
+        records = []
+        for name in os.listdir(raw_dir):
+            with open(os.path.join(raw_dir, name)) as handle:
+                records.append(json.load(handle))
+    except (OSError, ValueError) as error:
+        raise UsageError(f"cannot rebuild the report of {out_dir}: {error}") \
+            from None
+    records.sort(key=lambda record: record["seq"])
+    _write_outputs(out_dir, meta, records)
+    print(f"report: {os.path.join(out_dir, 'report.md')}", file=sys.stderr)
+
+
+def _write_outputs(out_dir, meta, records):
     """summary.json, the plots and report.md from the run records."""
     options = meta["options"]
     points = report.summarize(records)
-    report.write_summary(os.path.join(out_dir, "summary.json"), meta,
-                         skipped, points)
+    report.write_summary(os.path.join(out_dir, "summary.json"), meta, points)
     plot_files = {}
-    for level in options["levels"]:
-        for workload in options["workloads"]:
-            group = [p for p in points if p["kernel_level"] == level
-                     and p["workload"] == workload]
-            if group:
-                name = f"plot-{workload}-{level}.png"
-                plots.plot_workload(os.path.join(out_dir, name), group,
-                                    level, workload, options["concurrency"])
-                plot_files[(level, workload)] = name
+    for level, workload, group in report.workload_groups(points, options):
+        name = f"plot-{workload}-{level}.png"
+        plots.plot_workload(os.path.join(out_dir, name), group, level,
+                            workload, options["concurrency"])
+        plot_files[(level, workload)] = name
     with open(os.path.join(out_dir, "report.md"), "w") as handle:
-        handle.write(report.render_markdown(meta, skipped, points,
-                                            plot_files))
+        handle.write(report.render_markdown(meta, points, plot_files))
 
 
 def _benchmark(args, tools, by_level, skipped, scratch_dir):
@@ -268,13 +290,17 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                 "base_port": args.base_port, "quick": args.quick},
             "machine": environment.machine_facts(tools),
             "bucketed_modules": tools.freeze_bucketed(scratch_dir)
-            if runs_bucketed else None}
+            if runs_bucketed else None,
+            "skipped": skipped,
+            # Filled in at the end; a run cut short keeps these nulls.
+            "wall_time_s": None, "load_average_at_end": None}
     for entry in skipped:
         where = f" at {entry['kernel_level']}" if entry["kernel_level"] else ""
         print(f"skipping {entry['server']}{where}: {entry['reason']}",
               file=sys.stderr)
 
     os.makedirs(args.out, exist_ok=True)
+    _write_meta(args.out, meta)
     progress = Progress(plan)
     runner = Runner(plan, tools, args.out, scratch_dir, progress)
     atexit.register(runner.stop_all)
@@ -287,7 +313,8 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
         _save_server_files(scratch_dir, args.out)
     meta["wall_time_s"] = time.monotonic() - began
     meta["load_average_at_end"] = environment.load_average()
-    _write_outputs(args.out, meta, skipped, records)
+    _write_meta(args.out, meta)
+    _write_outputs(args.out, meta, records)
     failed = sum(1 for r in records if not r["ok"])
     print(f"done in {meta['wall_time_s'] / 60:.1f} min: {len(records)} runs, "
           f"{failed} failed; report: {os.path.join(args.out, 'report.md')}",
@@ -304,6 +331,9 @@ def main(argv=None):
             shim="", slots=args.slots, cores=os.cpu_count())
         if args.list:
             list_catalog(tools)
+            return 0
+        if args.report_only:
+            rebuild_report(args.report_only)
             return 0
         _validate(args)
         by_level, skipped = _select_servers(args, tools)

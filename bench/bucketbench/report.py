@@ -108,10 +108,11 @@ def summarize(records):
     return list(points.values())
 
 
-def write_summary(path, meta, skipped, points):
+def write_summary(path, meta, points):
     with open(path, "w") as handle:
         json.dump({"schema": SUMMARY_SCHEMA, "meta": meta,
-                   "skipped": skipped, "points": points}, handle, indent=1)
+                   "skipped": meta["skipped"], "points": points}, handle,
+                  indent=1)
 
 
 # ---- markdown ----
@@ -202,15 +203,15 @@ def bucket_table(points):
                    "spread (max-min)/mean, median"], rows)
 
 
-def sweep_table(points, concurrencies):
-    """Median req/s of every server over the concurrency sweep."""
+def sweep_table(points, concurrencies, cell):
+    """One row per server, one column per concurrency; cell(point) gives
+    the text of a cell."""
     by_server = {}
     for p in points:
         by_server.setdefault(p["label"], {})[p["concurrency"]] = p
     rows = []
     for label, by_c in by_server.items():
-        rows.append([label] + [_fmt(by_c[c]["rps"]["median"])
-                               if c in by_c else "–"
+        rows.append([label] + [cell(by_c[c]) if c in by_c else "–"
                                for c in concurrencies])
     return _table(["Configuration"] + [f"c={c}" for c in concurrencies],
                   rows)
@@ -245,6 +246,17 @@ def _failures_section(points):
     return lines
 
 
+def workload_groups(points, options):
+    """(level, workload, points) for each kernel level and workload that has
+    points, in the order of the options."""
+    for level in options["levels"]:
+        for workload in options["workloads"]:
+            group = [p for p in points if p["kernel_level"] == level
+                     and p["workload"] == workload]
+            if group:
+                yield level, workload, group
+
+
 def _module_lines(modules):
     if not modules:
         return []
@@ -252,10 +264,11 @@ def _module_lines(modules):
             for name, info in modules.items()]
 
 
-def render_markdown(meta, skipped, points, plots):
+def render_markdown(meta, points, plots):
     """report.md: the run's context, then per kernel level and workload a
     sweep overview, its plot, and per concurrency the tables."""
     options = meta["options"]
+    skipped = meta["skipped"]
     lines = [f"# bucketbench report {meta['started_at']}", "",
              f"- machine: {meta['machine']['cpu_model']}, "
              f"{meta['machine']['cores']} cores, "
@@ -268,7 +281,9 @@ def render_markdown(meta, skipped, points, plots):
              f"{meta['load_average_at_end']}",
              *_module_lines(meta["bucketed_modules"]),
              f"- options: {json.dumps(options)}",
-             f"- wall time: {meta['wall_time_s'] / 60:.1f} min",
+             "- wall time: " + (f"{meta['wall_time_s'] / 60:.1f} min"
+                                if meta["wall_time_s"] is not None
+                                else "n/a (the run was cut short)"),
              "", "Kernel levels:"]
     for level in options["levels"]:
         lines.append(f"- `{level_title(level)}`: {KERNEL_LEVELS[level]}")
@@ -288,29 +303,35 @@ def render_markdown(meta, skipped, points, plots):
                   + (f" at {s['kernel_level']}" if s["kernel_level"] else "")
                   + f": {s['reason']}" for s in skipped]
         lines.append("")
-    for level in options["levels"]:
-        for workload in options["workloads"]:
-            group = [p for p in points if p["kernel_level"] == level
-                     and p["workload"] == workload]
-            if not group:
+    for level, workload, group in workload_groups(points, options):
+        lines += [f"## {workload.upper()} {WORKLOADS[workload].title}"
+                  f" — {level_title(level)}", "",
+                  "Median req/s:", "",
+                  sweep_table(group, options["concurrency"],
+                              lambda p: _fmt(p["rps"]["median"])), "",
+                  "Median of same-round req/s ratios against stock prefork:",
+                  "", sweep_table(group, options["concurrency"],
+                                  lambda p: _fmt_ratio(p, "prefork")), "",
+                  "Median p99 latency, ms:", "",
+                  sweep_table(group, options["concurrency"],
+                              lambda p: _fmt_ms(p["latency_ms"]["p99"])),
+                  "", "Median server CPU seconds per 1,000 requests:", "",
+                  sweep_table(group, options["concurrency"],
+                              lambda p: _fmt(p["server_cpu_s_per_1k"], 3)),
+                  ""]
+        plot = plots.get((level, workload))
+        if plot:
+            lines += [f"![{workload} {level}]({plot})", ""]
+        for concurrency in options["concurrency"]:
+            at_c = [p for p in group if p["concurrency"] == concurrency]
+            if not at_c:
                 continue
-            lines += [f"## {workload.upper()} {WORKLOADS[workload].title}"
-                      f" — {level_title(level)}", "",
-                      "Median req/s:", "",
-                      sweep_table(group, options["concurrency"]), ""]
-            plot = plots.get((level, workload))
-            if plot:
-                lines += [f"![{workload} {level}]({plot})", ""]
-            for concurrency in options["concurrency"]:
-                at_c = [p for p in group if p["concurrency"] == concurrency]
-                if not at_c:
-                    continue
-                lines += [f"### {workload.upper()} {level} c={concurrency}",
-                          "", throughput_table(at_c), "", detail_table(at_c),
-                          ""]
-                buckets = bucket_table(at_c)
-                if buckets:
-                    lines += [buckets, ""]
+            lines += [f"### {workload.upper()} {level} c={concurrency}",
+                      "", throughput_table(at_c), "", detail_table(at_c),
+                      ""]
+            buckets = bucket_table(at_c)
+            if buckets:
+                lines += [buckets, ""]
     failures = _failures_section(points)
     if failures:
         lines += ["## Failed runs and restarts", ""] + failures + [""]

@@ -121,6 +121,7 @@ class Runner:
         self.scratch_dir = scratch_dir
         self.progress = progress
         self.running = []        # servers up now, for stop_all()
+        self.runs_saved = 0      # numbers the records in running order
         os.makedirs(self.raw_dir, exist_ok=True)
 
     # ---- servers ----
@@ -269,6 +270,8 @@ class Runner:
         return record
 
     def _save(self, record):
+        record["seq"] = self.runs_saved
+        self.runs_saved += 1
         name = (f"{record['kernel_level']}-{record['workload']}-"
                 f"c{record['concurrency']}-{record['server']}-"
                 f"r{record['round']}.json")

@@ -97,6 +97,12 @@ def test_one_point_native(top, build, tmp_path):
     assert (out / "servers" / "native-w1-prefork" / "httpd.conf").exists()
     assert "run 1/1" in done.stderr          # progress lines
 
+    # The report can be rebuilt from what the run saved.
+    (out / "report.md").unlink()
+    rebuilt = bench(top, build, "--report-only", str(out), timeout=120)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert (out / "report.md").read_text() == text
+
 
 def test_one_point_without_reuseport(top, build, tmp_path):
     """The shim reaches the servers: bucketed falls back to one bucket per

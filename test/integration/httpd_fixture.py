@@ -16,10 +16,11 @@ import http.client
 import itertools
 import os
 import re
+import shutil
 import signal
 import socket
-import stat
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -358,16 +359,6 @@ printf 'Content-Type: text/plain\\r\\n\\r\\n%s\\n' '""" + CGI_BODY + """'
 """
 
 
-def open_traversable(path):
-    """Lets the unprivileged children (www-data) walk down to path: adds
-    o+x to it and to every parent directory that lacks it (pytest makes its
-    base temp directory 0700)."""
-    for p in [path, *path.parents]:
-        mode = p.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            p.chmod(stat.S_IMODE(mode) | stat.S_IXGRP | stat.S_IXOTH)
-
-
 class Httpd:
     """One server: its own ServerRoot (config, logs, htdocs, a slow CGI)
     under `root`, `listens` ports (or the given ones), bucketed by default
@@ -397,7 +388,6 @@ class Httpd:
         cgi_script = self.root / "cgi-bin" / "slow.cgi"
         cgi_script.write_text(SLOW_CGI)
         cgi_script.chmod(0o755)
-        open_traversable(self.root)
         self.write_config()
 
     # -- configuration
@@ -573,19 +563,26 @@ class Httpd:
 
 
 @pytest.fixture
-def make_httpd(tmp_path):
-    """Factory of Httpd servers under this test's tmp_path; every server it
-    made is stopped, and its processes killed, when the test ends."""
+def make_httpd():
+    """Factory of Httpd servers, each in a ServerRoot of its own; every
+    server it made is stopped, its processes killed and its directory
+    removed when the test ends. The roots live outside pytest's base
+    temporary directory, which pytest keeps 0700 (and may reset at any
+    time from another session): the children run as www-data and must
+    reach their htdocs."""
+    base = Path(tempfile.mkdtemp(prefix="bucketed-it-"))
+    base.chmod(0o755)
     made = []
 
     def make(**kwargs):
-        server = Httpd(tmp_path / f"server{len(made)}", **kwargs)
+        server = Httpd(base / f"server{len(made)}", **kwargs)
         made.append(server)
         return server
 
     yield make
     for server in made:
         server.cleanup()
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def need_build(*paths):

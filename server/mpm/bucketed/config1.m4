@@ -9,7 +9,7 @@ dnl server/mpm/config2.m4, which handles --with-mpm.
 dnl
 dnl bucketed forks processes, like prefork; it does not need threads. Whether
 dnl the kernel has SO_REUSEPORT is probed when httpd starts, not here: without
-dnl it the MPM runs a single bucket.
+dnl it the MPM runs one bucket per Listen address.
 
 AC_MSG_CHECKING([whether the bucketed MPM supports this platform])
 if test "$forking_mpms_supported" = yes; then

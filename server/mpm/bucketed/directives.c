@@ -180,14 +180,21 @@ static const char *set_listen_backlog(cmd_parms *cmd, void *dummy,
 static const char *parse_buffer_size(cmd_parms *cmd, const char *arg,
                                      int *slot)
 {
-    const char *err = parse_global_int(cmd, arg, 0, INT_MAX, slot);
+    int value = 0;
+    const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
 
-    if (err == NULL && *slot != 0 && *slot < MIN_SOCKET_BUFFER) {
-        err = apr_psprintf(cmd->pool, "%s must be 0 (system default) or a "
-                           "whole number from %d to %d, not '%s'",
-                           cmd->cmd->name, MIN_SOCKET_BUFFER, INT_MAX, arg);
+    if (err != NULL) {
+        return err;
     }
-    return err;
+    if (directive_parse_int(cmd->pool, cmd->cmd->name, arg, 0, INT_MAX,
+                            &value) != NULL
+        || (value != 0 && value < MIN_SOCKET_BUFFER)) {
+        return apr_psprintf(cmd->pool, "%s must be 0 (system default) or a "
+                            "whole number from %d to %d, not '%s'",
+                            cmd->cmd->name, MIN_SOCKET_BUFFER, INT_MAX, arg);
+    }
+    *slot = value;
+    return NULL;
 }
 
 static const char *set_send_buffer_size(cmd_parms *cmd, void *dummy,
