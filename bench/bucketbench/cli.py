@@ -21,6 +21,9 @@ from .shim import ShimError, ensure_shim
 
 BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_DIR = os.path.dirname(BENCH_DIR)
+DOCS_PAGE = os.path.join(REPO_DIR, "docs", "benchmarks.md")
+DOCS_BEGIN = "<!-- bench/run --publish: generated tables begin -->"
+DOCS_END = "<!-- bench/run --publish: generated tables end -->"
 
 DEFAULTS = {"concurrency": [50, 400, 1000, 2000], "runs": 5, "duration": 2,
             "warmup": 1, "slots": 1024}
@@ -101,6 +104,10 @@ def parse_args(argv):
                         help="rebuild summary.json, report.md and the plots "
                              "of an earlier run from its meta.json and raw/, "
                              "sending no load")
+    parser.add_argument("--publish", metavar="DIR",
+                        help="copy an earlier run's tables into "
+                             "docs/benchmarks.md and its plots into "
+                             "docs/img/, sending no load")
     parser.add_argument("--keep-tmp", action="store_true",
                         help="keep the servers' temporary directories")
     parser.add_argument("--httpd", default=os.environ.get(
@@ -232,8 +239,8 @@ def _write_meta(out_dir, meta):
         json.dump(meta, handle, indent=1)
 
 
-def rebuild_report(out_dir):
-    """--report-only: the outputs of an earlier run, from what it saved."""
+def _load_run(out_dir):
+    """(meta, records in running order) of an earlier run."""
     try:
         with open(os.path.join(out_dir, "meta.json")) as handle:
             meta = json.load(handle)
@@ -246,8 +253,41 @@ def rebuild_report(out_dir):
         raise UsageError(f"cannot rebuild the report of {out_dir}: {error}") \
             from None
     records.sort(key=lambda record: record["seq"])
+    return meta, records
+
+
+def rebuild_report(out_dir):
+    """--report-only: the outputs of an earlier run, from what it saved."""
+    meta, records = _load_run(out_dir)
     _write_outputs(out_dir, meta, records)
     print(f"report: {os.path.join(out_dir, 'report.md')}", file=sys.stderr)
+
+
+def publish(out_dir):
+    """--publish: puts an earlier run's tables into docs/benchmarks.md
+    between its markers and its plots into docs/img/bench-*.png. The text
+    around the markers (the reading of the numbers) stays as written."""
+    meta, records = _load_run(out_dir)
+    points = report.summarize(records)
+    try:
+        with open(DOCS_PAGE) as handle:
+            page = handle.read()
+        head, rest = page.split(DOCS_BEGIN, 1)
+        _, tail = rest.split(DOCS_END, 1)
+    except (OSError, ValueError):
+        raise UsageError(f"{DOCS_PAGE} needs the lines {DOCS_BEGIN} and "
+                         f"{DOCS_END} around the generated part") from None
+    images = {}
+    for level, workload, _ in report.workload_groups(points,
+                                                     meta["options"]):
+        name = f"bench-{workload}-{level}.png"
+        shutil.copy(os.path.join(out_dir, f"plot-{workload}-{level}.png"),
+                    os.path.join(os.path.dirname(DOCS_PAGE), "img", name))
+        images[(level, workload)] = f"img/{name}"
+    tables = report.render_markdown(meta, points, images, top_level=3)
+    with open(DOCS_PAGE, "w") as handle:
+        handle.write(f"{head}{DOCS_BEGIN}\n{tables}\n{DOCS_END}{tail}")
+    print(f"updated {DOCS_PAGE}", file=sys.stderr)
 
 
 def _write_outputs(out_dir, meta, records):
@@ -334,6 +374,9 @@ def main(argv=None):
             return 0
         if args.report_only:
             rebuild_report(args.report_only)
+            return 0
+        if args.publish:
+            publish(args.publish)
             return 0
         _validate(args)
         by_level, skipped = _select_servers(args, tools)

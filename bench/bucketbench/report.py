@@ -264,12 +264,15 @@ def _module_lines(modules):
             for name, info in modules.items()]
 
 
-def render_markdown(meta, points, plots):
+def render_markdown(meta, points, plots, top_level=1):
     """report.md: the run's context, then per kernel level and workload a
-    sweep overview, its plot, and per concurrency the tables."""
+    sweep overview, its plot, and per concurrency the tables. plots maps
+    (level, workload) to an image path; top_level is the heading level of
+    the title (2 when the report sits inside another document)."""
     options = meta["options"]
     skipped = meta["skipped"]
-    lines = [f"# bucketbench report {meta['started_at']}", "",
+    h1, h2, h3 = ("#" * (top_level + depth) for depth in range(3))
+    lines = [f"{h1} bucketbench report {meta['started_at']}", "",
              f"- machine: {meta['machine']['cpu_model']}, "
              f"{meta['machine']['cores']} cores, "
              f"{meta['machine']['memory_gb']} GB, {meta['machine']['os']}",
@@ -298,13 +301,13 @@ def render_markdown(meta, points, plots):
               "in the latencies. Errors are totals over all runs; non-2xx "
               "counts HTTP status >= 400 as wrk does.", ""]
     if skipped:
-        lines += ["## Skipped", ""]
+        lines += [f"{h2} Skipped", ""]
         lines += [f"- {s['server']}"
                   + (f" at {s['kernel_level']}" if s["kernel_level"] else "")
                   + f": {s['reason']}" for s in skipped]
         lines.append("")
     for level, workload, group in workload_groups(points, options):
-        lines += [f"## {workload.upper()} {WORKLOADS[workload].title}"
+        lines += [f"{h2} {workload.upper()} {WORKLOADS[workload].title}"
                   f" — {level_title(level)}", "",
                   "Median req/s:", "",
                   sweep_table(group, options["concurrency"],
@@ -326,7 +329,7 @@ def render_markdown(meta, points, plots):
             at_c = [p for p in group if p["concurrency"] == concurrency]
             if not at_c:
                 continue
-            lines += [f"### {workload.upper()} {level} c={concurrency}",
+            lines += [f"{h3} {workload.upper()} {level} c={concurrency}",
                       "", throughput_table(at_c), "", detail_table(at_c),
                       ""]
             buckets = bucket_table(at_c)
@@ -334,5 +337,5 @@ def render_markdown(meta, points, plots):
                 lines += [buckets, ""]
     failures = _failures_section(points)
     if failures:
-        lines += ["## Failed runs and restarts", ""] + failures + [""]
+        lines += [f"{h2} Failed runs and restarts", ""] + failures + [""]
     return "\n".join(lines)

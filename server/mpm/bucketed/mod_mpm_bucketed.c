@@ -111,6 +111,7 @@ static const char *make_plan(apr_pool_t *p, bucketed_config *conf,
 {
     bucket_plan_input in;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *err;
 
     in.strategy = bucketed_one_process() ? BUCKET_STRATEGY_SINGLE
                                      : conf->strategy;
@@ -120,7 +121,12 @@ static const char *make_plan(apr_pool_t *p, bucketed_config *conf,
     in.have_reuseport = conf->kernel.reuseport;
     in.num_listeners = num_listeners;
     in.max_workers = conf->limits.max_workers;
-    return bucket_plan_make(p, &in, &conf->plan);
+    err = bucket_plan_make(p, &in, &conf->plan);
+    if (err == NULL && bucketed_one_process()) {
+        conf->plan.reason = "one-process mode (-X): the parent serves "
+                            "every socket";
+    }
+    return err;
 }
 
 static void log_limit_warnings(server_rec *s, bucketed_retained *retained,

@@ -107,11 +107,27 @@ static void note_slot_used(bucketed_retained *retained, int slot)
     }
 }
 
-static int spawn_child(parent_context *pc, int slot)
+static void record_child(parent_context *pc, int slot, pid_t pid, int bucket)
 {
     child_slot *cs = &pc->retained->slots[slot];
-    int bucket = bucket_of_slot(slot, pc->num_buckets);
     process_score *ps = ap_get_scoreboard_process(slot);
+
+    cs->pid = pid;
+    cs->bucket = bucket;
+    cs->generation = pc->generation;
+    cs->exit_requested = 0;
+    cs->exit_reason = EXIT_REASON_NONE;
+    /* Shown by mod_status and bucketed-status; never read back here. */
+    ps->pid = pid;
+    ps->generation = pc->generation;
+    ps->bucket = bucket;
+    ps->quiescing = 0;
+    ap_run_child_status(pc->s, pid, pc->generation, slot, MPM_CHILD_STARTED);
+}
+
+static int spawn_child(parent_context *pc, int slot)
+{
+    int bucket = bucket_of_slot(slot, pc->num_buckets);
     pid_t parent = getpid(), pid;
 
     sigset_t block, saved;
@@ -139,17 +155,7 @@ static int spawn_child(parent_context *pc, int slot)
     if (pid == 0) {
         child_main(pc->s, pc->conf, pc->retained, slot, bucket, parent);
     }
-    cs->pid = pid;
-    cs->bucket = bucket;
-    cs->generation = pc->generation;
-    cs->exit_requested = 0;
-    cs->exit_reason = EXIT_REASON_NONE;
-    /* Shown by mod_status and bucketed-status; never read back here. */
-    ps->pid = pid;
-    ps->generation = pc->generation;
-    ps->bucket = bucket;
-    ps->quiescing = 0;
-    ap_run_child_status(pc->s, pid, pc->generation, slot, MPM_CHILD_STARTED);
+    record_child(pc, slot, pid, bucket);
     return 0;
 }
 
@@ -517,6 +523,8 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
 
     if (one_process) {
         mpm->mpm_state = AP_MPMQ_RUNNING;
+        note_slot_used(retained, 0);
+        record_child(&pc, 0, getpid(), 0);
         child_main(s, conf, retained, 0, 0, 0);
     }
 
