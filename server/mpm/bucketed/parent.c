@@ -264,9 +264,11 @@ static void take_census(parent_context *pc, bucket_census *census,
             continue;
         }
         if (cs->exit_reason == EXIT_REASON_RESTART) {
-            /* Replaced in its slot as soon as it leaves: count the
-             * replacement now, or the bucket would look short. */
-            census[bucket_of_slot(slot, pc->num_buckets)].idle++;
+            /* Replaced in its slot as soon as it leaves (see child_gone):
+             * count the replacement now, or the bucket would look short. */
+            if (slot < pc->limits->max_workers) {
+                census[bucket_of_slot(slot, pc->num_buckets)].idle++;
+            }
             continue;
         }
         if (cs->generation != pc->generation || cs->exit_requested) {
