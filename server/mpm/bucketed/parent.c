@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -89,14 +90,39 @@ static void wait_for_child(parent_context *pc, apr_interval_time_t timeout,
     sigprocmask(SIG_SETMASK, &saved, NULL);
 }
 
+/* Memory only the parent uses and keeps writing (a slot entry per fork,
+ * spawn rates every second). Were it inherited, every write would leave
+ * the children holding yet another private copy of the page, and their
+ * proportional set size would grow with the number of forks; with
+ * MADV_DONTFORK the children never map it. Zeroed, never freed: it lives
+ * as long as the process. */
+static void *parent_only_memory(server_rec *s, apr_size_t size)
+{
+    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (mem == MAP_FAILED) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, errno, s, "bucketed: mmap of "
+                     "%" APR_SIZE_T_FMT " bytes for the slot table; using "
+                     "inherited memory", size);
+        return apr_pcalloc(s->process->pool, size);
+    }
+#ifdef MADV_DONTFORK
+    if (madvise(mem, size, MADV_DONTFORK) < 0) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, errno, s,
+                     "bucketed: madvise(MADV_DONTFORK) on the slot table");
+    }
+#endif
+    return mem;
+}
+
 static void allocate_tables(bucketed_retained *retained, server_rec *s)
 {
-    apr_pool_t *p = s->process->pool;
     int n = retained->first_server_limit;
 
     if (retained->slots == NULL) {
-        retained->slots = apr_pcalloc(p, sizeof(child_slot) * n);
-        retained->spawn_rate = apr_pcalloc(p, sizeof(int) * n);
+        retained->slots = parent_only_memory(s, sizeof(child_slot) * n);
+        retained->spawn_rate = parent_only_memory(s, sizeof(int) * n);
     }
 }
 
