@@ -74,7 +74,7 @@ def main():
     tools = environment.Tools(
         httpd="/usr/sbin/apache2", nginx="/usr/sbin/nginx",
         wrk="/usr/bin/wrk", modules_dir="/usr/lib/apache2/modules",
-        build_dir=os.environ.get("BUCKETED_BUILD", TOP), shim="",
+        bucketed_dir=os.environ.get("BUCKETED_BUILD", TOP), shim="",
         slots=64, cores=os.cpu_count())
     result = {"kernel": platform.release(), "cores": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="bucketed-mem-") as scratch:

@@ -277,12 +277,14 @@ def publish(out_dir):
     except (OSError, ValueError):
         raise UsageError(f"{DOCS_PAGE} needs the lines {DOCS_BEGIN} and "
                          f"{DOCS_END} around the generated part") from None
+    image_dir = os.path.join(os.path.dirname(DOCS_PAGE), "img")
+    os.makedirs(image_dir, exist_ok=True)
     images = {}
     for level, workload, _ in report.workload_groups(points,
                                                      meta["options"]):
         name = f"bench-{workload}-{level}.png"
         shutil.copy(os.path.join(out_dir, f"plot-{workload}-{level}.png"),
-                    os.path.join(os.path.dirname(DOCS_PAGE), "img", name))
+                    os.path.join(image_dir, name))
         images[(level, workload)] = f"img/{name}"
     tables = report.render_markdown(meta, points, images, top_level=3)
     with open(DOCS_PAGE, "w") as handle:

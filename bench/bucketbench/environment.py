@@ -104,7 +104,16 @@ def _memory_total_gb():
 
 
 def load_average():
-    return list(os.getloadavg())
+    return [round(value, 2) for value in os.getloadavg()]
+
+
+def _version(command, prefix=""):
+    """The first line a program prints about its version, without the words
+    around the version itself: `Server version: Apache/2.4.71 (Debian)`
+    becomes `Apache/2.4.71 (Debian)`, wrk's copyright notice goes."""
+    line = _first_line(command)
+    line = line[len(prefix):] if line.startswith(prefix) else line
+    return line.split(" Copyright")[0].strip()
 
 
 def machine_facts(tools):
@@ -118,9 +127,9 @@ def machine_facts(tools):
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)),
         "memory_gb": _memory_total_gb(),
-        "httpd": _first_line([tools.httpd, "-v"]),
-        "nginx": _first_line([tools.nginx, "-v"]),
-        "wrk": _first_line([tools.wrk, "-v"]),
+        "httpd": _version([tools.httpd, "-v"], "Server version: "),
+        "nginx": _version([tools.nginx, "-v"], "nginx version: "),
+        "wrk": _version([tools.wrk, "-v"]),
         "python": platform.python_version(),
         "load_average_at_start": load_average(),
     }

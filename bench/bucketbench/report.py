@@ -47,7 +47,9 @@ def _summarize_point(runs):
     first = runs[0]
     good = [r for r in runs if r["ok"]]
     point = {
-        "kernel_level": first["kernel_level"], "workload": first["workload"],
+        "kernel_level": first["kernel_level"],
+        "emulated": first["kernel_level"] != NATIVE,
+        "workload": first["workload"],
         "concurrency": first["concurrency"], "server": first["server"],
         "label": first["label"], "runs": len(runs), "ok_runs": len(good),
         "failures": [{"round": r["round"], "error": r["error"],
@@ -329,7 +331,8 @@ def render_markdown(meta, points, plots, top_level=1):
             at_c = [p for p in group if p["concurrency"] == concurrency]
             if not at_c:
                 continue
-            lines += [f"{h3} {workload.upper()} {level} c={concurrency}",
+            lines += [f"{h3} {workload.upper()} {level_title(level)} "
+                      f"c={concurrency}",
                       "", throughput_table(at_c), "", detail_table(at_c),
                       ""]
             buckets = bucket_table(at_c)

@@ -109,8 +109,6 @@ class Server:
         os.chmod(docroot, 0o755)
         with open(os.path.join(docroot, configs.DOC_NAME), "wb") as doc:
             doc.write(configs.DOC_BODY)
-        with open(os.path.join(self.workdir, "mime.types"), "w") as types:
-            types.write(configs.MIME_TYPES)
         slots = self.tools.slots
         if self.spec.kind == "nginx":
             text = configs.nginx_config(
@@ -120,6 +118,8 @@ class Server:
             self.expected_processes = configs.nginx_processes(self.tools.cores)
             self.config_path = os.path.join(self.workdir, "nginx.conf")
         else:
+            with open(os.path.join(self.workdir, "mime.types"), "w") as types:
+                types.write(configs.MIME_TYPES)
             text = configs.httpd_config(
                 root=self.workdir, docroot=docroot, ports=self.ports,
                 mpm=self.spec.mpm,

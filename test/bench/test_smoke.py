@@ -19,11 +19,11 @@ MEASURED_KEYS = {"duration_s", "requests", "success", "rps", "errors",
                  "latency_ms", "server_cpu_s", "client_cpu_s",
                  "other_cpu_s", "server_processes", "server_pss_bytes",
                  "buckets", "wrk_command"}
-POINT_KEYS = {"kernel_level", "workload", "concurrency", "server", "label",
-              "runs", "ok_runs", "failures", "rps", "latency_ms",
-              "requests", "success", "errors", "server_cpu_s_per_1k",
-              "client_cpu_s_per_1k", "other_cpu_s", "server_pss_mb",
-              "server_processes", "buckets", "ratios"}
+POINT_KEYS = {"kernel_level", "emulated", "workload", "concurrency",
+              "server", "label", "runs", "ok_runs", "failures", "restarts",
+              "rps", "latency_ms", "requests", "success", "errors",
+              "server_cpu_s_per_1k", "client_cpu_s_per_1k", "other_cpu_s",
+              "server_pss_mb", "server_processes", "buckets", "ratios"}
 
 
 def bench(top, build, *args, timeout=RUN_TIMEOUT_S):
