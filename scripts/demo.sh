@@ -60,7 +60,7 @@ done
 echo "== GET http://127.0.0.1:$port/"
 curl -s -i "http://127.0.0.1:$port/"
 echo "== start-up log"
-grep 'bucketed:' "$root/logs/error.log" | tail -2
+grep -E 'bucketed: (kernel|strategy)' "$root/logs/error.log" | tail -2
 echo "== listening sockets on port $port (one per bucket)"
 ss -ltn "sport = :$port"
 echo "== 2 s of load with Connection: close (wrk, 50 connections), then the buckets"
