@@ -33,7 +33,7 @@ BAD_VALUES = [
     ("MaxConnectionsPerChild -1", "MaxConnectionsPerChild", "from 0 to"),
     ("MaxConnectionsPerChild abc", "MaxConnectionsPerChild", "not 'abc'"),
     ("GracefulShutdownTimeout -5", "GracefulShutdownTimeout", "from 0 to"),
-    ("ListenCoresBucketsRatio 0", "ListenCoresBucketsRatio", "from 1 to"),
+    ("ListenCoresBucketsRatio -1", "ListenCoresBucketsRatio", "from 0 to"),
     ("ListenBacklog 0", "ListenBacklog", "from 1 to 65535"),
     ("ListenBacklog abc", "ListenBacklog", "not 'abc'"),
     ("SendBufferSize 5", "SendBufferSize", "0 (system default)"),

@@ -40,6 +40,7 @@ void *bucketed_create_server_config(apr_pool_t *p, server_rec *s)
 
     (void)s;
     conf->strategy = BUCKET_STRATEGY_AUTO;
+    conf->cores_buckets_ratio = BUCKET_RATIO_UNSET;
     conf->listen_backlog = DEFAULT_LISTENBACKLOG;
     return conf;
 }
@@ -162,8 +163,8 @@ static const char *set_cores_buckets_ratio(cmd_parms *cmd, void *dummy,
 {
     (void)dummy;
     /* Not handed to core: bucketed sets SO_REUSEPORT only where it
-     * duplicates a socket. */
-    return parse_global_int(cmd, arg, 1, MAX_CORES_BUCKETS_RATIO,
+     * duplicates a socket. 0 is stock httpd's "no duplicates". */
+    return parse_global_int(cmd, arg, 0, MAX_CORES_BUCKETS_RATIO,
                             &config_of(cmd)->cores_buckets_ratio);
 }
 
