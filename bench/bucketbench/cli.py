@@ -16,7 +16,7 @@ from . import environment, plots, report
 from .catalog import KERNEL_LEVELS, NATIVE, NO_REUSEPORT, SERVERS, WORKLOADS
 from .configs import EVENT_THREADS_PER_CHILD
 from .runner import Plan, Progress, Runner
-from .server import port_is_free
+from .net import port_is_free
 from .shim import ShimError, ensure_shim
 
 BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
