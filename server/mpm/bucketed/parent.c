@@ -239,9 +239,10 @@ static void ask_again(parent_context *pc, int slot)
     ask_to_leave(pc, slot, pc->retained->slots[slot].replace_into);
 }
 
-/* Records a failed or normal exit that nobody asked for in its bucket's
- * health; returns whether the bucket may get its replacement now. */
-static int note_unasked_exit(parent_context *pc, const child_slot *cs,
+/* Records an exit in its bucket's health (any unasked exit, and a failed
+ * one even when asked); returns whether the bucket may get its
+ * replacement now. */
+static int note_exit(parent_context *pc, const child_slot *cs,
                              pid_t pid, child_exit_kind kind)
 {
     bucket_health *health = &pc->retained->health[cs->bucket];
@@ -282,7 +283,7 @@ static void child_gone(parent_context *pc, int slot, pid_t pid,
 
     if (!asked || kind != CHILD_EXIT_NORMAL) {
         if (cs->bucket < pc->num_buckets
-            && !note_unasked_exit(pc, cs, pid, kind)) {
+            && !note_exit(pc, cs, pid, kind)) {
             replace = 0;
         }
     }
