@@ -230,7 +230,7 @@ add_mpm() {
     generated=$(find "$from" -mindepth 1 \( -name '.*' -o -name '*.o' -o -name '*.lo' \
                   -o -name '*.slo' -o -name '*.la' -o -name '*.so' -o -name '*.a' \) -print)
     if [ -n "$generated" ]; then
-        echo "$from holds build products:" >&2
+        echo "$from holds build products (left by an older build? git clean -fdX there):" >&2
         echo "$generated" >&2
         return 1
     fi

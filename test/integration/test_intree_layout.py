@@ -77,8 +77,9 @@ def test_build_leaves_source_directories_as_they_were():
         capture_output=True, text=True, check=True).stdout.splitlines()
     # "!!" marks what .gitignore ignores: objects, .libs/, .deps/, *.la.
     generated = [line[3:] for line in status if line.startswith("!! ")]
-    assert not generated, ("the build wrote into the source directories "
-                           "(httpd's make would take these as its own): %s" % generated)
+    assert not generated, ("generated files in the source directories (httpd's make "
+                           "would take them as its own): %s; if an older build left them, "
+                           "remove them with git clean -fdX %s" % (generated, " ".join(SOURCE_DIRS)))
 
     if BUILD.resolve() != TOP.resolve():
         # A VPATH build must not mirror the source directories either.
