@@ -299,7 +299,9 @@ static int bucketed_query(int query_code, int *result, apr_status_t *rv)
     case AP_MPMQ_MAX_SPARE_THREADS:
     case AP_MPMQ_IS_ASYNC:
     case AP_MPMQ_HAS_SERF:
+#ifdef AP_MPMQ_CAN_WAITIO   /* httpd 2.4.63 and later */
     case AP_MPMQ_CAN_WAITIO:
+#endif
         *result = 0;
         break;
     case AP_MPMQ_MAX_REQUESTS_DAEMON:
