@@ -1,7 +1,9 @@
 /*
  * noreuseport.so: an LD_PRELOAD shim that emulates an older kernel by
  * refusing, with the errno such a kernel gives, what it lacked.
- * BUCKETED_SHIM_KERNEL=MAJOR.MINOR selects the kernel (default 3.8):
+ * Unset, BUCKETED_SHIM_KERNEL refuses only SO_REUSEPORT (a kernel before
+ * 3.9, as this shim always did). Set to MAJOR.MINOR, it refuses whatever
+ * that kernel lacked:
  *   < 3.9   setsockopt(SO_REUSEPORT)                         ENOPROTOOPT
  *   < 4.5   setsockopt(SO_ATTACH_REUSEPORT_CBPF / _EBPF)     ENOPROTOOPT
  *   < 4.19  bpf(BPF_PROG_LOAD) of BPF_PROG_TYPE_SK_REUSEPORT,
@@ -9,9 +11,10 @@
  *   < 5.14  opening /proc/sys/net/ipv4/tcp_migrate_req       ENOENT
  *           an SK_REUSEPORT program for
  *           BPF_SK_REUSEPORT_SELECT_OR_MIGRATE               EINVAL
- * (Real kernels before 5.14 accept, and ignore, that attach type: see
+ * (Debian's 5.10 accepts, and ignores, that attach type: see
  * docs/kernels.md.) Only calls through libc are seen: bpf() goes through
- * syscall(2). Everything else goes to the real functions unchanged.
+ * syscall(2); uname(2) still tells the real kernel. Everything else goes
+ * to the real functions unchanged.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -33,7 +36,10 @@
 #define MIGRATE_SYSCTL "/proc/sys/net/ipv4/tcp_migrate_req"
 #define VERSION(major, minor) ((major) * 1000 + (minor))
 
-/* The emulated kernel; an unparsable value emulates the oldest one. */
+#define UNSET 0
+
+/* The emulated kernel, read once: UNSET, or its version (3.8 when the
+ * value is not MAJOR.MINOR). */
 static int emulated(void)
 {
     static int version = -1;
@@ -43,7 +49,7 @@ static int emulated(void)
     if (version < 0) {
         text = getenv("BUCKETED_SHIM_KERNEL");
         if (text == NULL || *text == '\0') {
-            version = VERSION(3, 8);
+            version = UNSET;
         }
         else if (sscanf(text, "%d.%d%n", &major, &minor, &used) == 2
                  && text[used] == '\0' && major >= 0 && minor >= 0) {
@@ -58,8 +64,13 @@ static int emulated(void)
     return version;
 }
 
+/* True when the emulated kernel lacks what major.minor brought; unset,
+ * only SO_REUSEPORT (3.9) is missing. */
 static int older_than(int major, int minor)
 {
+    if (emulated() == UNSET) {
+        return VERSION(major, minor) == VERSION(3, 9);
+    }
     return emulated() < VERSION(major, minor);
 }
 

@@ -88,10 +88,12 @@ def test_a_garbled_line_fails_the_guest(garbled):
     assert result.verdict == FAIL
 
 
-def test_a_garbled_check_line_leaves_its_row_failed():
-    text = replace_line(GOOD, "CHECK graceful",
-                        "CHECK graceful PA[ 9.1] sd 0:0:0:0: attached")
-    result = judged(text)
+@pytest.mark.parametrize("line", [
+    "CHECK graceful PA[ 9.1] sd 0:0:0:0: attached",       # garbled
+    "CHECK graceful FAIL ok=120 failed=3 first_error=x",  # failed
+])
+def test_a_bad_check_line_fails_its_row_and_the_kernel(line):
+    result = judged(replace_line(GOOD, "CHECK graceful", line))
     assert result.cells["graceful"].status == FAIL
     assert result.verdict == FAIL
 
@@ -110,14 +112,6 @@ def test_an_unknown_name_fails():
 
 def test_lines_after_the_end_fail():
     assert judged(GOOD + "CHECK late PASS\r\n").verdict == FAIL
-
-
-def test_a_failed_check_fails_the_kernel():
-    text = replace_line(GOOD, "CHECK graceful",
-                        "CHECK graceful FAIL ok=120 failed=3 first_error=x")
-    result = judged(text)
-    assert result.cells["graceful"].status == FAIL
-    assert result.verdict == FAIL
 
 
 def test_an_optional_check_counts_when_reported():

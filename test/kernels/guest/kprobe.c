@@ -57,6 +57,17 @@ static void feature(const char *name, int yes, const char *fmt, ...)
     fflush(stdout);
 }
 
+/* Reports a call's outcome: yes, or no with its errno. Returns 1 for yes. */
+static int outcome(const char *name, int failed, const char *call)
+{
+    if (failed) {
+        feature(name, 0, "%s: %s", call, strerror(errno));
+        return 0;
+    }
+    feature(name, 1, "%s works", call);
+    return 1;
+}
+
 static void setup_error(const char *name, const char *what, int err)
 {
     setup_failed = 1;
@@ -191,14 +202,10 @@ static int probe_reuseport(void)
 {
     int fd = tcp_socket(1);
 
-    if (fd < 0) {
-        feature("reuseport", 0, "setsockopt(SO_REUSEPORT): %s",
-                strerror(errno));
-        return 0;
+    if (fd >= 0) {
+        close(fd);
     }
-    close(fd);
-    feature("reuseport", 1, "setsockopt(SO_REUSEPORT) works");
-    return 1;
+    return outcome("reuseport", fd < 0, "setsockopt(SO_REUSEPORT)");
 }
 
 static void probe_incoming_cpu(void)
@@ -210,13 +217,9 @@ static void probe_incoming_cpu(void)
         setup_error("incoming_cpu", "socket", errno);
         return;
     }
-    if (setsockopt(fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, sizeof(cpu)) != 0) {
-        feature("incoming_cpu", 0, "setsockopt(SO_INCOMING_CPU): %s",
-                strerror(errno));
-    }
-    else {
-        feature("incoming_cpu", 1, "setsockopt(SO_INCOMING_CPU) works");
-    }
+    outcome("incoming_cpu", setsockopt(fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu,
+                                       sizeof(cpu)) != 0,
+            "setsockopt(SO_INCOMING_CPU)");
     close(fd);
 }
 
@@ -230,14 +233,12 @@ static void probe_cbpf(void)
         setup_error("cbpf_attach", "reuseport group", errno);
         return;
     }
-    if (attach_cbpf_return(group[0], 1) != 0) {
-        feature("cbpf_attach", 0, "SO_ATTACH_REUSEPORT_CBPF: %s",
-                strerror(errno));
+    if (!outcome("cbpf_attach", attach_cbpf_return(group[0], 1) != 0,
+                 "SO_ATTACH_REUSEPORT_CBPF")) {
         feature("cbpf_steers", 0, "not attached");
         close_all(group, 2);
         return;
     }
-    feature("cbpf_attach", 1, "SO_ATTACH_REUSEPORT_CBPF attached");
     if (connect_clients(group[0], clients, CLIENTS) != 0) {
         setup_error("cbpf_steers", "connect", errno);
         close_all(group, 2);
@@ -274,15 +275,12 @@ static void probe_ebpf(int have_reuseport)
     int group[2];
     int prog = bpf_load_sk_reuseport(BPF_SK_REUSEPORT_SELECT);
 
-    if (prog < 0) {
-        feature("ebpf_load", 0, "bpf(BPF_PROG_LOAD, SK_REUSEPORT): %s",
-                strerror(errno));
+    if (!outcome("ebpf_load", prog < 0, "bpf(BPF_PROG_LOAD, SK_REUSEPORT)")) {
         if (have_reuseport) {
             feature("ebpf_attach", 0, "no program");
         }
     }
     else {
-        feature("ebpf_load", 1, "SK_REUSEPORT program loaded");
         if (!have_reuseport) {
             /* main() reports ebpf_attach */
         }
@@ -290,27 +288,17 @@ static void probe_ebpf(int have_reuseport)
             setup_error("ebpf_attach", "reuseport group", errno);
         }
         else {
-            if (setsockopt(group[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_EBPF,
-                           &prog, sizeof(prog)) != 0) {
-                feature("ebpf_attach", 0, "SO_ATTACH_REUSEPORT_EBPF: %s",
-                        strerror(errno));
-            }
-            else {
-                feature("ebpf_attach", 1, "SO_ATTACH_REUSEPORT_EBPF attached");
-            }
+            outcome("ebpf_attach",
+                    setsockopt(group[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_EBPF,
+                               &prog, sizeof(prog)) != 0,
+                    "SO_ATTACH_REUSEPORT_EBPF");
             close_all(group, 2);
         }
         close(prog);
     }
     prog = bpf_load_sk_reuseport(BPF_SK_REUSEPORT_SELECT_OR_MIGRATE);
-    if (prog < 0) {
-        feature("migrate_prog_load", 0,
-                "BPF_SK_REUSEPORT_SELECT_OR_MIGRATE program: %s",
-                strerror(errno));
-    }
-    else {
-        feature("migrate_prog_load", 1,
-                "BPF_SK_REUSEPORT_SELECT_OR_MIGRATE program loaded");
+    if (outcome("migrate_prog_load", prog < 0,
+                "bpf(BPF_PROG_LOAD, SK_REUSEPORT, SELECT_OR_MIGRATE)")) {
         close(prog);
     }
 }
@@ -422,13 +410,9 @@ static void probe_epoll_exclusive(void)
     }
     memset(&ev, 0, sizeof(ev));
     ev.events = EPOLLIN | EPOLLEXCLUSIVE;
-    if (epoll_ctl(ep, EPOLL_CTL_ADD, group[0], &ev) != 0) {
-        feature("epoll_exclusive", 0, "epoll_ctl(EPOLLEXCLUSIVE): %s",
-                strerror(errno));
-    }
-    else {
-        feature("epoll_exclusive", 1, "epoll_ctl(EPOLLEXCLUSIVE) accepted");
-    }
+    outcome("epoll_exclusive",
+            epoll_ctl(ep, EPOLL_CTL_ADD, group[0], &ev) != 0,
+            "epoll_ctl(EPOLLEXCLUSIVE)");
     close_all(group, 1);
     close(ep);
 }

@@ -3,6 +3,7 @@ dynamic, so that LD_PRELOAD applies) under bench/noreuseport.so with
 BUCKETED_SHIM_KERNEL set, in a network namespace of its own (kprobe sets
 tcp_migrate_req, which is per namespace: the machine's stays untouched)."""
 import os
+import platform
 import shutil
 import subprocess
 
@@ -15,7 +16,7 @@ FLOORS = [
     ("4.4", "before 4.5"),
     ("4.18", "before 4.19"),
     ("5.13", "before 5.14"),
-    (None, "this machine's kernel"),
+    (None, f"this machine's kernel, {platform.release()}"),
 ]
 
 
