@@ -91,6 +91,7 @@ def test_a_garbled_line_fails_the_guest(garbled):
 @pytest.mark.parametrize("line", [
     "CHECK graceful PA[ 9.1] sd 0:0:0:0: attached",       # garbled
     "CHECK graceful FAIL ok=120 failed=3 first_error=x",  # failed
+    "CHECK graceful SKIP no time",                        # not skippable
 ])
 def test_a_bad_check_line_fails_its_row_and_the_kernel(line):
     result = judged(replace_line(GOOD, "CHECK graceful", line))
