@@ -183,8 +183,10 @@ def test_the_probe_line_must_name_each_finding():
 def test_probe_findings_read_the_log_line():
     found = report.probe_findings(
         "bucketed: kernel 3.8.0: SO_REUSEPORT no (Protocol not available), "
-        "SO_INCOMING_CPU no, reuseport BPF no, tcp_migrate_req absent")
-    assert found == {"SO_REUSEPORT": "no", "SO_INCOMING_CPU": "no",
+        "EPOLLEXCLUSIVE no, SO_INCOMING_CPU no, reuseport BPF no, "
+        "tcp_migrate_req absent")
+    assert found == {"SO_REUSEPORT": "no", "EPOLLEXCLUSIVE": "no",
+                     "SO_INCOMING_CPU": "no",
                      "reuseport BPF": "no", "tcp_migrate_req": "absent"}
 
 

@@ -37,6 +37,7 @@ FEATURES = {
 # to the sysctl; the migrate_req row shows the behaviour.
 PROBE_CHECKS = {
     "probe_reuseport": ("SO_REUSEPORT", ("yes",), "reuseport"),
+    "probe_epoll_exclusive": ("EPOLLEXCLUSIVE", ("yes",), "epoll_exclusive"),
     "probe_incoming_cpu": ("SO_INCOMING_CPU", ("yes",), "incoming_cpu"),
     "probe_reuseport_bpf": ("reuseport BPF", ("yes",), "cbpf_steers"),
     "probe_migrate_sysctl": ("tcp_migrate_req", ("on", "off"),
