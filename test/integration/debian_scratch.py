@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from httpd_fixture import (START_TIMEOUT, STOP_TIMEOUT, Timeout, alive, children_of,
-                           free_ports, http_get, wait_until)
+                           free_ports, http_get, uids, wait_until)
 
 TOP = Path(os.environ.get("BUCKETED_TOP") or Path(__file__).resolve().parents[2])
 BUILD = Path(os.environ.get("BUCKETED_BUILD") or TOP)
@@ -176,15 +176,6 @@ def package_root(package):
 
 # ------------------------------------------------------- processes
 
-def process_uids(pid):
-    """(real, effective, saved, filesystem) uid of a process."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("Uid:"):
-                return tuple(int(u) for u in line.split()[1:])
-    raise OSError("no Uid line for %d" % pid)
-
-
 def wait_children_dropped(pid, user=RUN_USER):
     """Waits until the parent has children and every one of them has
     dropped its privileges to user (a child is root between fork and
@@ -194,8 +185,8 @@ def wait_children_dropped(pid, user=RUN_USER):
 
     def dropped():
         seen.clear()
-        seen.update((child, process_uids(child)) for child in children_of(pid))
-        return seen and all(set(uids) == {uid} for uids in seen.values()) and dict(seen)
+        seen.update((child, uids(child)) for child in children_of(pid))
+        return seen and all(ids and set(ids) == {uid} for ids in seen.values()) and dict(seen)
     try:
         return wait_until(dropped, START_TIMEOUT,
                           what="every child of %d to run as %s" % (pid, user))
