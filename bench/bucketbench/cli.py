@@ -368,8 +368,9 @@ def publish(out_dir):
     points = report.summarize(records)
     options = meta["options"]
     if all(WORKLOADS[name].skewed for name in options["workloads"]):
-        text = "\n".join(report.context_lines(meta, "####")) + "\n" \
-            + report.skew_section(points, options, "####")
+        text = "\n".join(report.context_lines(meta, "###")) + "\n" \
+            + report.skew_section(points, options, "###",
+                                  "The skewed workloads side by side")
         _replace_generated(SKEW_DOCS_BEGIN, SKEW_DOCS_END, text)
         print(f"updated {DOCS_PAGE}", file=sys.stderr)
         return

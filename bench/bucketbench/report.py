@@ -35,6 +35,9 @@ def _bucket_summary(runs):
                 "bucket": bucket["bucket"], "listen": bucket.get("listen"),
                 "accepted": 0})
             entry["accepted"] += bucket["accepted"]
+            # Children move between buckets: the last run's end shows where
+            # they went.
+            entry["children_at_end"] = bucket.get("children")
     latest = with_buckets[-1]
     return {"strategy": latest["strategy"],
             "bucket_count": latest["bucket_count"],
@@ -193,6 +196,8 @@ def bucket_table(points):
             continue
         accepted = ", ".join(
             f"{b['accepted']:,}" + (f" ({b['listen']})" if b["listen"] else "")
+            + (f" [{b['children_at_end']} children at end]"
+               if b.get("children_at_end") is not None else "")
             for b in buckets["accepted"])
         spread = buckets["spread_median"]
         rows.append([p["label"], buckets["strategy"] or "?",
@@ -262,7 +267,8 @@ def _verdict_line(verdict):
     rounds = verdict["per_round"]
     spread = (f"; rounds {min(rounds):.2f}-{max(rounds):.2f}x"
               if rounds else "")
-    ratio = "n/a" if verdict["ratio"] is None else f"{verdict['ratio']:.2f}x"
+    # Three decimals: a median of 0.996 must not read as 1.00 and fail.
+    ratio = "n/a" if verdict["ratio"] is None else f"{verdict['ratio']:.3f}x"
     return (f"- {state}: {verdict['label']}, {verdict['workload']}, "
             f"{level_title(verdict['kernel_level'])} "
             f"c={verdict['concurrency']}: {ratio} stock prefork (target "
@@ -274,7 +280,8 @@ def _errors_cell(point):
     return f"{errors:,} / {point['success']:,}"
 
 
-def skew_section(points, options, heading="##"):
+def skew_section(points, options, heading="##",
+                 title="Skewed Listen load (issue 8)"):
     """The skewed-Listen workloads side by side: per kernel level and
     concurrency one table per measure (rows: servers, columns: the skew
     workloads), then the targets of issue 8. Empty without skew points."""
@@ -282,7 +289,7 @@ def skew_section(points, options, heading="##"):
     skew = [p for p in points if p["workload"] in names]
     if not skew:
         return ""
-    lines = [f"{heading} Skewed Listen load (issue 8)", "",
+    lines = [f"{heading} {title}", "",
              f"Two Listen ports; wrk's {WORKLOADS[names[0]].wrk_threads} "
              "threads share the connections between them (all: every "
              "thread on the first port; 90/10: 9 threads and 1; even: 5 "

@@ -179,7 +179,9 @@ def test_target_not_met_and_not_judged(run_record):
         "levels": ["native"], "concurrency": [200], "slots": 1024,
         "slow_slots": 64}, "##")
     assert "0 of 2 met" in text
-    assert "**NOT met**: bucketed-reuseport, skew-90-static" in text
+    assert "**NOT met**: bucketed-reuseport, skew-90-static, native " \
+           "c=200: 0.990x stock prefork (target >= 1.00x; rounds " \
+           "0.98-1.20x)" in text
     assert "not judged: bucketed-listen, skew-90-slow" in text
 
 
@@ -213,3 +215,23 @@ def test_skipped_servers_say_which_workloads():
         "nginx in skew-all-slow: no slow handler"
     assert report.skip_text({"server": "x", "kernel_level": "native",
                              "reason": "why"}) == "x at native: why"
+
+
+def test_bucket_table_shows_where_the_children_ended(run_record):
+    records = []
+    for round_no, children in ((1, [20, 44]), (2, [1, 63])):
+        record = run_record("bucketed-listen", round_no, 100,
+                            workload="skew-all-slow")
+        record["buckets"] = {
+            "strategy": "listen", "bucket_count": 2, "spread": 2.0,
+            "buckets": [{"bucket": b, "listen": f"127.0.0.1:{port}",
+                         "accepted": accepted, "children": kids}
+                        for b, port, accepted, kids in
+                        ((0, A, 0, children[0]), (1, B, 500, children[1]))]}
+        records.append(record)
+    [point] = report.summarize(records)
+    assert [b["children_at_end"] for b in point["buckets"]["accepted"]] == \
+        [1, 63]
+    table = report.bucket_table([point])
+    assert f"0 (127.0.0.1:{A}) [1 children at end], " \
+           f"1,000 (127.0.0.1:{B}) [63 children at end]" in table

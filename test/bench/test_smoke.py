@@ -164,6 +164,7 @@ def test_one_skewed_point(top, build, tmp_path):
                    for b in buckets}
         busy, quiet = raw["bucketed-listen"]["ports"]
         assert by_port[busy] > by_port[quiet] > 0, buckets
+        assert all(b["children_at_end"] >= 1 for b in buckets), buckets
     text = (out / "report.md").read_text()
     assert "## Skewed Listen load (issue 8)" in text
     assert "| Configuration | skew-90-slow |" in text
