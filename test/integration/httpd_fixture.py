@@ -180,15 +180,17 @@ class Httpd:
     or any other Debian MPM module (mpm="prefork").
 
     `directives` is extra configuration text; `preload` a library for
-    LD_PRELOAD in httpd's environment; `cgi` loads mod_cgi for the slow
-    CGI (/cgi-bin/slow.cgi?SECONDS)."""
+    LD_PRELOAD in httpd's environment; `environ` more variables for it
+    (BUCKETED_SHIM_KERNEL ...); `cgi` loads mod_cgi for the slow CGI
+    (/cgi-bin/slow.cgi?SECONDS)."""
 
     def __init__(self, root, listens=1, ports=None, directives="",
-                 mpm="bucketed", preload=None, cgi=False):
+                 mpm="bucketed", preload=None, cgi=False, environ=None):
         self.root = Path(root)
         self.ports = list(ports) if ports else free_ports(listens)
         self.mpm = mpm
         self.preload = preload
+        self.environ = dict(environ or {})
         self.cgi = cgi
         self.directives = directives
         self.conf = self.root / "httpd.conf"
@@ -251,7 +253,7 @@ class Httpd:
     # -- one-shot commands (-t, -M, -V)
 
     def env(self):
-        env = {"PATH": "/usr/sbin:/usr/bin:/bin"}
+        env = {"PATH": "/usr/sbin:/usr/bin:/bin", **self.environ}
         if self.preload:
             env["LD_PRELOAD"] = str(self.preload)
         return env

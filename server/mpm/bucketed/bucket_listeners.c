@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "apr_strings.h"
 
@@ -22,6 +23,7 @@
 #include "util_mutex.h"
 
 #include "bucketed.h"
+#include "reuseport_bpf.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -196,23 +198,124 @@ static apr_socket_t *get_duplicate(apr_pool_t *ptemp, server_rec *s,
     return rs->sd;
 }
 
-/* Duplicates the new plan does not use. Children of the old generation
- * keep their own descriptors until they leave. */
-static void close_unused_duplicates(server_rec *s, bucketed_retained *retained)
+/* The listener (index into originals) whose duplicate rs is, or -1 when
+ * its address is no longer listened on. */
+static int listener_of(apr_pool_t *ptemp, const retained_socket *rs,
+                       ap_listen_rec **originals, int num_listeners)
+{
+    int i;
+
+    for (i = 0; i < num_listeners; i++) {
+        const char *prefix = apr_psprintf(ptemp, "%pI#",
+                                          originals[i]->bind_addr);
+        if (strncmp(rs->key, prefix, strlen(prefix)) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Duplicates the new plan does not use (steering.c decides what becomes
+ * of their queues; this says so and closes). Children of the old
+ * generation keep their own descriptors until they leave: the socket
+ * really closes, and its queue migrates or is reset, with the last one. */
+static void close_unused_duplicates(apr_pool_t *ptemp, server_rec *s,
+                                    const bucketed_config *conf,
+                                    bucketed_retained *retained,
+                                    ap_listen_rec **originals,
+                                    int num_listeners,
+                                    const int *group_migrates)
 {
     retained_socket **link = &retained->sockets;
 
     while (*link) {
         retained_socket *rs = *link;
+        plan_socket_state st;
+        int listener;
+
         if (rs->in_use) {
             link = &rs->next;
             continue;
         }
-        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: closing "
-                     "duplicate listener %s, which the new bucket plan no "
-                     "longer uses", rs->key);
+        listener = listener_of(ptemp, rs, originals, num_listeners);
+        st.in_new_plan = 0;
+        st.group_stays = listener >= 0;
+        st.group_migrates = listener >= 0 && group_migrates[listener];
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: %s",
+                     plan_socket_describe(ptemp, &st, rs->key,
+                                          conf->migration.reason));
         apr_socket_close(rs->sd);
         *link = rs->next;
+    }
+}
+
+/* Whether the original socket has SO_REUSEPORT on, i.e. is in a reuseport
+ * group (bucketed sets it only on originals it duplicates; the setting
+ * outlives generations with the socket). */
+static int in_reuseport_group(const ap_listen_rec *lr)
+{
+    int on = 0;
+    socklen_t len = sizeof(on);
+
+    if (getsockopt(os_fd(lr->sd), SOL_SOCKET, SO_REUSEPORT, &on, &len) < 0) {
+        return 0;
+    }
+    return on;
+}
+
+/* Puts the migration program on every reuseport group, before any of its
+ * sockets is closed; group_migrates[i] says which groups migrate. The
+ * program's descriptor is closed at once: each group holds its own
+ * reference, and no child inherits one. */
+static void attach_migration(server_rec *s, bucketed_config *conf,
+                             ap_listen_rec **originals, int num_listeners,
+                             int *group_migrates)
+{
+    int i, prog, err;
+
+    conf->migration_prog_id = 0;
+    conf->migration_groups = 0;
+    if (conf->migration.mechanism == MIGRATION_SYSCTL) {
+        for (i = 0; i < num_listeners; i++) {
+            group_migrates[i] = 1;
+        }
+        return;
+    }
+    if (conf->migration.mechanism != MIGRATION_EBPF) {
+        return;
+    }
+    prog = -1;
+    for (i = 0; i < num_listeners; i++) {
+        if (!in_reuseport_group(originals[i])) {
+            continue;
+        }
+        if (prog < 0) {
+            prog = reuseport_bpf_migrate_load(&err);
+            if (prog < 0) {
+                ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+                             "cannot load the migration program; "
+                             "connections queued on a removed bucket's "
+                             "socket will be reset");
+                return;
+            }
+            conf->migration_prog_id = reuseport_bpf_prog_id(prog);
+        }
+        err = reuseport_bpf_attach(os_fd(originals[i]->sd), prog);
+        if (err != 0) {
+            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+                         "cannot attach the migration program to the "
+                         "reuseport group of %pI; connections queued on its "
+                         "removed duplicates will be reset",
+                         originals[i]->bind_addr);
+            continue;
+        }
+        group_migrates[i] = 1;
+        conf->migration_groups++;
+    }
+    if (prog >= 0 && close(prog) < 0) {
+        err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+                     "close() of the migration program's descriptor");
     }
 }
 
@@ -254,7 +357,7 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
 {
     const bucket_plan *plan = &conf->plan;
     ap_listen_rec **originals, *lr;
-    int *duplicated;
+    int *duplicated, *group_migrates;
     int num_listeners = 0, b, k;
     retained_socket *rs;
     apr_status_t rv;
@@ -264,6 +367,8 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
     }
     originals = apr_palloc(pconf, sizeof(*originals) * num_listeners);
     duplicated = apr_pcalloc(pconf, sizeof(*duplicated) * num_listeners);
+    group_migrates = apr_pcalloc(pconf,
+                                 sizeof(*group_migrates) * num_listeners);
     num_listeners = 0;
     for (lr = ap_listeners; lr; lr = lr->next) {
         originals[num_listeners++] = lr;
@@ -328,7 +433,9 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
             return !OK;
         }
     }
-    close_unused_duplicates(s, retained);
+    attach_migration(s, conf, originals, num_listeners, group_migrates);
+    close_unused_duplicates(pconf, s, conf, retained, originals,
+                            num_listeners, group_migrates);
     return OK;
 }
 

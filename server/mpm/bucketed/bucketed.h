@@ -21,6 +21,7 @@
 #include "directive_check.h"
 #include "exit_policy.h"
 #include "kernel_probe.h"
+#include "steering.h"
 
 #define BUCKETED_MPM_NAME "bucketed"
 
@@ -47,6 +48,10 @@ typedef struct {
 
     /* Decided at check_config, built at open_logs. */
     kernel_features kernel;
+    migration_choice migration;         /* what closing a socket does */
+    unsigned int migration_prog_id;     /* the program attached this
+                                         * generation; 0 = none */
+    int migration_groups;               /* reuseport groups it is on */
     bucket_plan plan;
     ap_listen_rec **bucket_listeners;   /* per bucket: its sockets */
     apr_proc_mutex_t **accept_mutex;    /* per bucket; NULL = one socket */

@@ -9,7 +9,9 @@
  *   exit_policy.c       what a child's exit means for its bucket   (pure)
  *   directive_check.c   value parsing and limit checks             (pure)
  *   kernel_features.c   kernel versions and the features log line  (pure)
+ *   steering.c          reuseport migration and plan-change choices (pure)
  *   kernel_probe.c      trying what the kernel offers
+ *   reuseport_bpf.c     BPF programs on reuseport groups, and trials
  *   bucket_listeners.c  opening and keeping the per-bucket sockets
  *   bucket_stats.c      per-bucket counters for bucketed-status
  *   parent.c            the parent: spawning, maintenance, restarts
@@ -32,6 +34,7 @@
 
 #include "bucketed.h"
 #include "mpm_default.h"
+#include "reuseport_bpf.h"
 
 #define RETAINED_KEY "mpm_bucketed_retained"
 
@@ -178,6 +181,9 @@ static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
     log_limit_warnings(s, retained, warnings);
 
     kernel_probe(&conf->kernel);
+    conf->migration = reuseport_bpf_choose_migration(pconf,
+                                                     conf->kernel.reuseport,
+                                                     conf->kernel.migrate_req);
     err = make_plan(pconf, conf, count_listeners());
     if (err != NULL) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, 0, s,
@@ -205,6 +211,11 @@ static void log_plan(server_rec *s, const bucketed_config *conf,
                  kernel_features_describe(p, &conf->kernel));
     ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: %s",
                  describe_plan(p, conf, num_listeners));
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: migration: %s%s",
+                 conf->migration.reason, conf->migration_prog_id
+                 ? apr_psprintf(p, "; per-group eBPF program id %u on %d "
+                                "reuseport group(s)", conf->migration_prog_id,
+                                conf->migration_groups) : "");
     for (b = 0; b < conf->plan.num_buckets; b++) {
         ap_listen_rec *lr;
         const char *addrs = "";

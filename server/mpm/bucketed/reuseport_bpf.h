@@ -1,0 +1,43 @@
+/*
+ * reuseport_bpf: the BPF programs bucketed puts on its reuseport groups,
+ * loaded with the raw bpf(2) syscall from a few instructions assembled
+ * here (no libbpf, no clang), and the trials that show what the running
+ * kernel does with them. Linux only; elsewhere, or built without
+ * linux/bpf.h, every load is refused with ENOSYS and the trials say so.
+ */
+#ifndef REUSEPORT_BPF_H
+#define REUSEPORT_BPF_H
+
+#include "apr_pools.h"
+
+#include "steering.h"
+
+/* 1 when this build can load programs (linux/bpf.h and SYS_bpf were
+ * there); 0 otherwise. */
+int reuseport_bpf_built(void);
+
+/* Loads the migration program: BPF_PROG_TYPE_SK_REUSEPORT, expected
+ * attach type BPF_SK_REUSEPORT_SELECT_OR_MIGRATE, returning SK_PASS, so
+ * that the kernel keeps selecting by its hash and, when a listener of the
+ * group closes, moves its requests to another one. Returns the program's
+ * descriptor (close-on-exec), or -1 with *err set. */
+int reuseport_bpf_migrate_load(int *err);
+
+/* Attaches prog_fd to the reuseport group of the listening socket
+ * sock_fd, replacing whatever program the group had. 0, or an errno. */
+int reuseport_bpf_attach(int sock_fd, int prog_fd);
+
+/* The kernel's id of a loaded program (what bpftool shows), 0 if unknown. */
+unsigned int reuseport_bpf_prog_id(int prog_fd);
+
+/* Two listeners of one group on 127.0.0.1, connections queued on the
+ * first, the second added, the first closed: how many the second then
+ * holds. With use_program, the migration program is attached first. */
+void reuseport_bpf_migration_trial(migration_trial *t, int use_program);
+
+/* Runs the trials the choice needs and chooses. reuseport: SO_REUSEPORT
+ * works; sysctl: net.ipv4.tcp_migrate_req (-1 absent). */
+migration_choice reuseport_bpf_choose_migration(apr_pool_t *p, int reuseport,
+                                                int sysctl);
+
+#endif /* REUSEPORT_BPF_H */

@@ -1,0 +1,88 @@
+/*
+ * steering: what bucketed does with a reuseport group beyond the kernel's
+ * hash, decided from what the kernel was seen to do. Pure: the trials are
+ * run by reuseport_bpf.c; this file only reads their outcome.
+ *
+ *  - migration: when a plan change closes a socket of a group, whether its
+ *    queued and half-open connections move to the group's other sockets
+ *    (Linux 5.14+) or are reset;
+ *  - the plan-change diff: per retained duplicate, keep it, close it
+ *    (its queue migrates) or close it (its queue is reset);
+ *  - steering (BucketSteering): which bucket a new connection goes to.
+ */
+#ifndef STEERING_H
+#define STEERING_H
+
+#include "apr_pools.h"
+
+/* ---- migration */
+
+typedef enum {
+    MIGRATION_NONE = 0,
+    MIGRATION_EBPF,       /* our SELECT_OR_MIGRATE program on the group */
+    MIGRATION_SYSCTL      /* net.ipv4.tcp_migrate_req=1, machine-wide */
+} migration_e;
+
+/* What a trial did: two listeners of one reuseport group on loopback,
+ * connections queued on them, one listener closed. */
+typedef enum {
+    TRIAL_NOT_RUN = 0,      /* not tried: no SO_REUSEPORT */
+    TRIAL_NO_BUILD,         /* built without linux/bpf.h */
+    TRIAL_SETUP_FAILED,     /* the trial sockets: err */
+    TRIAL_LOAD_REFUSED,     /* bpf(BPF_PROG_LOAD): err */
+    TRIAL_ATTACH_REFUSED,   /* setsockopt(SO_ATTACH_REUSEPORT_EBPF): err */
+    TRIAL_INCONCLUSIVE,     /* nothing was queued on the listener closed */
+    TRIAL_DONE              /* queued and moved tell what happened */
+} migration_trial_e;
+
+typedef struct {
+    migration_trial_e outcome;
+    int err;                /* errno, for SETUP_FAILED, LOAD/ATTACH_REFUSED */
+    int queued;             /* connections queued on the listener closed */
+    int moved;              /* of those, how many the other one then held */
+} migration_trial;
+
+typedef struct {
+    migration_e mechanism;
+    const char *reason;     /* the log line after "migration: " */
+} migration_choice;
+
+/*
+ * with_program: the trial with our program attached; without_program: the
+ * same trial with no program (run only when tcp_migrate_req is 1, else
+ * TRIAL_NOT_RUN); sysctl: tcp_migrate_req, -1 when absent. A mechanism is
+ * chosen only when a trial saw every queued connection move: the kernel
+ * version and the sysctl file prove nothing (Debian's 5.10 loads the
+ * program, has no migration, and migrates nothing).
+ */
+migration_choice migration_choose(apr_pool_t *p,
+                                  const migration_trial *with_program,
+                                  const migration_trial *without_program,
+                                  int sysctl);
+
+/* ---- the plan-change diff */
+
+typedef enum {
+    PLAN_SOCKET_KEEP,           /* the new plan uses it */
+    PLAN_SOCKET_CLOSE_MIGRATE,  /* closed; its queue moves to the group */
+    PLAN_SOCKET_CLOSE_RESET     /* closed; its queue is reset */
+} plan_socket_action_e;
+
+/* One retained SO_REUSEPORT duplicate at a restart. */
+typedef struct {
+    int in_new_plan;        /* some bucket of the new plan owns it */
+    int group_stays;        /* its address is still listened on, so the
+                             * group keeps a socket to migrate to */
+    int group_migrates;     /* the group migrates on close (program
+                             * attached, or the sysctl) */
+} plan_socket_state;
+
+plan_socket_action_e plan_socket_action(const plan_socket_state *st);
+
+/* The log line for a socket that goes ("closing duplicate listener KEY,
+ * which the new bucket plan no longer uses: " and what happens to its
+ * queue); no_migration is the migration reason when the group has none. */
+const char *plan_socket_describe(apr_pool_t *p, const plan_socket_state *st,
+                                 const char *key, const char *no_migration);
+
+#endif /* STEERING_H */

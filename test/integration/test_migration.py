@@ -1,0 +1,128 @@
+"""
+Plan changes that lose nothing: graceful restarts that change BucketCount
+close the SO_REUSEPORT duplicates the new plan no longer uses. Whatever
+waits in their accept queues is reset on close unless the kernel migrates
+it to another socket of the group: bucketed asks for that per group (an
+eBPF program attached as BPF_SK_REUSEPORT_SELECT_OR_MIGRATE), leaving the
+machine-wide net.ipv4.tcp_migrate_req alone.
+
+The control runs the same restarts with the LD_PRELOAD shim emulating a
+5.13 kernel, which refuses the migration program: there connections are
+reset, so the zero of the first test means something.
+"""
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from httpd_fixture import (NOREUSEPORT_SO, Load, http_get, listening_inodes,
+                           need_build, wait_until)
+from httpd_fixture import make_httpd  # noqa: F401 (fixture)
+
+MIGRATE_REQ = Path("/proc/sys/net/ipv4/tcp_migrate_req")
+RESTARTS = 10
+COUNTS = (2, 4)
+SERVER_DIRECTIVES = ("StartServers 8\nMinSpareServers 4\n"
+                     "MaxSpareServers 16\nMaxRequestWorkers 64")
+# Enough client threads that the buckets' queues are seldom empty.
+LOAD_THREADS = 24
+PROGRAM_LOG = re.compile(r"per-group eBPF program id (\d+) on 1 reuseport")
+
+
+def migrate_req():
+    return MIGRATE_REQ.read_text().strip()
+
+
+def directives(count):
+    return f"BucketCount {count}\n{SERVER_DIRECTIVES}"
+
+
+def restart_alternating(server, restarts):
+    """Graceful restarts under load, BucketCount alternating 4 and 2 (the
+    server starts with 2); returns the load's result."""
+    port = server.ports[0]
+    generation = server.status()["generation"]
+    load = Load(server.ports, count=10**6, threads=LOAD_THREADS,
+                seconds=240, minimum=1000).start()
+    for i in range(1, restarts + 1):
+        count = COUNTS[i % 2]
+        done = load.done()
+        wait_until(lambda: load.done() > done + 200, 30,
+                   what="requests before the next restart")
+        server.write_config(directives(count))
+        server.signal(signal.SIGUSR1)
+        wait_until(lambda: server.status()["generation"] == generation + i
+                   and server.status()["buckets"] == count, 30,
+                   what=f"generation {generation + i} with {count} buckets")
+        # Every old child gone, so the closed duplicates are really closed.
+        wait_until(lambda: len(listening_inodes(port)) == count, 30,
+                   what=f"{count} listening sockets")
+    done = load.done()
+    wait_until(lambda: load.done() > done + 200, 30,
+               what="requests after the last restart")
+    return load.stop()
+
+
+@pytest.fixture
+def sysctl_untouched():
+    """tcp_migrate_req must be 0 before and stay 0: the point is not to
+    need it."""
+    if not MIGRATE_REQ.exists():
+        pytest.skip("no net.ipv4.tcp_migrate_req: kernel before 5.14")
+    assert migrate_req() == "0", ("net.ipv4.tcp_migrate_req is on: the test "
+                                  "would not show bucketed's own migration")
+    yield
+    assert migrate_req() == "0"
+
+
+def test_plan_changes_lose_nothing(make_httpd, sysctl_untouched):
+    server = make_httpd(directives=directives(2))
+    server.start()
+    log = server.error_log()
+    assert "migration: per-group eBPF (5.14+)" in log, log
+    result = restart_alternating(server, RESTARTS)
+    print(f"with the program: {RESTARTS} restarts, {result}")
+    assert result.failed == 0, result.errors
+    assert result.ok >= 1000
+    assert server.error_log().count("Doing graceful restart") == RESTARTS
+    assert http_get(server.ports[0])[0] == 200
+
+
+def test_program_is_loaded_and_attached(make_httpd):
+    """Read back: the program the log names is a loaded sk_reuseport
+    program (bpftool), and it stays loaded only while the group that holds
+    it lives (the parent keeps no descriptor of it)."""
+    bpftool = "/usr/sbin/bpftool"
+    if not Path(bpftool).exists():
+        pytest.skip("bpftool is not installed (scripts/deps.sh)")
+    server = make_httpd(directives=directives(2))
+    server.start()
+    match = PROGRAM_LOG.search(server.error_log())
+    assert match, server.error_log()
+    prog_id = match.group(1)
+    shown = subprocess.run([bpftool, "prog", "show", "id", prog_id],
+                           capture_output=True, text=True, timeout=30)
+    assert shown.returncode == 0, shown.stderr
+    assert "sk_reuseport" in shown.stdout, shown.stdout
+    assert "bucketed_mig" in shown.stdout, shown.stdout
+    server.stop()
+    # The group went with the server's sockets, and the program with it.
+    wait_until(lambda: subprocess.run(
+        [bpftool, "prog", "show", "id", prog_id], capture_output=True,
+        timeout=30).returncode != 0, 20, what=f"program {prog_id} to go")
+
+
+def test_without_the_program_plan_changes_reset(make_httpd, sysctl_untouched):
+    """The control: a 5.13 kernel (shim) refuses the program; bucketed says
+    so, and the same restarts reset connections."""
+    need_build(NOREUSEPORT_SO)
+    server = make_httpd(directives=directives(2), preload=NOREUSEPORT_SO,
+                        environ={"BUCKETED_SHIM_KERNEL": "5.13"})
+    server.start()
+    log = server.error_log()
+    assert re.search(r"migration: none: .*reset", log), log
+    result = restart_alternating(server, RESTARTS)
+    print(f"without the program: {RESTARTS} restarts, {result}")
+    assert result.failed > 0, result

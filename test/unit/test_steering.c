@@ -1,0 +1,149 @@
+/*
+ * test_steering.c: unit tests of the reuseport choices: which migration
+ * mechanism a kernel's trials earn, and what a plan change does with each
+ * retained duplicate.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "unit_test.h"
+#include "steering.h"
+
+static migration_trial trial(migration_trial_e outcome, int err, int queued,
+                             int moved)
+{
+    migration_trial t;
+
+    t.outcome = outcome;
+    t.err = err;
+    t.queued = queued;
+    t.moved = moved;
+    return t;
+}
+
+static const migration_trial not_run = { TRIAL_NOT_RUN, 0, 0, 0 };
+
+static void test_program_that_migrates_is_chosen(void **state)
+{
+    migration_trial t = trial(TRIAL_DONE, 0, 8, 8);
+    migration_choice c = migration_choose(*state, &t, &not_run, 0);
+
+    assert_int_equal(c.mechanism, MIGRATION_EBPF);
+    assert_contains(c.reason, "per-group eBPF (5.14+)");
+    assert_contains(c.reason, "8 queued");
+    /* The sysctl being on changes nothing: ours is per group. */
+    c = migration_choose(*state, &t, &not_run, 1);
+    assert_int_equal(c.mechanism, MIGRATION_EBPF);
+}
+
+/* Debian's 5.10: the program loads and attaches, nothing moves. The
+ * version number and the sysctl file must not fool the choice. */
+static void test_program_taken_but_nothing_moves_is_none(void **state)
+{
+    migration_trial t = trial(TRIAL_DONE, 0, 8, 0);
+    migration_choice c = migration_choose(*state, &t, &not_run, 0);
+
+    assert_int_equal(c.mechanism, MIGRATION_NONE);
+    assert_contains(c.reason, "none: the kernel took the program");
+    assert_contains(c.reason, "handed 0");
+    assert_contains(c.reason, "reset when it closes");
+    /* Some but not all moved: still no guarantee. */
+    t = trial(TRIAL_DONE, 0, 8, 7);
+    assert_int_equal(migration_choose(*state, &t, &not_run, 0).mechanism,
+                     MIGRATION_NONE);
+}
+
+static void test_refusals_are_none_with_the_reason(void **state)
+{
+    static const struct {
+        migration_trial_e outcome;
+        int err;
+        const char *says;
+    } cases[] = {
+        { TRIAL_LOAD_REFUSED, EINVAL, "refused a SELECT_OR_MIGRATE program" },
+        { TRIAL_LOAD_REFUSED, EPERM, "CAP_BPF" },
+        { TRIAL_ATTACH_REFUSED, ENOPROTOOPT, "refused to attach" },
+        { TRIAL_SETUP_FAILED, EADDRNOTAVAIL, "trial sockets failed" },
+        { TRIAL_NO_BUILD, 0, "built without linux/bpf.h" },
+        { TRIAL_INCONCLUSIVE, 0, "queued nothing" },
+        { TRIAL_NOT_RUN, 0, "no SO_REUSEPORT" },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        migration_trial t = trial(cases[i].outcome, cases[i].err, 0, 0);
+        migration_choice c = migration_choose(*state, &t, &not_run, 0);
+
+        CASE_CHECK(cases[i].says, c.mechanism == MIGRATION_NONE);
+        assert_contains(c.reason, "none: ");
+        assert_contains(c.reason, cases[i].says);
+        assert_contains(c.reason, "reset when it closes");
+    }
+}
+
+static void test_sysctl_counts_only_when_seen_migrating(void **state)
+{
+    migration_trial refused = trial(TRIAL_LOAD_REFUSED, EINVAL, 0, 0);
+    migration_trial moved = trial(TRIAL_DONE, 0, 8, 8);
+    migration_trial stuck = trial(TRIAL_DONE, 0, 8, 0);
+    migration_choice c;
+
+    c = migration_choose(*state, &refused, &moved, 1);
+    assert_int_equal(c.mechanism, MIGRATION_SYSCTL);
+    assert_contains(c.reason, "tcp_migrate_req=1");
+    c = migration_choose(*state, &refused, &stuck, 1);
+    assert_int_equal(c.mechanism, MIGRATION_NONE);
+    assert_contains(c.reason, "nor did net.ipv4.tcp_migrate_req=1");
+    /* A trial without the program means nothing with the sysctl off. */
+    c = migration_choose(*state, &refused, &moved, 0);
+    assert_int_equal(c.mechanism, MIGRATION_NONE);
+}
+
+static void test_plan_socket_actions(void **state)
+{
+    static const struct {
+        plan_socket_state st;
+        plan_socket_action_e action;
+        const char *says;
+    } cases[] = {
+        { { 1, 1, 1 }, PLAN_SOCKET_KEEP, "keeping" },
+        { { 1, 1, 0 }, PLAN_SOCKET_KEEP, "keeping" },
+        { { 0, 1, 1 }, PLAN_SOCKET_CLOSE_MIGRATE, "move to the other" },
+        { { 0, 1, 0 }, PLAN_SOCKET_CLOSE_RESET, "reset when the last old" },
+        /* The address itself went: nothing left to migrate to. */
+        { { 0, 0, 1 }, PLAN_SOCKET_CLOSE_RESET, "no longer listened on" },
+        { { 0, 0, 0 }, PLAN_SOCKET_CLOSE_RESET, "no longer listened on" },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *line = plan_socket_describe(*state, &cases[i].st,
+                                                "127.0.0.1:80#2",
+                                                "none: WHY");
+
+        CASE_CHECK(cases[i].says,
+                   plan_socket_action(&cases[i].st) == cases[i].action);
+        assert_contains(line, "127.0.0.1:80#2");
+        assert_contains(line, cases[i].says);
+    }
+    /* The reset names the reason there is no migration. */
+    assert_contains(plan_socket_describe(*state, &cases[3].st, "k",
+                                         "none: WHY"), "(migration: none: WHY)");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        POOL_TEST(test_program_that_migrates_is_chosen),
+        POOL_TEST(test_program_taken_but_nothing_moves_is_none),
+        POOL_TEST(test_refusals_are_none_with_the_reason),
+        POOL_TEST(test_sysctl_counts_only_when_seen_migrating),
+        POOL_TEST(test_plan_socket_actions),
+    };
+
+    return RUN_POOL_TESTS(tests);
+}
