@@ -135,6 +135,98 @@ static void test_plan_socket_actions(void **state)
                                          "none: WHY"), "(migration: none: WHY)");
 }
 
+static steering_input steering_in(steering_e requested)
+{
+    steering_input in;
+
+    in.requested = requested;
+    in.reuseport_groups = 1;
+    in.num_buckets = 2;
+    in.online_cpus = 2;
+    in.cpu_trial_err = 0;
+    in.cpu_trial_step = NULL;
+    return in;
+}
+
+static void test_steering_parse(void **state)
+{
+    steering_e mode = STEERING_HASH;
+
+    assert_null(steering_parse(*state, "BucketSteering", "auto", &mode));
+    assert_int_equal(mode, STEERING_AUTO);
+    assert_null(steering_parse(*state, "BucketSteering", "CPU", &mode));
+    assert_int_equal(mode, STEERING_CPU);
+    assert_null(steering_parse(*state, "BucketSteering", "hash", &mode));
+    assert_int_equal(mode, STEERING_HASH);
+    assert_contains(steering_parse(*state, "BucketSteering", "load", &mode),
+                    "BucketSteering must be one of auto, hash, cpu, not "
+                    "'load'");
+    assert_int_equal(mode, STEERING_HASH);
+}
+
+static void test_steering_auto_and_hash(void **state)
+{
+    steering_input in = steering_in(STEERING_AUTO);
+    steering_choice c;
+
+    /* auto is the hash, whatever the kernel offers. */
+    assert_null(steering_choose(*state, &in, &c));
+    assert_int_equal(c.mode, STEERING_HASH);
+    assert_contains(c.reason, "BucketSteering auto");
+    in.cpu_trial_err = EINVAL;
+    assert_null(steering_choose(*state, &in, &c));
+    assert_int_equal(c.mode, STEERING_HASH);
+    in = steering_in(STEERING_HASH);
+    assert_null(steering_choose(*state, &in, &c));
+    assert_int_equal(c.mode, STEERING_HASH);
+}
+
+static void test_steering_cpu(void **state)
+{
+    steering_input in = steering_in(STEERING_CPU);
+    steering_choice c;
+    const char *err;
+
+    assert_null(steering_choose(*state, &in, &c));
+    assert_int_equal(c.mode, STEERING_CPU);
+    assert_contains(c.reason, "mod 2");
+    /* Fewer buckets than CPUs: CPUs share buckets. */
+    in.online_cpus = 8;
+    assert_null(steering_choose(*state, &in, &c));
+    assert_int_equal(c.mode, STEERING_CPU);
+    /* More buckets than CPUs would leave buckets without connections. */
+    in.online_cpus = 2;
+    in.num_buckets = 3;
+    err = steering_choose(*state, &in, &c);
+    assert_contains(err, "at most one bucket per online CPU");
+    assert_contains(err, "1 to 2");
+    /* The kernel lacks it: an error naming the feature and the step. */
+    in = steering_in(STEERING_CPU);
+    in.cpu_trial_err = EINVAL;
+    in.cpu_trial_step = "BPF_MAP_CREATE of a REUSEPORT_SOCKARRAY";
+    err = steering_choose(*state, &in, &c);
+    assert_contains(err, "BucketSteering cpu needs an SK_REUSEPORT eBPF");
+    assert_contains(err, "Linux 4.19+");
+    assert_contains(err, "BPF_MAP_CREATE");
+    /* Nothing to steer (no duplicates, or one bucket): the hash. */
+    in = steering_in(STEERING_CPU);
+    in.reuseport_groups = 0;
+    assert_null(steering_choose(*state, &in, &c));
+    assert_int_equal(c.mode, STEERING_HASH);
+    assert_contains(c.reason, "nothing to steer");
+}
+
+static void test_cpu_in_bucket(void **state)
+{
+    (void)state;
+    assert_true(steering_cpu_in_bucket(0, 0, 2));
+    assert_true(steering_cpu_in_bucket(3, 1, 2));
+    assert_false(steering_cpu_in_bucket(3, 0, 2));
+    assert_true(steering_cpu_in_bucket(5, 2, 3));
+    assert_false(steering_cpu_in_bucket(-1, 0, 2));
+    assert_false(steering_cpu_in_bucket(0, 0, 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -143,6 +235,10 @@ int main(void)
         POOL_TEST(test_refusals_are_none_with_the_reason),
         POOL_TEST(test_sysctl_counts_only_when_seen_migrating),
         POOL_TEST(test_plan_socket_actions),
+        POOL_TEST(test_steering_parse),
+        POOL_TEST(test_steering_auto_and_hash),
+        POOL_TEST(test_steering_cpu),
+        POOL_TEST(test_cpu_in_bucket),
     };
 
     return RUN_POOL_TESTS(tests);

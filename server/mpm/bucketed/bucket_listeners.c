@@ -10,6 +10,7 @@
  * in accept()), non-blocking when a bucket waits on several.
  */
 #include <errno.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -249,6 +250,15 @@ static void close_unused_duplicates(apr_pool_t *ptemp, server_rec *s,
     }
 }
 
+static void close_program(server_rec *s, int prog)
+{
+    if (close(prog) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+                     "close() of a reuseport program's descriptor");
+    }
+}
+
 /* Whether the original socket has SO_REUSEPORT on, i.e. is in a reuseport
  * group (bucketed sets it only on originals it duplicates; the setting
  * outlives generations with the socket). */
@@ -263,60 +273,221 @@ static int in_reuseport_group(const ap_listen_rec *lr)
     return on;
 }
 
-/* Puts the migration program on every reuseport group, before any of its
- * sockets is closed; group_migrates[i] says which groups migrate. The
- * program's descriptor is closed at once: each group holds its own
- * reference, and no child inherits one. */
-static void attach_migration(server_rec *s, bucketed_config *conf,
-                             ap_listen_rec **originals, int num_listeners,
-                             int *group_migrates)
+/* The retained map record of an address, created empty if new. */
+static retained_map *steer_map_of(apr_pool_t *ptemp,
+                                  bucketed_retained *retained,
+                                  const ap_listen_rec *orig)
 {
-    int i, prog, err;
+    const char *key = apr_psprintf(ptemp, "%pI", orig->bind_addr);
+    retained_map *rm;
+
+    for (rm = retained->steer_maps; rm; rm = rm->next) {
+        if (strcmp(rm->key, key) == 0) {
+            return rm;
+        }
+    }
+    rm = apr_pcalloc(retained->socket_pool, sizeof(*rm));
+    rm->key = apr_pstrdup(retained->socket_pool, key);
+    rm->fd = -1;
+    rm->next = retained->steer_maps;
+    retained->steer_maps = rm;
+    return rm;
+}
+
+/* Empties and closes the last generation's maps: their sockets may then
+ * join this generation's. */
+static void release_steer_maps(server_rec *s, bucketed_retained *retained)
+{
+    retained_map *rm;
+
+    for (rm = retained->steer_maps; rm; rm = rm->next) {
+        if (rm->fd < 0) {
+            continue;
+        }
+        reuseport_bpf_sockarray_clear(rm->fd, rm->entries);
+        if (close(rm->fd) < 0) {
+            int err = errno;
+            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+                         "close() of the socket map of %s", rm->key);
+        }
+        rm->fd = -1;
+        rm->entries = 0;
+    }
+}
+
+/* The CPU steering program of listener i's group: a map of its bucket
+ * sockets (slot b: bucket b's), and the program reading it. Returns the
+ * program's descriptor, or -1 after logging why. */
+static int load_cpu_program(apr_pool_t *ptemp, server_rec *s,
+                            const bucketed_config *conf,
+                            bucketed_retained *retained,
+                            ap_listen_rec **originals, int i)
+{
+    const bucket_plan *plan = &conf->plan;
+    retained_map *rm = steer_map_of(ptemp, retained, originals[i]);
+    int b, k, err, prog;
+
+    rm->fd = reuseport_bpf_sockarray_create(plan->num_buckets, &err);
+    if (rm->fd < 0) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot create "
+                     "the socket map for %pI", originals[i]->bind_addr);
+        return -1;
+    }
+    rm->entries = plan->num_buckets;
+    for (b = 0; b < plan->num_buckets; b++) {
+        const ap_listen_rec *lr = conf->bucket_listeners[b];
+
+        for (k = 0; k < plan->buckets[b].num_sockets && lr;
+             k++, lr = lr->next) {
+            if (plan->buckets[b].sockets[k].listener != i) {
+                continue;
+            }
+            err = reuseport_bpf_sockarray_set(rm->fd, b, os_fd(lr->sd));
+            if (err != 0) {
+                ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: "
+                             "cannot put bucket %d's socket for %pI in its "
+                             "socket map", b, originals[i]->bind_addr);
+                return -1;
+            }
+        }
+    }
+    prog = reuseport_bpf_cpu_load(rm->fd, plan->num_buckets,
+                                  conf->migration.mechanism == MIGRATION_EBPF,
+                                  &err);
+    if (prog < 0) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot load "
+                     "the CPU steering program for %pI",
+                     originals[i]->bind_addr);
+    }
+    return prog;
+}
+
+/* Puts this generation's program on every reuseport group, before any of
+ * its sockets is closed: the CPU steering program (which migrates too
+ * when the kernel can) under BucketSteering cpu, else the migration
+ * program. group_migrates[i] says which groups migrate. Program
+ * descriptors are closed at once: each group holds its own reference (so
+ * a program lives exactly as long as its group), and no child inherits
+ * one. */
+static void attach_programs(apr_pool_t *ptemp, server_rec *s,
+                            bucketed_config *conf,
+                            bucketed_retained *retained,
+                            ap_listen_rec **originals, int num_listeners,
+                            int *group_migrates)
+{
+    int cpu = conf->steering.mode == STEERING_CPU;
+    int ebpf = conf->migration.mechanism == MIGRATION_EBPF;
+    int i, prog = -1, err;
 
     conf->migration_prog_id = 0;
     conf->migration_groups = 0;
-    if (conf->migration.mechanism == MIGRATION_SYSCTL) {
-        for (i = 0; i < num_listeners; i++) {
-            group_migrates[i] = 1;
-        }
-        return;
-    }
-    if (conf->migration.mechanism != MIGRATION_EBPF) {
-        return;
-    }
-    prog = -1;
+    release_steer_maps(s, retained);
     for (i = 0; i < num_listeners; i++) {
-        if (!in_reuseport_group(originals[i])) {
+        group_migrates[i] = conf->migration.mechanism == MIGRATION_SYSCTL;
+        if ((!cpu && !ebpf) || !in_reuseport_group(originals[i])) {
             continue;
         }
-        if (prog < 0) {
+        if (cpu) {
+            prog = load_cpu_program(ptemp, s, conf, retained, originals, i);
+        }
+        else if (prog < 0) {        /* one migration program for all */
             prog = reuseport_bpf_migrate_load(&err);
             if (prog < 0) {
                 ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
-                             "cannot load the migration program; "
-                             "connections queued on a removed bucket's "
-                             "socket will be reset");
-                return;
+                             "cannot load the migration program");
             }
+        }
+        if (prog < 0) {
+            continue;
+        }
+        if (conf->migration_prog_id == 0) {
             conf->migration_prog_id = reuseport_bpf_prog_id(prog);
         }
         err = reuseport_bpf_attach(os_fd(originals[i]->sd), prog);
         if (err != 0) {
             ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
-                         "cannot attach the migration program to the "
-                         "reuseport group of %pI; connections queued on its "
-                         "removed duplicates will be reset",
+                         "cannot attach the %s program to the reuseport "
+                         "group of %pI", cpu ? "CPU steering" : "migration",
                          originals[i]->bind_addr);
-            continue;
         }
-        group_migrates[i] = 1;
-        conf->migration_groups++;
+        else {
+            group_migrates[i] = group_migrates[i] || ebpf;
+            conf->migration_groups++;
+        }
+        if (cpu) {
+            close_program(s, prog);
+            prog = -1;
+        }
     }
-    if (prog >= 0 && close(prog) < 0) {
-        err = errno;
+    if (prog >= 0) {
+        close_program(s, prog);
+    }
+}
+
+const char *bucket_listeners_choose_steering(apr_pool_t *p,
+                                             bucketed_config *conf,
+                                             int online_cpus)
+{
+    steering_input in;
+
+    if (conf->steering_requested == STEERING_CPU && !conf->cpu_trial_done) {
+        conf->cpu_trial_err = reuseport_bpf_cpu_trial(&conf->cpu_trial_step);
+        conf->cpu_trial_done = 1;
+    }
+    in.requested = conf->steering_requested;
+    in.reuseport_groups = conf->plan.num_duplicates > 0;
+    in.num_buckets = conf->plan.num_buckets;
+    in.online_cpus = online_cpus;
+    in.cpu_trial_err = conf->cpu_trial_err;
+    in.cpu_trial_step = conf->cpu_trial_step;
+    return steering_choose(p, &in, &conf->steering);
+}
+
+void bucket_listeners_child_steering(server_rec *s,
+                                     const bucketed_config *conf,
+                                     bucketed_retained *retained, int bucket)
+{
+    retained_map *rm;
+#ifdef __linux__
+    cpu_set_t allowed, mine;
+    int cpu;
+#endif
+
+    for (rm = retained->steer_maps; rm; rm = rm->next) {
+        if (rm->fd >= 0) {
+            close(rm->fd);
+            rm->fd = -1;
+        }
+    }
+    if (conf->steering.mode != STEERING_CPU) {
+        return;
+    }
+#ifdef __linux__
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0) {
+        int err = errno;
         ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
-                     "close() of the migration program's descriptor");
+                     "sched_getaffinity in the child of bucket %d", bucket);
+        return;
     }
+    CPU_ZERO(&mine);
+    for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (CPU_ISSET(cpu, &allowed)
+            && steering_cpu_in_bucket(cpu, bucket, conf->plan.num_buckets)) {
+            CPU_SET(cpu, &mine);
+        }
+    }
+    if (CPU_COUNT(&mine) == 0) {
+        return;     /* none of its CPUs allowed here: leave it free */
+    }
+    if (sched_setaffinity(0, sizeof(mine), &mine) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+                     "sched_setaffinity in the child of bucket %d", bucket);
+    }
+#else
+    (void)s;
+    (void)bucket;
+#endif
 }
 
 void bucket_listeners_close_all(bucketed_retained *retained)
@@ -433,7 +604,8 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
             return !OK;
         }
     }
-    attach_migration(s, conf, originals, num_listeners, group_migrates);
+    attach_programs(pconf, s, conf, retained, originals, num_listeners,
+                    group_migrates);
     close_unused_duplicates(pconf, s, conf, retained, originals,
                             num_listeners, group_migrates);
     return OK;

@@ -39,6 +39,7 @@ typedef struct {
     process_limits limits;           /* effective, after checks */
     bucket_strategy_e strategy;      /* BucketStrategy */
     int bucket_count;                /* BucketCount; 0 = auto */
+    steering_e steering_requested;   /* BucketSteering */
     int cores_buckets_ratio;         /* ListenCoresBucketsRatio, or
                                       * BUCKET_RATIO_UNSET */
     int listen_backlog;              /* ListenBacklog, for the duplicates */
@@ -49,6 +50,10 @@ typedef struct {
     /* Decided at check_config, built at open_logs. */
     kernel_features kernel;
     migration_choice migration;         /* what closing a socket does */
+    steering_choice steering;           /* BucketSteering as it runs */
+    int cpu_trial_done;                 /* the CPU steering trial ran */
+    int cpu_trial_err;
+    const char *cpu_trial_step;
     unsigned int migration_prog_id;     /* the program attached this
                                          * generation; 0 = none */
     int migration_groups;               /* reuseport groups it is on */
@@ -78,6 +83,17 @@ struct retained_socket {
     int in_use;                      /* planned in the current generation */
 };
 
+/* The socket map behind one address's CPU steering program, kept so
+ * that the next generation can empty it: a socket can be in one such map
+ * only. */
+typedef struct retained_map retained_map;
+struct retained_map {
+    retained_map *next;
+    const char *key;                 /* the address */
+    int fd;
+    int entries;
+};
+
 /* Per-bucket counters in anonymous shared memory, written by children and
  * only ever displayed: no decision reads them. */
 typedef struct {
@@ -95,6 +111,7 @@ typedef struct {
     int maxclients_reported;
     apr_pool_t *socket_pool;         /* retained sockets live here */
     retained_socket *sockets;
+    retained_map *steer_maps;        /* CPU steering, per address */
     apr_shm_t *counters_shm;
     bucket_counter *counters;        /* first_server_limit entries */
 } bucketed_retained;
@@ -115,6 +132,16 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
                           bucketed_config *conf, bucketed_retained *retained);
 void bucket_listeners_keep_only(bucketed_config *conf, int bucket);
 void bucket_listeners_close_all(bucketed_retained *retained);
+/* BucketSteering for this plan (runs the CPU trial once per generation
+ * when cpu is asked for); NULL or the error. */
+const char *bucket_listeners_choose_steering(apr_pool_t *p,
+                                             bucketed_config *conf,
+                                             int online_cpus);
+/* In a child: what steering needs of it (CPU affinity; no map
+ * descriptors). */
+void bucket_listeners_child_steering(server_rec *s,
+                                     const bucketed_config *conf,
+                                     bucketed_retained *retained, int bucket);
 
 /* bucket_stats.c */
 apr_status_t bucket_stats_init(bucketed_retained *retained, server_rec *s);

@@ -243,6 +243,7 @@ void child_main(server_rec *s, bucketed_config *conf,
 
     ap_fatal_signal_child_setup(s);
     bucket_listeners_keep_only(conf, bucket);
+    bucket_listeners_child_steering(s, conf, retained, bucket);
     if (accept_waiter_init(&ctx.waiter, ctx.pchild) != APR_SUCCESS) {
         child_exit(&ctx, APEXIT_CHILDFATAL);
     }

@@ -158,6 +158,19 @@ static const char *set_bucket_strategy(cmd_parms *cmd, void *dummy,
                                     &config_of(cmd)->strategy);
 }
 
+static const char *set_bucket_steering(cmd_parms *cmd, void *dummy,
+                                       const char *arg)
+{
+    const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
+
+    (void)dummy;
+    if (err != NULL) {
+        return err;
+    }
+    return steering_parse(cmd->pool, cmd->cmd->name, arg,
+                          &config_of(cmd)->steering_requested);
+}
+
 static const char *set_cores_buckets_ratio(cmd_parms *cmd, void *dummy,
                                            const char *arg)
 {
@@ -243,6 +256,8 @@ const command_rec bucketed_cmds[] = {
     AP_INIT_TAKE1("BucketStrategy", set_bucket_strategy, NULL, RSRC_CONF,
         "How listener buckets are formed: auto, reuseport, listen or "
         "single"),
+    AP_INIT_TAKE1("BucketSteering", set_bucket_steering, NULL, RSRC_CONF,
+        "Which bucket a new connection goes to: auto, hash or cpu"),
     AP_INIT_TAKE1("ListenCoresBucketsRatio", set_cores_buckets_ratio, NULL,
         RSRC_CONF, "Online CPU cores per listener bucket, when BucketCount "
         "is auto"),

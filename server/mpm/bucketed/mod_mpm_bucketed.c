@@ -117,6 +117,7 @@ static const char *make_plan(apr_pool_t *p, bucketed_config *conf,
 {
     bucket_plan_input in;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *err;
 
     in.strategy = conf->strategy;
     in.bucket_count = conf->bucket_count;
@@ -126,7 +127,9 @@ static const char *make_plan(apr_pool_t *p, bucketed_config *conf,
     in.num_listeners = num_listeners;
     in.max_workers = conf->limits.max_workers;
     in.one_process = bucketed_one_process();
-    return bucket_plan_make(p, &in, &conf->plan);
+    err = bucket_plan_make(p, &in, &conf->plan);
+    return err != NULL ? err
+           : bucket_listeners_choose_steering(p, conf, in.online_cpus);
 }
 
 static void log_limit_warnings(server_rec *s, bucketed_retained *retained,
@@ -211,6 +214,8 @@ static void log_plan(server_rec *s, const bucketed_config *conf,
                  kernel_features_describe(p, &conf->kernel));
     ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: %s",
                  describe_plan(p, conf, num_listeners));
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: steering: %s",
+                 conf->steering.reason);
     ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: migration: %s%s",
                  conf->migration.reason, conf->migration_prog_id
                  ? apr_psprintf(p, "; per-group eBPF program id %u on %d "

@@ -46,9 +46,14 @@
 /* Kernel ABI numbers (include/uapi/linux/bpf.h). */
 #define ABI_PROG_TYPE_SK_REUSEPORT 21                    /* 4.19 */
 #define ABI_SK_REUSEPORT_SELECT_OR_MIGRATE 40            /* 5.14 */
+#define ABI_MAP_TYPE_REUSEPORT_SOCKARRAY 20                 /* 4.19 */
+#define ABI_FUNC_GET_SMP_PROCESSOR_ID 8
+#define ABI_FUNC_SK_SELECT_REUSEPORT 82                      /* 4.19 */
 #define ABI_SK_PASS 1
 
-#define PROGRAM_NAME "bucketed_mig"
+#define MIGRATE_PROGRAM_NAME "bucketed_mig"
+#define CPU_PROGRAM_NAME "bucketed_cpu"
+#define MAP_NAME "bucketed_socks"
 /* No GPL-only helper is called: the license string is informative. */
 #define PROGRAM_LICENSE "Apache-2.0"
 
@@ -62,26 +67,19 @@ int reuseport_bpf_built(void)
     return 1;
 }
 
-int reuseport_bpf_migrate_load(int *err)
+static int load_program(const struct bpf_insn *insns, unsigned int count,
+                        unsigned int attach_type, const char *name, int *err)
 {
-    /* r0 = SK_PASS; exit */
-    struct bpf_insn prog[2];
     union bpf_attr attr;
     long fd;
 
-    memset(prog, 0, sizeof(prog));
-    prog[0].code = BPF_ALU64 | BPF_MOV | BPF_K;
-    prog[0].dst_reg = BPF_REG_0;
-    prog[0].imm = ABI_SK_PASS;
-    prog[1].code = BPF_JMP | BPF_EXIT;
-
     memset(&attr, 0, sizeof(attr));
     attr.prog_type = ABI_PROG_TYPE_SK_REUSEPORT;
-    attr.expected_attach_type = ABI_SK_REUSEPORT_SELECT_OR_MIGRATE;
-    attr.insn_cnt = sizeof(prog) / sizeof(prog[0]);
-    attr.insns = (unsigned long)prog;
+    attr.expected_attach_type = attach_type;
+    attr.insn_cnt = count;
+    attr.insns = (unsigned long)insns;
     attr.license = (unsigned long)PROGRAM_LICENSE;
-    memcpy(attr.prog_name, PROGRAM_NAME, sizeof(PROGRAM_NAME));
+    strncpy(attr.prog_name, name, sizeof(attr.prog_name) - 1);
     fd = sys_bpf(BPF_PROG_LOAD, &attr);
     if (fd < 0) {
         *err = errno;
@@ -89,6 +87,112 @@ int reuseport_bpf_migrate_load(int *err)
     }
     *err = 0;
     return (int)fd;
+}
+
+static struct bpf_insn insn(unsigned char code, unsigned char dst,
+                            unsigned char src, short off, int imm)
+{
+    struct bpf_insn i;
+
+    memset(&i, 0, sizeof(i));
+    i.code = code;
+    i.dst_reg = dst;
+    i.src_reg = src;
+    i.off = off;
+    i.imm = imm;
+    return i;
+}
+
+int reuseport_bpf_migrate_load(int *err)
+{
+    /* r0 = SK_PASS; exit */
+    struct bpf_insn prog[2];
+
+    prog[0] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, ABI_SK_PASS);
+    prog[1] = insn(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
+    return load_program(prog, 2, ABI_SK_REUSEPORT_SELECT_OR_MIGRATE,
+                        MIGRATE_PROGRAM_NAME, err);
+}
+
+int reuseport_bpf_cpu_load(int map_fd, int buckets, int migrate, int *err)
+{
+    struct bpf_insn prog[13];
+    int n = 0;
+
+    if (buckets < 1) {
+        *err = EINVAL;
+        return -1;
+    }
+    /* key = smp_processor_id() % buckets, on the stack at r10 - 4 */
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_6, BPF_REG_1, 0, 0);
+    prog[n++] = insn(BPF_JMP | BPF_CALL, 0, 0, 0,
+                     ABI_FUNC_GET_SMP_PROCESSOR_ID);
+    prog[n++] = insn(BPF_ALU | BPF_MOD | BPF_K, BPF_REG_0, 0, 0, buckets);
+    prog[n++] = insn(BPF_STX | BPF_MEM | BPF_W, BPF_REG_10, BPF_REG_0, -4, 0);
+    /* sk_select_reuseport(ctx, map, &key, 0); its result is ignored: on
+     * failure (an empty slot) the kernel's hash chooses */
+    prog[n++] = insn(BPF_LD | BPF_DW | BPF_IMM, BPF_REG_2, BPF_PSEUDO_MAP_FD,
+                     0, map_fd);
+    prog[n++] = insn(0, 0, 0, 0, 0);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_1, BPF_REG_6, 0, 0);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_3, BPF_REG_10, 0, 0);
+    prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_3, 0, 0, -4);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_4, 0, 0, 0);
+    prog[n++] = insn(BPF_JMP | BPF_CALL, 0, 0, 0,
+                     ABI_FUNC_SK_SELECT_REUSEPORT);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0,
+                     ABI_SK_PASS);
+    prog[n++] = insn(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
+    return load_program(prog, n, migrate ? ABI_SK_REUSEPORT_SELECT_OR_MIGRATE
+                                         : 0, CPU_PROGRAM_NAME, err);
+}
+
+int reuseport_bpf_sockarray_create(int entries, int *err)
+{
+    union bpf_attr attr;
+    long fd;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.map_type = ABI_MAP_TYPE_REUSEPORT_SOCKARRAY;
+    attr.key_size = sizeof(unsigned int);
+    attr.value_size = sizeof(unsigned long long);
+    attr.max_entries = entries;
+    strncpy(attr.map_name, MAP_NAME, sizeof(attr.map_name) - 1);
+    fd = sys_bpf(BPF_MAP_CREATE, &attr);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    *err = 0;
+    return (int)fd;
+}
+
+int reuseport_bpf_sockarray_set(int map_fd, int index, int sock_fd)
+{
+    unsigned int key = (unsigned int)index;
+    unsigned long long value = (unsigned long long)sock_fd;
+    union bpf_attr attr;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.map_fd = map_fd;
+    attr.key = (unsigned long)&key;
+    attr.value = (unsigned long)&value;
+    attr.flags = BPF_ANY;
+    return sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0 ? errno : 0;
+}
+
+void reuseport_bpf_sockarray_clear(int map_fd, int entries)
+{
+    union bpf_attr attr;
+    unsigned int key;
+
+    /* ENOENT for a slot already empty (its socket closed) is fine. */
+    for (key = 0; key < (unsigned int)entries; key++) {
+        memset(&attr, 0, sizeof(attr));
+        attr.map_fd = map_fd;
+        attr.key = (unsigned long)&key;
+        (void)sys_bpf(BPF_MAP_DELETE_ELEM, &attr);
+    }
 }
 
 int reuseport_bpf_attach(int sock_fd, int prog_fd)
@@ -127,6 +231,36 @@ int reuseport_bpf_migrate_load(int *err)
 {
     *err = ENOSYS;
     return -1;
+}
+
+int reuseport_bpf_cpu_load(int map_fd, int buckets, int migrate, int *err)
+{
+    (void)map_fd;
+    (void)buckets;
+    (void)migrate;
+    *err = ENOSYS;
+    return -1;
+}
+
+int reuseport_bpf_sockarray_create(int entries, int *err)
+{
+    (void)entries;
+    *err = ENOSYS;
+    return -1;
+}
+
+int reuseport_bpf_sockarray_set(int map_fd, int index, int sock_fd)
+{
+    (void)map_fd;
+    (void)index;
+    (void)sock_fd;
+    return ENOSYS;
+}
+
+void reuseport_bpf_sockarray_clear(int map_fd, int entries)
+{
+    (void)map_fd;
+    (void)entries;
 }
 
 int reuseport_bpf_attach(int sock_fd, int prog_fd)
@@ -297,6 +431,51 @@ out:
         close(second);
     }
     close_all(clients, TRIAL_CONNECTIONS);
+}
+
+int reuseport_bpf_cpu_trial(const char **step)
+{
+    struct sockaddr_in addr;
+    int fds[2] = { -1, -1 }, map = -1, prog = -1, err = 0, i;
+
+    memset(&addr, 0, sizeof(addr));
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    *step = "the trial sockets";
+    for (i = 0; i < 2; i++) {
+        fds[i] = trial_listener(&addr, &err);
+        if (fds[i] < 0) {
+            goto out;
+        }
+    }
+    *step = "BPF_MAP_CREATE of a REUSEPORT_SOCKARRAY";
+    map = reuseport_bpf_sockarray_create(2, &err);
+    if (map < 0) {
+        goto out;
+    }
+    *step = "BPF_MAP_UPDATE_ELEM with a listening socket";
+    for (i = 0; i < 2; i++) {
+        err = reuseport_bpf_sockarray_set(map, i, fds[i]);
+        if (err != 0) {
+            goto out;
+        }
+    }
+    *step = "BPF_PROG_LOAD of an SK_REUSEPORT program";
+    prog = reuseport_bpf_cpu_load(map, 2, 0, &err);
+    if (prog < 0) {
+        goto out;
+    }
+    *step = "setsockopt(SO_ATTACH_REUSEPORT_EBPF)";
+    err = reuseport_bpf_attach(fds[0], prog);
+out:
+    if (prog >= 0) {
+        close(prog);
+    }
+    if (map >= 0) {
+        close(map);
+    }
+    close_all(fds, 2);
+    return err;
 }
 
 migration_choice reuseport_bpf_choose_migration(apr_pool_t *p, int reuseport,

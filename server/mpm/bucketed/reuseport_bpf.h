@@ -23,6 +23,25 @@ int reuseport_bpf_built(void);
  * descriptor (close-on-exec), or -1 with *err set. */
 int reuseport_bpf_migrate_load(int *err);
 
+/* Loads the CPU steering program for a group of `buckets` sockets: it
+ * selects the socket at index smp_processor_id() % buckets of the
+ * REUSEPORT_SOCKARRAY map_fd, and leaves the choice to the kernel's hash
+ * when that slot is empty. With migrate, it is loaded as
+ * SELECT_OR_MIGRATE, so the group migrates on close as with the migration
+ * program. Returns the descriptor or -1 with *err set. */
+int reuseport_bpf_cpu_load(int map_fd, int buckets, int migrate, int *err);
+
+/* A REUSEPORT_SOCKARRAY of `entries` slots: descriptor or -1, *err set. */
+int reuseport_bpf_sockarray_create(int entries, int *err);
+
+/* Puts the listening socket sock_fd (in a reuseport group) in slot index.
+ * A socket can be in one such map only. 0, or an errno. */
+int reuseport_bpf_sockarray_set(int map_fd, int index, int sock_fd);
+
+/* Empties slots 0 .. entries-1, so that their sockets may join another
+ * map. */
+void reuseport_bpf_sockarray_clear(int map_fd, int entries);
+
 /* Attaches prog_fd to the reuseport group of the listening socket
  * sock_fd, replacing whatever program the group had. 0, or an errno. */
 int reuseport_bpf_attach(int sock_fd, int prog_fd);
@@ -34,6 +53,11 @@ unsigned int reuseport_bpf_prog_id(int prog_fd);
  * first, the second added, the first closed: how many the second then
  * holds. With use_program, the migration program is attached first. */
 void reuseport_bpf_migration_trial(migration_trial *t, int use_program);
+
+/* Whether CPU steering works: a trial group of two listeners, a socket
+ * map holding both, the program loaded and attached. 0, or the errno of
+ * the step named in *step. */
+int reuseport_bpf_cpu_trial(const char **step);
 
 /* Runs the trials the choice needs and chooses. reuseport: SO_REUSEPORT
  * works; sysctl: net.ipv4.tcp_migrate_req (-1 absent). */

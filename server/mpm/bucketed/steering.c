@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 
 #include "apr_strings.h"
 
@@ -110,4 +111,84 @@ const char *plan_socket_describe(apr_pool_t *p, const plan_socket_state *st,
     }
     return apr_psprintf(p, "closing duplicate listener %s, which the new "
                         "bucket plan no longer uses: %s", key, what);
+}
+
+const char *steering_name(steering_e mode)
+{
+    switch (mode) {
+    case STEERING_HASH:
+        return "hash";
+    case STEERING_CPU:
+        return "cpu";
+    case STEERING_AUTO:
+    default:
+        return "auto";
+    }
+}
+
+const char *steering_parse(apr_pool_t *p, const char *directive,
+                           const char *arg, steering_e *out)
+{
+    static const steering_e all[] = {
+        STEERING_AUTO, STEERING_HASH, STEERING_CPU
+    };
+    apr_size_t i;
+
+    for (i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        if (strcasecmp(arg, steering_name(all[i])) == 0) {
+            *out = all[i];
+            return NULL;
+        }
+    }
+    return apr_psprintf(p, "%s must be one of auto, hash, cpu, not '%s'",
+                        directive, arg);
+}
+
+const char *steering_choose(apr_pool_t *p, const steering_input *in,
+                            steering_choice *out)
+{
+    out->mode = STEERING_HASH;
+    if (in->requested == STEERING_AUTO) {
+        out->reason = "hash (BucketSteering auto: the kernel's hash; cpu "
+                      "steering only when asked for)";
+        return NULL;
+    }
+    if (in->requested == STEERING_HASH) {
+        out->reason = "hash (BucketSteering hash)";
+        return NULL;
+    }
+    if (in->cpu_trial_err != 0) {
+        return apr_psprintf(p, "BucketSteering cpu needs an SK_REUSEPORT "
+                            "eBPF program with a REUSEPORT_SOCKARRAY map "
+                            "(Linux 4.19+), and this kernel refused %s (%s); "
+                            "use BucketSteering hash or auto",
+                            in->cpu_trial_step ? in->cpu_trial_step
+                                               : "the trial",
+                            strerror(in->cpu_trial_err));
+    }
+    if (!in->reuseport_groups || in->num_buckets < 2) {
+        out->reason = "hash (BucketSteering cpu, but no bucket has an "
+                      "SO_REUSEPORT duplicate: nothing to steer)";
+        return NULL;
+    }
+    if (in->num_buckets > in->online_cpus) {
+        return apr_psprintf(p, "BucketSteering cpu needs at most one bucket "
+                            "per online CPU (%d buckets, %d CPUs: buckets "
+                            "%d and up would receive nothing); use "
+                            "BucketCount auto or 1 to %d",
+                            in->num_buckets, in->online_cpus,
+                            in->online_cpus, in->online_cpus);
+    }
+    out->mode = STEERING_CPU;
+    out->reason = apr_psprintf(p, "cpu (BucketSteering cpu): a connection "
+                               "goes to bucket (receiving CPU mod %d); "
+                               "bucket b's children run on the CPUs c with c "
+                               "mod %d = b",
+                               in->num_buckets, in->num_buckets);
+    return NULL;
+}
+
+int steering_cpu_in_bucket(int cpu, int bucket, int num_buckets)
+{
+    return num_buckets > 0 && cpu >= 0 && cpu % num_buckets == bucket;
 }

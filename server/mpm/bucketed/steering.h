@@ -85,4 +85,42 @@ plan_socket_action_e plan_socket_action(const plan_socket_state *st);
 const char *plan_socket_describe(apr_pool_t *p, const plan_socket_state *st,
                                  const char *key, const char *no_migration);
 
+/* ---- steering (BucketSteering) */
+
+typedef enum {
+    STEERING_AUTO = 0,
+    STEERING_HASH,        /* the kernel's hash of the connection's 4-tuple */
+    STEERING_CPU          /* the bucket of the CPU that received it */
+} steering_e;
+
+const char *steering_name(steering_e mode);
+
+/* auto | hash | cpu, case-insensitive. */
+const char *steering_parse(apr_pool_t *p, const char *directive,
+                           const char *arg, steering_e *out);
+
+typedef struct {
+    steering_e requested;
+    int reuseport_groups;   /* the plan has SO_REUSEPORT duplicates */
+    int num_buckets;
+    int online_cpus;
+    int cpu_trial_err;      /* 0: the CPU program loaded and attached in a
+                             * trial; else the errno of cpu_trial_step */
+    const char *cpu_trial_step;
+} steering_input;
+
+typedef struct {
+    steering_e mode;        /* never AUTO */
+    const char *reason;     /* for the log */
+} steering_choice;
+
+/* NULL and *out, or an error naming the directive and what is missing. */
+const char *steering_choose(apr_pool_t *p, const steering_input *in,
+                            steering_choice *out);
+
+/* Under STEERING_CPU: whether connections received on CPU cpu go to
+ * bucket (the program's cpu mod num_buckets), so that the bucket's
+ * children are kept on exactly those CPUs. */
+int steering_cpu_in_bucket(int cpu, int bucket, int num_buckets);
+
 #endif /* STEERING_H */
