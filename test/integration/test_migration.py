@@ -35,23 +35,24 @@ def migrate_req():
     return MIGRATE_REQ.read_text().strip()
 
 
-def directives(count):
-    return f"BucketCount {count}\n{SERVER_DIRECTIVES}"
+def directives(count, extra=""):
+    return f"BucketCount {count}\n{SERVER_DIRECTIVES}\n{extra}"
 
 
-def restart_alternating(server, restarts):
-    """Graceful restarts under load, BucketCount alternating 4 and 2 (the
-    server starts with 2); returns the load's result."""
+def restart_alternating(server, restarts, counts=COUNTS, extra=""):
+    """Graceful restarts under load, BucketCount alternating counts[1] and
+    counts[0] (the server starts with counts[0]); returns the load's
+    result."""
     port = server.ports[0]
     generation = server.status()["generation"]
     load = Load(server.ports, count=10**6, threads=LOAD_THREADS,
                 seconds=240, minimum=1000).start()
     for i in range(1, restarts + 1):
-        count = COUNTS[i % 2]
+        count = counts[i % 2]
         done = load.done()
         wait_until(lambda: load.done() > done + 200, 30,
                    what="requests before the next restart")
-        server.write_config(directives(count))
+        server.write_config(directives(count, extra))
         server.signal(signal.SIGUSR1)
         wait_until(lambda: server.status()["generation"] == generation + i
                    and server.status()["buckets"] == count, 30,
@@ -88,6 +89,22 @@ def test_plan_changes_lose_nothing(make_httpd, sysctl_untouched):
     assert result.ok >= 1000
     assert server.error_log().count("Doing graceful restart") == RESTARTS
     assert http_get(server.ports[0])[0] == 200
+
+
+def test_plan_changes_under_cpu_steering_lose_nothing(make_httpd,
+                                                     sysctl_untouched):
+    """BucketSteering cpu: the steering program migrates too, and each
+    generation's socket map takes the sockets back from the last one."""
+    steer = "BucketSteering cpu"
+    server = make_httpd(directives=directives(1, steer))
+    server.start()
+    result = restart_alternating(server, RESTARTS, counts=(1, 2),
+                                 extra=steer)
+    print(f"cpu steering: {RESTARTS} restarts, {result}")
+    assert result.failed == 0, result.errors
+    log = server.error_log()
+    assert log.count("steering: cpu (BucketSteering cpu)") >= RESTARTS // 2
+    assert "cannot" not in log, log
 
 
 def test_program_is_loaded_and_attached(make_httpd):
