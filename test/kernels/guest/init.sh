@@ -135,6 +135,21 @@ check start PASS "httpd $HTTPD_PID serves its status page"
 
 report "PROBE $(grep -o 'bucketed: kernel .*' $ROOT/logs/error.log | head -n 1)"
 
+# bucketed's migration choice (its own trial) against kprobe's finding:
+# both are Linux 5.14's migration, so they must agree.
+migration=$(grep -o 'bucketed: migration: .*' $ROOT/logs/error.log | head -n 1 | head -c 200)
+case "$migration" in
+    *"migration: per-group eBPF"*) says=yes ;;
+    *"migration: none"*) says=no ;;
+    *) says= ;;
+esac
+if feature_yes migrate_req; then works=yes; else works=no; fi
+if [ "$says" = "$works" ]; then
+    check migration PASS "$migration; kprobe migrate_req: $works"
+else
+    check migration FAIL "${migration:-no migration line}; kprobe migrate_req: $works"
+fi
+
 strategy=$(status_value strategy)
 if feature_yes reuseport; then want=reuseport; else want=listen; fi
 if [ "$strategy" = "$want" ]; then

@@ -48,6 +48,7 @@ _PROBE_VALUE = r"(yes|no|absent|on|off)\b"
 # Checks the guest reports itself, in matrix order.
 GUEST_CHECKS = {
     "start": "httpd with bucketed starts",
+    "migration": "bucketed's migration choice agrees (5.14)",
     "strategy": "strategy as the kernel allows",
     "sockets": "one listening socket per bucket",
     "serving": "every bucket serves",
