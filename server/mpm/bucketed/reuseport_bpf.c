@@ -278,6 +278,8 @@ unsigned int reuseport_bpf_prog_id(int prog_fd)
 
 #endif /* HAVE_REUSEPORT_BPF */
 
+#ifdef __linux__
+
 /* ---- the migration trial */
 
 static int trial_listener(struct sockaddr_in *addr, int *err)
@@ -477,6 +479,24 @@ out:
     close_all(fds, 2);
     return err;
 }
+
+#else /* !__linux__: the trials use Linux's TCP_INFO and accept4() */
+
+void reuseport_bpf_migration_trial(migration_trial *t, int use_program)
+{
+    (void)use_program;
+    memset(t, 0, sizeof(*t));
+    t->outcome = TRIAL_SETUP_FAILED;
+    t->err = ENOSYS;
+}
+
+int reuseport_bpf_cpu_trial(const char **step)
+{
+    *step = "the trial (Linux only)";
+    return ENOSYS;
+}
+
+#endif /* __linux__ */
 
 migration_choice reuseport_bpf_choose_migration(apr_pool_t *p, int reuseport,
                                                 int sysctl)
