@@ -377,7 +377,7 @@ static void attach_programs(apr_pool_t *ptemp, server_rec *s,
 {
     int cpu = conf->steering.mode == STEERING_CPU;
     int ebpf = conf->migration.mechanism == MIGRATION_EBPF;
-    int i, prog = -1, err;
+    int i, prog, mig = -1, mig_failed = 0, err;
 
     conf->migration_prog_id = 0;
     conf->migration_groups = 0;
@@ -387,15 +387,21 @@ static void attach_programs(apr_pool_t *ptemp, server_rec *s,
         if ((!cpu && !ebpf) || !in_reuseport_group(originals[i])) {
             continue;
         }
-        if (cpu) {
-            prog = load_cpu_program(ptemp, s, conf, retained, originals, i);
-        }
-        else if (prog < 0) {        /* one migration program for all */
-            prog = reuseport_bpf_migrate_load(&err);
-            if (prog < 0) {
-                ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
-                             "cannot load the migration program");
+        prog = cpu ? load_cpu_program(ptemp, s, conf, retained, originals, i)
+                   : -1;
+        if (prog < 0 && ebpf) {
+            /* One migration program serves every group; also where the
+             * CPU steering program failed, so the group still migrates. */
+            if (mig < 0 && !mig_failed) {
+                mig = reuseport_bpf_migrate_load(&err);
+                if (mig < 0) {
+                    mig_failed = 1;
+                    ap_log_error(APLOG_MARK, APLOG_WARNING, err, s,
+                                 "bucketed: cannot load the migration "
+                                 "program");
+                }
             }
+            prog = mig;
         }
         if (prog < 0) {
             continue;
@@ -407,20 +413,19 @@ static void attach_programs(apr_pool_t *ptemp, server_rec *s,
         if (err != 0) {
             ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
                          "cannot attach the %s program to the reuseport "
-                         "group of %pI", cpu ? "CPU steering" : "migration",
-                         originals[i]->bind_addr);
+                         "group of %pI", prog == mig ? "migration"
+                         : "CPU steering", originals[i]->bind_addr);
         }
         else {
             group_migrates[i] = group_migrates[i] || ebpf;
             conf->migration_groups++;
         }
-        if (cpu) {
+        if (prog != mig) {
             close_program(s, prog);
-            prog = -1;
         }
     }
-    if (prog >= 0) {
-        close_program(s, prog);
+    if (mig >= 0) {
+        close_program(s, mig);
     }
 }
 
