@@ -87,7 +87,13 @@ def test_plan_changes_lose_nothing(make_httpd, sysctl_untouched):
     print(f"with the program: {RESTARTS} restarts, {result}")
     assert result.failed == 0, result.errors
     assert result.ok >= 1000
-    assert server.error_log().count("Doing graceful restart") == RESTARTS
+    log = server.error_log()
+    assert log.count("Doing graceful restart") == RESTARTS
+    # Each 4 -> 2 restart closed duplicates 2 and 3, saying where their
+    # queues went.
+    assert log.count("move to the other sockets of its reuseport group") \
+        == 2 * (RESTARTS // 2), log
+    assert "are reset" not in log, log
     assert http_get(server.ports[0])[0] == 200
 
 
@@ -105,6 +111,25 @@ def test_plan_changes_under_cpu_steering_lose_nothing(make_httpd,
     log = server.error_log()
     assert log.count("steering: cpu (BucketSteering cpu)") >= RESTARTS // 2
     assert "cannot" not in log, log
+
+
+def test_removed_listen_says_its_queue_is_reset(make_httpd):
+    """The plan-change diff's other case: an address no longer listened on
+    leaves its group nothing to migrate to, and the log says so."""
+    server = make_httpd(listens=2, directives=directives(2))
+    server.start()
+    generation = server.status()["generation"]
+    kept, dropped = server.ports
+    server.ports = [kept]
+    server.write_config(directives(2))
+    server.signal(signal.SIGUSR1)
+    wait_until(lambda: server.status()["generation"] == generation + 1, 30,
+               what="the restart without the second Listen")
+    log = server.error_log()
+    assert re.search(rf"closing duplicate listener 127\.0\.0\.1:{dropped}#1, "
+                     r"which the new bucket plan no longer uses: its address "
+                     r"is no longer listened on", log), log
+    assert http_get(kept)[0] == 200
 
 
 def test_program_is_loaded_and_attached(make_httpd):
