@@ -9,7 +9,10 @@
  *   directive_check.c   value parsing and limit checks             (pure)
  *   kernel_probe.c      what the kernel offers                     (pure)
  *   bucket_listeners.c  opening and keeping the per-bucket sockets
- *   bucket_stats.c      per-bucket counters for bucketed-status
+ *   queue_watch.c       accept-queue history and warnings          (pure)
+ *   bucket_stats.c      shared counters, the parent's published census
+ *   bucket_queue.c      the parent's accept-queue samples
+ *   bucket_report.c     the report for mod_bucketed_status
  *   parent.c            the parent: spawning, maintenance, restarts
  *   child.c             the child: accept and serve
  *
@@ -252,7 +255,10 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
     if (bucket_listeners_open(pconf, s, conf, retained) != OK) {
         return !OK;
     }
-    rv = bucket_stats_init(retained, s);
+    rv = bucket_stats_init(pconf, s, conf, retained);
+    if (rv == APR_SUCCESS) {
+        rv = bucket_queue_init(pconf, s, conf);
+    }
     if (rv != APR_SUCCESS) {
         return !OK;
     }
@@ -336,7 +342,7 @@ static void bucketed_register_hooks(apr_pool_t *p)
     ap_hook_mpm(parent_run, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_mpm_query(bucketed_query, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_mpm_get_name(bucketed_get_name, NULL, NULL, APR_HOOK_MIDDLE);
-    bucket_stats_register();
+    bucket_report_register();
 }
 
 AP_DECLARE_MODULE(mpm_bucketed) = {

@@ -332,6 +332,8 @@ static void maintain_buckets(parent_context *pc)
     int b, at_capacity = 0;
 
     take_census(pc, pc->census, pc->idle_victim);
+    bucket_stats_publish_census(pc->conf, pc->census, pc->num_buckets);
+    bucket_queue_sample(pc->s, pc->conf);
     for (b = 0; b < pc->num_buckets; b++) {
         bucket_spare_limits limits = bucket_spare_share(
             pc->limits->min_spare, pc->limits->max_spare, b, pc->num_buckets);
