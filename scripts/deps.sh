@@ -3,7 +3,7 @@
 set -eu
 packages="apache2 apache2-dev libapr1-dev libaprutil1-dev libcmocka-dev libpcre2-dev
   gcc make autoconf automake libtool pkg-config curl iproute2 procps dpkg-dev
-  wrk nginx python3 python3-pytest python3-matplotlib valgrind"
+  wrk nginx python3 python3-pytest python3-matplotlib valgrind prometheus"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
@@ -16,7 +16,8 @@ if [ -n "$missing" ]; then
     # shellcheck disable=SC2086
     apt-get install -y -qq --no-install-recommends $missing
 fi
-# Debian starts the stock services on install; bucketed's scripts use private configs.
-for svc in apache2 nginx; do
+# Debian starts the stock services on install; bucketed's scripts use private configs
+# (the observability tests run their own Prometheus on a loopback port).
+for svc in apache2 nginx prometheus; do
     if command -v service >/dev/null 2>&1; then service "$svc" stop >/dev/null 2>&1 || true; fi
 done

@@ -109,19 +109,23 @@ def connection_refused(port):
 _BUCKET_LINE = re.compile(
     r"bucket=(?P<bucket>\d+) sockets=(?P<sockets>\d+) listen=(?P<listen>.*) "
     r"children=(?P<children>\d+) idle=(?P<idle>\d+) busy=(?P<busy>\d+) "
-    r"accepted=(?P<accepted>\d+)$")
+    r"accepted=(?P<accepted>\d+)(?P<more>( \w+=\d+)*)$")
 
 
 def parse_status(text):
     """The /bucketed-status page as a dict; "buckets_list" holds one dict
-    per bucket line (numbers as int, listen as a list of addresses)."""
+    per bucket line (numbers as int, listen as a list of addresses, and
+    the numeric fields after accepted= too: queue=, drops= ...)."""
     status = {"buckets_list": []}
     for line in text.splitlines():
         m = _BUCKET_LINE.match(line)
         if m:
             bucket = {k: int(v) for k, v in m.groupdict().items()
-                      if k != "listen"}
+                      if k not in ("listen", "more")}
             bucket["listen"] = m.group("listen").split()
+            for field in m.group("more").split():
+                key, value = field.split("=")
+                bucket[key] = int(value)
             status["buckets_list"].append(bucket)
         elif "=" in line:
             key, value = line.split("=", 1)
@@ -457,10 +461,14 @@ class Httpd:
         waits until every bucket has a child answering."""
         assert self.proc is None, "already started"
         out = open(self.stdout_path, "wb")
+        # Stock prefork and event stop by signalling their whole process
+        # group, which would take pytest with them: they get a session of
+        # their own.
         self.proc = subprocess.Popen(
             [HTTPD_BIN, "-f", str(self.conf), "-DFOREGROUND", *extra_args],
             env=self.env(), stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL)
+            stdin=subprocess.DEVNULL,
+            start_new_session=self.mpm != "bucketed")
         out.close()
         if wait:
             self.wait_ready()
