@@ -4,7 +4,8 @@ style scrape every second, in many interleaved rounds (the way nginx-lua's
 Prometheus metrics were measured), reporting min/median/max/stddev of
 req/s per configuration and the per-round ratio to "off".
 
-    cd bench && python3 -m bucketbench.overhead [--rounds 30] [--out DIR]
+    bench/overhead [--rounds 30] [--out DIR]
+    (or: cd bench && python3 -m bucketbench.overhead)
 
 The configurations (all servers run at once, each on its own port):
 - off:     bucketed without mod_bucketed_status. The per-connection counter
@@ -116,7 +117,7 @@ class Scraper:
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
-        prog="python3 -m bucketbench.overhead",
+        prog="bench/overhead",
         description="Overhead of bucketed's metrics: interleaved runs with "
                     "them off, on, and on with a scrape every second.")
     parser.add_argument("--rounds", type=int, default=DEFAULTS["rounds"],
@@ -266,7 +267,9 @@ def run(args):
                 "rounds": args.rounds, "duration_s": args.duration,
                 "concurrency": args.concurrency, "threads": args.threads,
                 "slots": args.slots,
-                "machine": environment.machine_facts(base_tools),
+                "machine": {key: value for key, value in
+                            environment.machine_facts(base_tools).items()
+                            if key != "nginx"},
                 "bucketed_modules": frozen}
         records = []
         for round_no in range(args.rounds):
