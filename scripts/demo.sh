@@ -23,7 +23,7 @@ stop_httpd() {
 }
 trap stop_httpd EXIT INT TERM
 
-port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(PYTHONPATH=bench /usr/bin/python3 -c 'from bucketbench.net import free_ports; print(free_ports(1)[0])')
 mkdir -p "$root/htdocs" "$root/logs" "$root/run"
 echo "hello from bucketed" > "$root/htdocs/index.html"
 mods=/usr/lib/apache2/modules

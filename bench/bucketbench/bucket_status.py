@@ -1,38 +1,53 @@
-"""bucketed's status page (mod_bucketed_status): how many connections each
-listener bucket has accepted. The page is plain text: `key=value` header
-lines (strategy=..., buckets=...) and one line per bucket, e.g.
-`bucket=0 sockets=1 listen=127.0.0.1:8080 children=3 idle=2 busy=1
-accepted=1234`."""
+"""bucketed's status page (mod_bucketed_status), shared by the harness and
+the integration tests (test/integration). The page is plain text: header
+lines `key=value` (mpm, strategy, reason, kernel, generation, buckets,
+steering), then one line per bucket, e.g. `bucket=0 sockets=2
+listen=127.0.0.1:8080 127.0.0.1:8081 children=3 idle=2 busy=1 accepted=1234
+queue=0 max_queue=4 backlog=1022 drops=0` (fields after accepted= are added
+at the end over time; drops= only where the kernel's count means
+something, docs/observability.md)."""
+
+import re
 
 from . import configs, stats
-from .server import http_get
+from .net import http_get
+
+# A bucket line's fields: each value runs up to the next ` key=`, so the
+# listen field may hold several space-separated addresses.
+_FIELD_START = re.compile(r" +(?=\w+=)")
+
+
+def _value(text):
+    return int(text) if text.isdigit() else text
+
+
+def _bucket(line):
+    bucket = {}
+    for field in _FIELD_START.split(line.strip()):
+        key, value = field.split("=", 1)
+        bucket[key] = value.split() if key == "listen" else _value(value)
+    return bucket
 
 
 def parse_status(text):
-    """{"strategy": str|None, "bucket_count": int|None, "buckets":
-    [{"bucket": int, "accepted": int, ...}]} from the page's text. Numbers
-    become ints; unknown keys are kept as they are."""
-    header = {}
-    buckets = []
+    """The page as a dict: each header key with its value (numbers as int),
+    and "buckets_list", one dict per bucket line in bucket order (numbers
+    as int, listen as a list of addresses)."""
+    status = {"buckets_list": []}
     for line in text.splitlines():
-        pairs = dict(token.split("=", 1) for token in line.split()
-                     if "=" in token)
-        if not pairs:
-            continue
-        values = {key: int(value) if value.isdigit() else value
-                  for key, value in pairs.items()}
-        if "bucket" in values:
-            buckets.append(values)
-        else:
-            header.update(values)
-    return {"strategy": header.get("strategy"),
-            "bucket_count": header.get("buckets"),
-            "buckets": sorted(buckets, key=lambda b: b["bucket"])}
+        if line.startswith("bucket="):
+            status["buckets_list"].append(_bucket(line))
+        elif "=" in line:
+            key, value = line.split("=", 1)
+            status[key] = _value(value)
+    status["buckets_list"].sort(key=lambda b: b["bucket"])
+    return status
 
 
-def fetch_status(port):
-    """The parsed status page of the bucketed server listening on port."""
-    status, body = http_get(port, configs.STATUS_PATH)
+def fetch_status(port, timeout):
+    """The parsed status page of the bucketed server listening on port;
+    OSError when it does not answer 200."""
+    status, body = http_get(port, configs.STATUS_PATH, timeout=timeout)
     if status != 200:
         raise OSError(f"{configs.STATUS_PATH} answered HTTP {status}")
     return parse_status(body.decode(errors="replace"))
@@ -42,17 +57,17 @@ def accepted_delta(before, after):
     """Connections each bucket accepted between two status snapshots, and
     the spread between buckets (see stats.bucket_spread)."""
     accepted_before = {b["bucket"]: b.get("accepted", 0)
-                       for b in before["buckets"]}
+                       for b in before["buckets_list"]}
     per_bucket = []
-    for bucket in after["buckets"]:
+    for bucket in after["buckets_list"]:
         per_bucket.append({
             "bucket": bucket["bucket"],
-            "listen": bucket.get("listen"),
+            "listen": " ".join(bucket.get("listen", [])) or None,
             "accepted": bucket.get("accepted", 0)
             - accepted_before.get(bucket["bucket"], 0),
         })
     counts = [b["accepted"] for b in per_bucket]
-    return {"strategy": after["strategy"],
-            "bucket_count": after["bucket_count"],
+    return {"strategy": after.get("strategy"),
+            "bucket_count": after.get("buckets"),
             "buckets": per_bucket,
             "spread": stats.bucket_spread(counts)}

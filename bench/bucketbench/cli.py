@@ -1,6 +1,7 @@
-"""bench/run: the command line. Checks everything it can before any load is
-sent (names, tools, ports, the shim), then runs the plan and writes the
-results directory."""
+"""bench/run (python3 -m bucketbench): the command line. Checks everything
+it can before any load is sent (names, tools, ports, the shim), then runs
+the plan and writes the results directory. `bench/run memory` runs the
+memory checks of memory.py instead."""
 
 import argparse
 import atexit
@@ -12,11 +13,12 @@ import sys
 import tempfile
 import time
 
-from . import environment, plots, report
+from . import environment, memory, overhead, report
 from .catalog import KERNEL_LEVELS, NATIVE, NO_REUSEPORT, SERVERS, WORKLOADS
-from .configs import EVENT_THREADS_PER_CHILD
+from .configs import EVENT_THREADS_PER_CHILD, MIN_SPARE_SERVERS
+from .net import Timeout, port_is_free
 from .runner import Plan, Progress, Runner
-from .server import port_is_free
+from .server import ServerError
 from .shim import ShimError, ensure_shim
 
 BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,6 +33,9 @@ DEFAULTS = {"concurrency": [50, 400, 1000, 2000], "runs": 5, "duration": 2,
 # too short-lived to quote, hence no warm-up either.
 QUICK = {"concurrency": [200], "runs": 2, "duration": 1, "warmup": 0,
          "slots": 256}
+MEMORY_DEFAULTS = {"restarts": 100, "requests": 200, "slots": 64}
+MEMORY_MAX_SLOTS = 4096
+MEMORY_MAX_RESTARTS = 10000
 
 
 class UsageError(Exception):
@@ -59,11 +64,33 @@ def _numbers(text, what):
     return numbers
 
 
+def _add_server_options(parser):
+    """Where the httpd under test and its modules are (every subcommand)."""
+    parser.add_argument("--httpd", default=os.environ.get(
+        "HTTPD_BIN", "/usr/sbin/apache2"), help="stock httpd binary")
+    parser.add_argument("--modules-dir", default="/usr/lib/apache2/modules",
+                        help="stock httpd modules")
+    parser.add_argument("--build-dir", default=os.environ.get(
+        "BUCKETED_BUILD", REPO_DIR),
+        help="where the build left mod_mpm_bucketed.so (env BUCKETED_BUILD)")
+
+
+def _tools(args, nginx="", wrk=""):
+    return environment.Tools(
+        httpd=args.httpd, nginx=nginx, wrk=wrk, modules_dir=args.modules_dir,
+        bucketed_dir=args.build_dir, shim="", slots=args.slots,
+        cores=os.cpu_count())
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="bench/run",
         description="Benchmarks stock prefork/event, bucketed and nginx "
-                    "serving one small static file on loopback.")
+                    "serving one small static file on loopback.",
+        epilog="bench/run memory [options]: the memory checks instead "
+               "(bench/run memory --help); bench/run overhead [options]: "
+               "the cost of the metrics. python3 -m bucketbench, run in "
+               "bench/ or with PYTHONPATH=bench, is the same command.")
     parser.add_argument("--quick", action="store_true",
                         help=f"small plan for development, about 3 minutes: "
                              f"{QUICK}")
@@ -110,16 +137,10 @@ def parse_args(argv):
                              "docs/img/, sending no load")
     parser.add_argument("--keep-tmp", action="store_true",
                         help="keep the servers' temporary directories")
-    parser.add_argument("--httpd", default=os.environ.get(
-        "HTTPD_BIN", "/usr/sbin/apache2"), help="stock httpd binary")
-    parser.add_argument("--modules-dir", default="/usr/lib/apache2/modules",
-                        help="stock httpd modules")
+    _add_server_options(parser)
     parser.add_argument("--nginx", default=shutil.which("nginx")
                         or "/usr/sbin/nginx")
     parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
-    parser.add_argument("--build-dir", default=os.environ.get(
-        "BUCKETED_BUILD", REPO_DIR),
-        help="where the build left mod_mpm_bucketed.so (env BUCKETED_BUILD)")
     args = parser.parse_args(argv)
     preset = QUICK if args.quick else DEFAULTS
     for key in ("runs", "duration", "warmup", "slots"):
@@ -294,6 +315,8 @@ def publish(out_dir):
 
 def _write_outputs(out_dir, meta, records):
     """summary.json, the plots and report.md from the run records."""
+    # matplotlib only here: the other commands run without it.
+    from . import plots
     options = meta["options"]
     points = report.summarize(records)
     report.write_summary(os.path.join(out_dir, "summary.json"), meta, points)
@@ -364,13 +387,95 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
     return 0
 
 
+def _scratch_dir(prefix):
+    """A temporary directory for the servers' files."""
+    scratch_dir = tempfile.mkdtemp(prefix=prefix)
+    # Servers started as root serve files as www-data: let it walk in.
+    os.chmod(scratch_dir, 0o755)
+    return scratch_dir
+
+
+def parse_memory_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="bench/run memory",
+        description="Memory checks: a bucketed child's PSS against a stock "
+                    "prefork child's, and the bucketed parent's memory "
+                    "across graceful restarts.")
+    parser.add_argument("--restarts", type=int,
+                        default=MEMORY_DEFAULTS["restarts"],
+                        help=f"graceful restarts of the bucketed parent "
+                             f"(default %(default)s; 1 to "
+                             f"{MEMORY_MAX_RESTARTS})")
+    parser.add_argument("--requests", type=int,
+                        default=MEMORY_DEFAULTS["requests"],
+                        help="requests to each server before its children "
+                             "are measured (default %(default)s)")
+    parser.add_argument("--slots", type=int, default=MEMORY_DEFAULTS["slots"],
+                        help=f"children of each server (default "
+                             f"%(default)s; {MIN_SPARE_SERVERS} to "
+                             f"{MEMORY_MAX_SLOTS})")
+    parser.add_argument("--out", metavar="FILE.json",
+                        help="also write the results there as JSON")
+    _add_server_options(parser)
+    args = parser.parse_args(argv)
+    if not 1 <= args.restarts <= MEMORY_MAX_RESTARTS:
+        parser.error(f"--restarts must be from 1 to {MEMORY_MAX_RESTARTS}")
+    if not MIN_SPARE_SERVERS <= args.slots <= MEMORY_MAX_SLOTS:
+        parser.error(f"--slots must be from {MIN_SPARE_SERVERS} to "
+                     f"{MEMORY_MAX_SLOTS} (prefork and bucketed keep "
+                     f"{MIN_SPARE_SERVERS} idle children)")
+    if args.requests < 0:
+        parser.error("--requests must be at least 0")
+    return args
+
+
+def memory_main(argv):
+    """bench/run memory: the exit status."""
+    args = parse_memory_args(argv)
+    _terminate_on_sigterm()
+    scratch_dir = _scratch_dir("bucketbench-memory-")
+    try:
+        result = memory.measure(_tools(args), scratch_dir, args.restarts,
+                                args.requests, print)
+    except (memory.ProbeError, ServerError, Timeout, OSError) as error:
+        print(f"bench/run memory: {error}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(scratch_dir, ignore_errors=True)
+    if args.out:
+        with open(args.out, "w") as out:
+            json.dump(result, out, indent=2)
+    return 0
+
+
+def overhead_main(argv):
+    """bench/run overhead (overhead.py): the exit status."""
+    parser = argparse.ArgumentParser(prog="bench/run overhead",
+                                     description=overhead.DESCRIPTION)
+    overhead.add_arguments(parser)
+    _add_server_options(parser)
+    args = parser.parse_args(argv)
+    overhead.check_arguments(parser, args)
+    _terminate_on_sigterm()
+    scratch_dir = _scratch_dir("bucketbench-overhead-")
+    try:
+        return overhead.run(_tools(args, wrk=args.wrk), scratch_dir, args)
+    except (ServerError, Timeout, OSError) as error:
+        print(f"bench/run overhead: {error}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(scratch_dir, ignore_errors=True)
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["memory"]:
+        return memory_main(argv[1:])
+    if argv[:1] == ["overhead"]:
+        return overhead_main(argv[1:])
     try:
         args = parse_args(argv)
-        tools = environment.Tools(
-            httpd=args.httpd, nginx=args.nginx, wrk=args.wrk,
-            modules_dir=args.modules_dir, bucketed_dir=args.build_dir,
-            shim="", slots=args.slots, cores=os.cpu_count())
+        tools = _tools(args, nginx=args.nginx, wrk=args.wrk)
         if args.list:
             list_catalog(tools)
             return 0
@@ -397,9 +502,7 @@ def main(argv=None):
         return 2
 
     _terminate_on_sigterm()
-    scratch_dir = tempfile.mkdtemp(prefix="bucketbench-")
-    # Servers started as root serve files as www-data: let it walk in.
-    os.chmod(scratch_dir, 0o755)
+    scratch_dir = _scratch_dir("bucketbench-")
     try:
         return _benchmark(args, tools, by_level, skipped, scratch_dir)
     finally:

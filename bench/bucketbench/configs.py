@@ -19,6 +19,8 @@ DOC_BODY = b"Hello, bucket!\n"
 STATUS_PATH = "/bucketed-status"
 
 EVENT_THREADS_PER_CHILD = 32
+# prefork and bucketed keep this many idle children: the fewest slots.
+MIN_SPARE_SERVERS = 5
 LISTEN_BACKLOG = 511
 KEEPALIVE_TIMEOUT_S = 5
 # nginx counts its listening sockets and log files against worker_connections
@@ -48,7 +50,7 @@ def httpd_capacity(mpm, slots):
         f"ServerLimit {slots}",
         f"StartServers {slots}",
         f"MaxRequestWorkers {slots}",
-        "MinSpareServers 5",
+        f"MinSpareServers {MIN_SPARE_SERVERS}",
         f"MaxSpareServers {slots}",
         "MaxConnectionsPerChild 0",
     ]

@@ -4,8 +4,7 @@ style scrape every second, in many interleaved rounds (the way nginx-lua's
 Prometheus metrics were measured), reporting min/median/max/stddev of
 req/s per configuration and the per-round ratio to "off".
 
-    bench/overhead [--rounds 30] [--out DIR]
-    (or: cd bench && python3 -m bucketbench.overhead)
+    bench/run overhead [--rounds 30] [--out DIR]
 
 The configurations (all servers run at once, each on its own port):
 - off:     bucketed without mod_bucketed_status. The per-connection counter
@@ -21,23 +20,22 @@ accept path, where the counter is, runs for every request), a small static
 file. Each round runs them all in a rotated order, so drifts of this shared
 machine hit them alike and each round's ratios compare neighbours."""
 
-import argparse
 import json
 import os
 import shutil
-import signal
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 
 from . import environment, load, procfs, stats
 from .catalog import NATIVE, ServerSpec
-from .server import Server, ServerError, free_ports, http_get
+from .net import free_ports, http_get
+from .server import Server, ServerError
 
 BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REPO_DIR = os.path.dirname(BENCH_DIR)
+DESCRIPTION = ("Overhead of bucketed's metrics: interleaved runs with them "
+               "off, on, and on with a scrape every second.")
 METRICS_PATH = "/metrics"
 SCRAPE_INTERVAL_S = 1.0
 BASELINE = "off"
@@ -115,11 +113,7 @@ class Scraper:
         self.thread.join()
 
 
-def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        prog="bench/overhead",
-        description="Overhead of bucketed's metrics: interleaved runs with "
-                    "them off, on, and on with a scrape every second.")
+def add_arguments(parser):
     parser.add_argument("--rounds", type=int, default=DEFAULTS["rounds"],
                         help="runs per configuration (default %(default)s)")
     parser.add_argument("--duration", type=int,
@@ -133,22 +127,18 @@ def parse_args(argv):
                              "front (default %(default)s)")
     parser.add_argument("--threads", type=int, default=DEFAULTS["threads"],
                         help="wrk threads (default %(default)s)")
+    parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
     parser.add_argument("--out", help="results directory (default "
                                       "bench/results/overhead-<timestamp>)")
-    parser.add_argument("--httpd", default=os.environ.get(
-        "HTTPD_BIN", "/usr/sbin/apache2"))
-    parser.add_argument("--modules-dir", default="/usr/lib/apache2/modules")
-    parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
-    parser.add_argument("--build-dir", default=os.environ.get(
-        "BUCKETED_BUILD", REPO_DIR))
-    args = parser.parse_args(argv)
+
+
+def check_arguments(parser, args):
     if args.rounds < 1 or args.duration < 1 or args.threads < 1 \
             or args.concurrency < args.threads or args.slots < 1:
         parser.error("--rounds, --duration, --threads and --slots must be "
                      "at least 1, --concurrency at least --threads")
     if not shutil.which(args.wrk):
         parser.error(f"wrk not found ({args.wrk}): apt-get install wrk")
-    return args
 
 
 def _measure(server, args, scrape):
@@ -231,16 +221,9 @@ def render_markdown(meta, summary):
     return "\n".join(lines) + "\n"
 
 
-def run(args):
-    base_tools = environment.Tools(
-        httpd=args.httpd, nginx="", wrk=args.wrk,
-        modules_dir=args.modules_dir, bucketed_dir=args.build_dir, shim="",
-        slots=args.slots, cores=os.cpu_count())
-    scratch = tempfile.mkdtemp(prefix="bucketbench-overhead-")
-    # Servers started as root serve files as www-data: let it walk in.
-    os.chmod(scratch, 0o755)
-    # SIGTERM unwinds like Ctrl-C, so that the servers are stopped.
-    signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
+def run(base_tools, scratch, args):
+    """Runs the plan; writes overhead.json and overhead.md to args.out and
+    prints the table. The exit status."""
     out = args.out or os.path.join(
         BENCH_DIR, "results", time.strftime("overhead-%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
@@ -289,7 +272,6 @@ def run(args):
     finally:
         for _, server in servers:
             server.stop()
-        shutil.rmtree(scratch, ignore_errors=True)
     meta["wall_time_s"] = time.monotonic() - began
     meta["load_average_at_end"] = environment.load_average()
     summary = summarize(records)
@@ -302,11 +284,3 @@ def run(args):
     print(table)
     print(f"results in {out}", file=sys.stderr)
     return 0 if all(r["ok"] for r in records) else 1
-
-
-def main(argv=None):
-    return run(parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from . import bucket_status, load, procfs
 from .catalog import WORKLOADS, server_label
-from .server import Server, ServerError, free_ports
+from .net import free_ports
+from .server import HTTP_TIMEOUT_S, Server, ServerError
 
 # A server that failed to start this many times in a row within one workload
 # is not tried again until the next workload.
@@ -207,8 +208,8 @@ class Runner:
         """One measured run: wrk's result plus server and machine costs;
         with_memory: also the server's memory (the point's last run)."""
         is_bucketed = server.spec.mpm == "bucketed"
-        status_before = bucket_status.fetch_status(server.ports[0]) \
-            if is_bucketed else None
+        status_before = bucket_status.fetch_status(
+            server.ports[0], HTTP_TIMEOUT_S) if is_bucketed else None
         command = self._wrk_command(server, workload, concurrency,
                                     self.plan.duration_s)
         server_cpu_before = procfs.cpu_seconds(
@@ -238,7 +239,7 @@ class Runner:
             else None,
             "buckets": bucket_status.accepted_delta(
                 status_before,
-                bucket_status.fetch_status(server.ports[0]))
+                bucket_status.fetch_status(server.ports[0], HTTP_TIMEOUT_S))
             if is_bucketed else None,
         })
         return result

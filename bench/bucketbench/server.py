@@ -7,19 +7,19 @@ at the no-reuseport level, the LD_PRELOAD shim."""
 
 import os
 import pwd
-import signal
-import socket
 import subprocess
+import sys
 import time
-import urllib.error
-import urllib.request
 
 from . import configs, procfs
 from .catalog import NO_REUSEPORT
+from .net import Timeout, http_get
 
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 START_TIMEOUT_S = 90
 STOP_TIMEOUT_S = 15
+# Bound of the harness's own requests (readiness, status page).
+HTTP_TIMEOUT_S = 2.0
 # A server counts as started once it answers and its process count has not
 # changed for this long (or has reached what the configuration asks for).
 SETTLE_S = 2.0
@@ -28,33 +28,6 @@ ERROR_LOG_TAIL_LINES = 20
 
 class ServerError(Exception):
     """A server failed to start or died; error_log_tail() tells more."""
-
-
-def free_ports(count):
-    """count distinct loopback ports nothing is bound to, found by binding
-    port 0; the probes stay bound until all are found so none repeats."""
-    probes = []
-    try:
-        for _ in range(count):
-            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            probes.append(probe)
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
-
-
-def port_is_free(port):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        # Same option the servers set: a port held only by TIME_WAIT
-        # connections of an earlier run is usable.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def run_as_user():
@@ -69,16 +42,6 @@ def run_as_user():
             continue
         return user, group
     return None
-
-
-def http_get(port, path, timeout=2.0):
-    """(status, body) of GET http://127.0.0.1:port/path."""
-    url = f"http://127.0.0.1:{port}{path}"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, b""
 
 
 class Server:
@@ -203,7 +166,8 @@ class Server:
             self._check_alive("while starting")
             try:
                 status, body = http_get(pending_ports[0],
-                                        "/" + configs.DOC_NAME)
+                                        "/" + configs.DOC_NAME,
+                                        timeout=HTTP_TIMEOUT_S)
             except OSError as error:
                 # Not listening yet: keep trying until the deadline.
                 if time.monotonic() > deadline:
@@ -251,23 +215,15 @@ class Server:
         the group is exactly the server, orphaned children included)."""
         if self.process is None:
             return
-        if self.alive():
-            os.kill(self.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                os.kill(self.pid, signal.SIGKILL)
-                self.process.wait()
+        procfs.stop_process(self.process, STOP_TIMEOUT_S)
         # Leftovers hold the ports until they are gone: wait for that too.
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        while time.monotonic() < deadline:
-            leftovers = procfs.process_group(self.process.pid)
-            if not leftovers:
-                break
-            for pid in leftovers:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    continue
-            time.sleep(0.05)
+        # Leftovers that survive SIGKILL (stuck in the kernel) are reported
+        # and left: stopping the other servers matters more.
+        try:
+            procfs.kill_until_gone(
+                lambda: procfs.process_group(self.process.pid),
+                STOP_TIMEOUT_S, what=f"the processes of {self.spec.name} "
+                                     f"to go")
+        except Timeout as error:
+            print(f"bench/run: {error}", file=sys.stderr)
         self.process = None

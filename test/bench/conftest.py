@@ -3,16 +3,12 @@
 BUCKETED_TOP: the source tree (default: two levels above this file).
 BUCKETED_BUILD: where `make` left its artifacts (default: BUCKETED_TOP)."""
 import os
-import sys
 
 import pytest
 
 TOP = os.path.abspath(os.environ.get(
     "BUCKETED_TOP", os.path.join(os.path.dirname(__file__), "..", "..")))
 BUILD = os.path.abspath(os.environ.get("BUCKETED_BUILD", TOP))
-
-# The harness package lives in bench/; the tests import it directly.
-sys.path.insert(0, os.path.join(TOP, "bench"))
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""bench/overhead: its summary on fixed runs, then one short real run that
+"""bench/run overhead: its summary on fixed runs, then one short real run that
 checks what it writes (never the speed)."""
 import json
 import os
@@ -43,7 +43,7 @@ def test_short_real_run(top, build, tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, BUCKETED_BUILD=build)
     done = subprocess.run(
-        [sys.executable, os.path.join(top, "bench", "overhead"),
+        [sys.executable, os.path.join(top, "bench", "run"), "overhead",
          "--rounds", "2", "--duration", "1", "--concurrency", "4",
          "--threads", "1", "--slots", "8", "--out", str(out)],
         env=env, capture_output=True, text=True, timeout=300, check=False)

@@ -4,19 +4,52 @@ import pytest
 
 from bucketbench import bucket_status, load
 
-STATUS_PAGE = """strategy=reuseport
+STATUS_PAGE = """mpm=bucketed
+strategy=reuseport
+reason=SO_REUSEPORT works: one socket per bucket
+kernel=reuseport=yes incoming_cpu=yes
+generation=3
 buckets=2
-bucket=0 sockets=1 listen=127.0.0.1:8080 children=3 idle=2 busy=1 accepted=1234
-bucket=1 sockets=1 listen=127.0.0.1:8080 children=3 idle=3 busy=0 accepted=1000
+bucket=1 sockets=2 listen=127.0.0.1:8080 [::1]:8081 children=3 idle=3 busy=0 accepted=1000
+bucket=0 sockets=2 listen=127.0.0.1:8080 [::1]:8081 children=3 idle=2 busy=1 accepted=1234
 """
 
 
 def test_status_page_parsing():
     status = bucket_status.parse_status(STATUS_PAGE)
     assert status["strategy"] == "reuseport"
-    assert status["bucket_count"] == 2
-    assert [b["accepted"] for b in status["buckets"]] == [1234, 1000]
-    assert status["buckets"][0]["listen"] == "127.0.0.1:8080"
+    assert status["buckets"] == 2
+    assert status["generation"] == 3
+    # Header values run to the end of the line, spaces and "=" included.
+    assert status["reason"] == "SO_REUSEPORT works: one socket per bucket"
+    assert status["kernel"] == "reuseport=yes incoming_cpu=yes"
+    buckets = status["buckets_list"]
+    assert [b["bucket"] for b in buckets] == [0, 1]
+    assert [b["accepted"] for b in buckets] == [1234, 1000]
+    assert buckets[0] == {"bucket": 0, "sockets": 2,
+                          "listen": ["127.0.0.1:8080", "[::1]:8081"],
+                          "children": 3, "idle": 2, "busy": 1,
+                          "accepted": 1234}
+
+
+def test_status_page_bucket_without_listeners():
+    status = bucket_status.parse_status(
+        "buckets=1\nbucket=0 sockets=0 listen= children=0 idle=0 busy=0 "
+        "accepted=0\n")
+    assert status["buckets_list"][0]["listen"] == []
+    assert status["buckets_list"][0]["children"] == 0
+
+
+def test_status_page_appended_fields():
+    status = bucket_status.parse_status(
+        "buckets=1\nsteering=hash\nbucket=0 sockets=1 listen=127.0.0.1:80 "
+        "children=2 idle=1 busy=1 accepted=7 queue=3 max_queue=5 "
+        "backlog=511\n")
+    assert status["steering"] == "hash"
+    bucket = status["buckets_list"][0]
+    assert (bucket["accepted"], bucket["queue"], bucket["max_queue"],
+            bucket["backlog"]) == (7, 3, 5, 511)
+    assert "drops" not in bucket
 
 
 def test_accepted_delta_and_spread():
@@ -26,6 +59,8 @@ def test_accepted_delta_and_spread():
                    .replace("accepted=1000", "accepted=1300"))
     delta = bucket_status.accepted_delta(before, after)
     assert [b["accepted"] for b in delta["buckets"]] == [100, 300]
+    assert delta["buckets"][0]["listen"] == "127.0.0.1:8080 [::1]:8081"
+    assert delta["strategy"] == "reuseport" and delta["bucket_count"] == 2
     assert delta["spread"] == pytest.approx(1.0)   # (300 - 100) / 200
 
 

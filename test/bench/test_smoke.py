@@ -147,3 +147,31 @@ def test_busy_port_fails_before_any_load(top, build, tmp_path):
     assert done.returncode == 2
     assert f"port(s) {port}" in done.stderr and "busy" in done.stderr
     assert not out.exists()
+
+
+def test_memory_subcommand(top, build, tmp_path):
+    """bench/run memory with small settings: both servers measured, the
+    parent followed across graceful restarts; the numbers are not judged."""
+    out = tmp_path / "mem.json"
+    done = bench(top, build, "memory", "--restarts", "2", "--slots", "5",
+                 "--requests", "20", "--out", str(out), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "child PSS (median): stock prefork" in done.stdout
+    result = json.loads(out.read_text())
+    assert result["child_pss_kb"]["children"] == [5, 5]
+    assert result["child_pss_kb"]["prefork"] > 0
+    assert result["child_pss_kb"]["bucketed"] > 0
+    parent = result["parent_kb"]
+    assert parent["restarts"] == 2
+    for key in ("before", "after_first_restart", "after"):
+        assert set(parent[key]) == {"Rss", "Pss"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--restarts", "0"], "--restarts must be from 1 to 10000"),
+    (["--slots", "4"], "--slots must be from 5 to 4096"),
+])
+def test_memory_bad_input(top, build, args, message):
+    done = bench(top, build, "memory", *args, timeout=60)
+    assert done.returncode == 2
+    assert message in done.stderr

@@ -15,10 +15,7 @@ observable condition with a bounded timeout.
 import http.client
 import itertools
 import os
-import re
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -26,6 +23,17 @@ import time
 from pathlib import Path
 
 import pytest
+
+# Shared with the benchmark harness (bench/bucketbench; pytest.ini puts
+# bench/ on the import path). The test files import them from here.
+from bucketbench.bucket_status import parse_status
+from bucketbench.net import (  # noqa: F401 (re-exported)
+    HTTP_TIMEOUT, LOOPBACK, Timeout, connection_refused, free_ports, http_get,
+    wait_until)
+from bucketbench.procfs import (  # noqa: F401 (re-exported)
+    alive, children_of, kill_until_gone, listening_inodes,
+    proc_listening_inodes, processes_mentioning, socket_inodes_of,
+    ss_listening, stop_process)
 
 TOP = Path(os.environ.get("BUCKETED_TOP")
            or Path(__file__).resolve().parent.parent.parent)
@@ -35,209 +43,12 @@ APACHE_MODULES = Path("/usr/lib/apache2/modules")
 MPM_SO = BUILD / "mod_mpm_bucketed.so"
 STATUS_SO = BUILD / "mod_bucketed_status.so"
 NOREUSEPORT_SO = BUILD / "bench" / "noreuseport.so"
-LOOPBACK = "127.0.0.1"
 INDEX_BODY = b"bucketed integration test\n"
 CGI_BODY = "slow cgi done"
 
 # Bounds of every wait, in seconds.
 START_TIMEOUT = 20
 STOP_TIMEOUT = 20
-HTTP_TIMEOUT = 15
-
-
-class Timeout(AssertionError):
-    """A wait_until() condition did not come true in time."""
-
-
-def wait_until(predicate, timeout, interval=0.02, what=None):
-    """Polls predicate() until it returns a true value, which is returned.
-    Raises Timeout (an AssertionError) after `timeout` seconds; a predicate
-    that raises OSError or http.client errors counts as not yet true."""
-    deadline = time.monotonic() + timeout
-    last_error = None
-    while True:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except (OSError, http.client.HTTPException) as e:
-            last_error = e
-        if time.monotonic() >= deadline:
-            detail = f" (last error: {last_error!r})" if last_error else ""
-            raise Timeout(f"timed out after {timeout} s waiting for "
-                          f"{what or predicate}{detail}")
-        time.sleep(interval)
-
-
-def free_ports(count):
-    """Ports the kernel picked as free on the loopback address. All are held
-    open together so that they differ, then released for httpd."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((LOOPBACK, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-# ---------------------------------------------------------------- HTTP
-
-def http_get(port, path="/", timeout=HTTP_TIMEOUT):
-    """One GET with Connection: close. Returns (status, body bytes)."""
-    conn = http.client.HTTPConnection(LOOPBACK, port, timeout=timeout)
-    try:
-        conn.request("GET", path, headers={"Connection": "close"})
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
-
-
-def connection_refused(port):
-    """True when nothing accepts connections on the port any more."""
-    try:
-        with socket.create_connection((LOOPBACK, port), timeout=2):
-            return False
-    except ConnectionRefusedError:
-        return True
-
-
-_BUCKET_LINE = re.compile(
-    r"bucket=(?P<bucket>\d+) sockets=(?P<sockets>\d+) listen=(?P<listen>.*) "
-    r"children=(?P<children>\d+) idle=(?P<idle>\d+) busy=(?P<busy>\d+) "
-    r"accepted=(?P<accepted>\d+)(?P<more>( \w+=\d+)*)$")
-
-
-def parse_status(text):
-    """The /bucketed-status page as a dict; "buckets_list" holds one dict
-    per bucket line (numbers as int, listen as a list of addresses, and
-    the numeric fields after accepted= too: queue=, drops= ...)."""
-    status = {"buckets_list": []}
-    for line in text.splitlines():
-        m = _BUCKET_LINE.match(line)
-        if m:
-            bucket = {k: int(v) for k, v in m.groupdict().items()
-                      if k not in ("listen", "more")}
-            bucket["listen"] = m.group("listen").split()
-            for field in m.group("more").split():
-                key, value = field.split("=")
-                bucket[key] = int(value)
-            status["buckets_list"].append(bucket)
-        elif "=" in line:
-            key, value = line.split("=", 1)
-            status[key] = int(value) if value.isdigit() else value
-    return status
-
-
-# ---------------------------------------------------------------- /proc
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return None
-
-
-def _stat_fields(pid):
-    """(state, ppid) from /proc/<pid>/stat, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            data = f.read()
-    except OSError:
-        return None
-    rest = data[data.rindex(")") + 2:].split()
-    return rest[0], int(rest[1])
-
-
-def alive(pid):
-    """The process exists and is not a zombie."""
-    fields = _stat_fields(pid)
-    return fields is not None and fields[0] != "Z"
-
-
-def all_pids():
-    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
-
-
-def children_of(parent_pid):
-    """Live (non-zombie) direct children of a process."""
-    found = []
-    for pid in all_pids():
-        fields = _stat_fields(pid)
-        if fields and fields[1] == parent_pid and fields[0] != "Z":
-            found.append(pid)
-    return sorted(found)
-
-
-def processes_mentioning(text):
-    """Live processes whose command line contains text (e.g. the path of a
-    test's own configuration file: nobody else's processes match it)."""
-    return sorted(pid for pid in all_pids()
-                  if pid != os.getpid() and alive(pid)
-                  and text in (_cmdline(pid) or ""))
-
-
-def proc_listening_inodes(port):
-    """Inodes of the TCP sockets in LISTEN state on a local port (IPv4 and
-    IPv6), read from /proc/net/tcp*: one entry per socket, SO_REUSEPORT
-    duplicates included. Slow when the tables hold many connections (TIME_WAIT
-    after a benchmark): listening_inodes() asks the kernel to filter."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                lines = f.readlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            local_port = int(fields[1].rsplit(":", 1)[1], 16)
-            if local_port == port and fields[3] == "0A":
-                inodes.add(int(fields[9]))
-    return inodes
-
-
-def ss_listening(port):
-    """`ss -Hltne` rows for sockets listening on a local port, as dicts with
-    the accept-queue limit (the backlog, ss's Send-Q) and the inode."""
-    out = subprocess.run(["ss", "-Hltne", f"sport = :{port}"],
-                         capture_output=True, text=True, check=True).stdout
-    rows = []
-    for line in out.splitlines():
-        fields = line.split()
-        inode = re.search(r"\bino:(\d+)", line)
-        rows.append({"backlog": int(fields[2]), "local": fields[3],
-                     "inode": int(inode.group(1)) if inode else None})
-    return rows
-
-
-def listening_inodes(port):
-    """Inodes of the sockets listening on a local port, SO_REUSEPORT
-    duplicates included."""
-    return {row["inode"] for row in ss_listening(port)}
-
-
-def socket_inodes_of(pid):
-    """Inodes of every socket a process holds open."""
-    inodes = set()
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return inodes
-    for fd in fds:
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        m = re.match(r"socket:\[(\d+)\]$", target)
-        if m:
-            inodes.add(int(m.group(1)))
-    return inodes
 
 
 # ---------------------------------------------------------------- load
@@ -522,14 +333,7 @@ class Httpd:
         status of the parent."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(STOP_TIMEOUT)
-        return self.proc.returncode
+        return stop_process(self.proc, STOP_TIMEOUT)
 
     def cgi_in_flight(self):
         """True while the slow CGI of this server runs."""
@@ -545,13 +349,8 @@ class Httpd:
         try:
             self.stop()
         finally:
-            for pid in self.leftovers():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            wait_until(lambda: not self.leftovers(), STOP_TIMEOUT,
-                       what=f"processes of {self.conf} to go")
+            kill_until_gone(self.leftovers, STOP_TIMEOUT,
+                            what=f"processes of {self.conf} to go")
 
     # -- logs
 

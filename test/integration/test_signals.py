@@ -108,7 +108,9 @@ def test_graceful_stop_when_request_lands_before_accept(make_httpd):
     child blocks in accept() regardless. gdb holds the child at accept4()
     while the parent asks, which makes that window certain. The parent
     must ask again rather than wait forever for that child."""
+    # One child only, so that it is the one that serves the request.
     server = make_httpd(directives="BucketCount 1\nStartServers 1\n"
+                                   "MaxRequestWorkers 1\n"
                                    "MinSpareServers 1\nMaxSpareServers 2")
     server.start()
     child = children_of(server.pid)[0]

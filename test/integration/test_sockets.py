@@ -28,6 +28,12 @@ def test_module_identity_and_service(make_httpd):
     syntax = server.command("-t")
     assert syntax.returncode == 0, syntax.output
     assert "Syntax OK" in syntax.output
+    # -t says what would run, in words.
+    assert re.search(r"bucketed: strategy reuseport \(.*\): 4 bucket\(s\), "
+                     r"each with its own socket for each of the 1 Listen "
+                     r"address\(es\) \(4 sockets, 3 of them SO_REUSEPORT "
+                     r"duplicates\); children block in accept\(\)",
+                     syntax.output), syntax.output
     modules = server.command("-M")
     assert modules.returncode == 0, modules.output
     assert "mpm_bucketed_module (shared)" in modules.output
@@ -43,49 +49,54 @@ def test_module_identity_and_service(make_httpd):
     assert status["buckets"] == 4
     assert "SO_REUSEPORT yes" in status["kernel"]
     log = server.error_log()
-    assert re.search(r"bucketed: strategy reuseport \(.*\), 4 bucket\(s\), "
-                     r"up to 1 socket\(s\) per bucket", log), log
+    assert re.search(r"bucketed: strategy reuseport \(.*\): 4 bucket\(s\), "
+                     r"each with its own socket for each of the 1 Listen", log), \
+        log
     assert re.search(r"bucketed: kernel \S+: SO_REUSEPORT yes", log), log
 
 
-@pytest.mark.parametrize("listens,per_port", [(1, 4), (2, 2)])
-def test_one_listening_socket_per_bucket_per_port(make_httpd, listens,
-                                                  per_port):
+@pytest.mark.parametrize("listens", [1, 2])
+def test_every_bucket_has_a_socket_per_port(make_httpd, listens):
     server = make_httpd(listens=listens,
                         directives="BucketCount 4\nStartServers 8\n"
                                    "ListenBacklog 77")
     server.start()
     status = server.status()
     assert status["buckets"] == 4
+    addresses = sorted(f"{LOOPBACK}:{port}" for port in server.ports)
+    for bucket in status["buckets_list"]:
+        # Every bucket accepts on every address: a busy port can use every
+        # child.
+        assert bucket["sockets"] == listens
+        assert sorted(bucket["listen"]) == addresses
     every_inode = set()
     for port in server.ports:
         inodes = proc_listening_inodes(port)
         rows = ss_listening(port)
         print(f"port {port}: {rows}")
-        assert len(inodes) == per_port
+        assert len(inodes) == 4
         assert {r["inode"] for r in rows} == inodes
         # Core's original and bucketed's SO_REUSEPORT duplicates alike.
         assert {r["backlog"] for r in rows} == {77}
-        buckets = [b for b in status["buckets_list"]
-                   if b["listen"] == [f"{LOOPBACK}:{port}"]]
-        assert len(buckets) == per_port
-        assert all(b["sockets"] == 1 for b in buckets)
         every_inode |= inodes
 
-    # The parent holds every socket; a child only its own bucket's one (from
-    # just after its fork on), and together the children cover all of them.
+    # The parent holds every socket; a child only its own bucket's (one per
+    # port, from just after its fork on), and together the children cover
+    # all of them.
     assert every_inode <= socket_inodes_of(server.pid)
 
-    def one_each():
-        held = {}
+    def bucket_sets():
+        held = set()
         for child in children_of(server.pid):
             mine = socket_inodes_of(child) & every_inode
-            if len(mine) != 1:
+            if len(mine) != listens:
                 return None
-            held.setdefault(mine.pop(), []).append(child)
+            held.add(frozenset(mine))
         return held
-    held = wait_until(one_each, 10, what="every child to hold one socket")
-    assert set(held) == every_inode, held
+    held = wait_until(bucket_sets, 10,
+                      what=f"every child to hold {listens} socket(s)")
+    assert len(held) == 4, held
+    assert set().union(*held) == every_inode
     assert_serves(server)
 
 
@@ -137,6 +148,22 @@ def test_second_server_on_same_port_refused(make_httpd, extra):
     assert "Address already in use" in second.output()
     assert listening_inodes(port) == sockets
     assert_serves(first)
+
+
+def test_cores_buckets_ratio_zero_means_no_duplicates(make_httpd):
+    """Stock httpd's default, written out in a configuration: accepted,
+    and as in stock httpd no SO_REUSEPORT socket is opened."""
+    server = make_httpd(listens=2, directives="ListenCoresBucketsRatio 0")
+    syntax = server.command("-t")
+    assert syntax.returncode == 0, syntax.output
+    assert "ListenCoresBucketsRatio 0" in syntax.output
+    server.start()
+    status = server.status()
+    assert status["strategy"] == "listen"
+    assert status["buckets"] == 2
+    for port in server.ports:
+        assert len(listening_inodes(port)) == 1
+    assert_serves(server)
 
 
 # ------------------------------------------------ without SO_REUSEPORT

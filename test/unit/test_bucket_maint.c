@@ -8,34 +8,75 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <stdio.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "bucket_maint.h"
 #include "unit_test.h"
 
-/* ---- helpers ---- */
+#define MAX_B 16
 
-static bucket_decision decide(int idle, int busy, int free_slots,
-                              int min_spare, int max_spare, int spawn_rate)
+/* One pass over nb buckets: census from idle[]/busy[], every bucket
+ * allowed to grow unless held[] says otherwise. */
+typedef struct {
+    int nb;
+    bucket_census census[MAX_B];
+    int may_grow[MAX_B];
+    int rate[MAX_B];
+    bucket_decision d[MAX_B];
+    bucket_move moves[MAX_B * BUCKET_MAX_SPAWN_RATE];
+    int num_moves;
+} pass_t;
+
+static void setup_pass(pass_t *p, int nb, const int *idle, const int *busy)
 {
-    bucket_census census;
-    bucket_spare_limits limits;
+    int b;
 
-    census.idle = idle;
-    census.busy = busy;
-    census.free_slots = free_slots;
-    limits.min_spare = min_spare;
-    limits.max_spare = max_spare;
-    return bucket_maint_decide(&census, &limits, spawn_rate);
+    memset(p, 0, sizeof(*p));
+    p->nb = nb;
+    for (b = 0; b < nb; b++) {
+        p->census[b].idle = idle[b];
+        p->census[b].busy = busy ? busy[b] : 0;
+        p->may_grow[b] = 1;
+        p->rate[b] = 1;
+    }
 }
 
-static void assert_decision(bucket_decision d, int spawn, int stop,
-                            int next_spawn_rate, int at_capacity)
+static void run_any_pass(pass_t *p, int min_spare, int max_spare,
+                         int free_slots, int rescue_only)
 {
-    assert_int_equal(d.spawn, spawn);
-    assert_int_equal(d.stop, stop);
-    assert_int_equal(d.next_spawn_rate, next_spawn_rate);
-    assert_int_equal(d.at_capacity, at_capacity);
+    bucket_maint_input in;
+
+    in.num_buckets = p->nb;
+    in.census = p->census;
+    in.may_grow = p->may_grow;
+    in.min_spare = min_spare;
+    in.max_spare = max_spare;
+    in.free_slots = free_slots;
+    in.rescue_only = rescue_only;
+    p->num_moves = bucket_maint_decide(&in, p->rate, p->d, p->moves,
+                                       MAX_B * BUCKET_MAX_SPAWN_RATE);
+}
+
+static void run_pass(pass_t *p, int min_spare, int max_spare, int free_slots)
+{
+    run_any_pass(p, min_spare, max_spare, free_slots, 0);
+}
+
+/* One bucket, one pass. */
+static bucket_decision decide1(int idle, int free_slots, int min_spare,
+                               int max_spare, int *rate)
+{
+    pass_t p;
+    int idle_a[1];
+
+    idle_a[0] = idle;
+    setup_pass(&p, 1, idle_a, NULL);
+    p.rate[0] = *rate;
+    run_pass(&p, min_spare, max_spare, free_slots);
+    assert_int_equal(p.num_moves, 0);
+    *rate = p.rate[0];
+    return p.d[0];
 }
 
 static void assert_limits(bucket_spare_limits got, int min_spare,
@@ -133,181 +174,366 @@ static void test_spare_share_no_buckets(void **state)
     assert_limits(bucket_spare_share(5, 10, 0, 0), 5, 10);
 }
 
-/* ---- bucket_maint_decide ---- */
+/* ---- bucket_maint_decide: one bucket, prefork's rules ---- */
 
 static void test_decide_too_many_idle(void **state)
 {
+    int rate = 4;
+    bucket_decision d = decide1(12, 100, 5, 10, &rate);
+
     (void)state;
-    /* Above MaxSpare: stop exactly one, spawn nothing, rate back to 1. */
-    assert_decision(decide(6, 0, 10, 2, 5, 1), 0, 1, 1, 0);
-    assert_decision(decide(50, 3, 0, 2, 5, 16), 0, 1, 1, 0);
+    /* One at a time, as prefork. */
+    assert_int_equal(d.stop, 1);
+    assert_int_equal(d.spawn, 0);
+    assert_int_equal(d.idle_after, 11);
+    assert_int_equal(rate, 1);
 }
 
 static void test_decide_within_range(void **state)
 {
-    int idle;
+    int idle, rate;
 
     (void)state;
-    /* MinSpare <= idle <= MaxSpare, both ends included: nothing to do,
-     * and the spawn rate starts over. */
-    for (idle = 2; idle <= 5; idle++) {
-        assert_decision(decide(idle, 7, 10, 2, 5, 8), 0, 0, 1, 0);
+    for (idle = 5; idle <= 10; idle++) {
+        bucket_decision d;
+
+        rate = 8;
+        d = decide1(idle, 100, 5, 10, &rate);
+        assert_int_equal(d.spawn + d.stop + d.moved_in + d.moved_out, 0);
+        assert_int_equal(rate, 1);
+        assert_false(d.starved);
     }
-    /* Also with no free slot left: not short, so not at capacity. */
-    assert_decision(decide(2, 10, 0, 2, 5, 4), 0, 0, 1, 0);
 }
 
 static void test_decide_short_of_idle(void **state)
 {
+    int rate = 4;
+    bucket_decision d = decide1(2, 100, 5, 10, &rate);
+
     (void)state;
-    /* Spawn as many as the rate says and double the rate. */
-    assert_decision(decide(1, 5, 10, 2, 5, 1), 1, 0, 2, 0);
-    assert_decision(decide(0, 5, 10, 2, 5, 4), 4, 0, 8, 0);
-    /* The rate is capped by the free slots; it still doubles. */
-    assert_decision(decide(0, 5, 3, 2, 5, 16), 3, 0, 32, 0);
-    /* The doubled rate never passes the cap. */
-    assert_decision(decide(0, 5, 100, 2, 5, 32), 32, 0,
-                    BUCKET_MAX_SPAWN_RATE, 0);
-    assert_decision(decide(0, 5, 100, 2, 5, 24), 24, 0,
-                    BUCKET_MAX_SPAWN_RATE, 0);
+    assert_int_equal(d.spawn, 4);
+    assert_int_equal(d.idle_after, 6);
+    assert_int_equal(rate, 8);
+    assert_false(d.report_busy);
+    d = decide1(2, 100, 5, 10, &rate);
+    assert_int_equal(d.spawn, 8);
+    assert_true(d.report_busy);
 }
 
-static void test_decide_bad_rate(void **state)
+static void test_decide_rate_bounds(void **state)
 {
+    int rate;
     bucket_decision d;
 
     (void)state;
-    /* A rate below 1 still spawns one. */
-    assert_decision(decide(0, 0, 10, 2, 5, 0), 1, 0, 2, 0);
-    assert_decision(decide(0, 0, 10, 2, 5, -3), 1, 0, 2, 0);
-    /* A rate above the cap spawns no more than the cap in one pass. */
-    d = decide(0, 0, 1000, 2, 5, 1000);
-    assert_true(d.spawn >= 1 && d.spawn <= BUCKET_MAX_SPAWN_RATE);
-    assert_int_equal(d.next_spawn_rate, BUCKET_MAX_SPAWN_RATE);
-}
-
-static void test_decide_at_capacity(void **state)
-{
-    (void)state;
-    /* Short of idle children but every slot of the bucket is taken. */
-    assert_decision(decide(0, 10, 0, 2, 5, 8), 0, 0, 1, 1);
-    assert_decision(decide(1, 9, 0, 2, 5, 1), 0, 0, 1, 1);
-}
-
-static void test_decide_rate_ramp(void **state)
-{
-    static const int rates[] = { 1, 2, 4, 8, 16, 32, 32, 32 };
-    int rate = 1, total = 0;
-    size_t pass;
-
-    (void)state;
-    /* A bucket that stays short pass after pass (its new children get
-     * busy at once) ramps 1, 2, 4, ... 32 and stays at 32. */
-    for (pass = 0; pass < sizeof(rates) / sizeof(rates[0]); pass++) {
-        bucket_decision d = decide(0, total, 1000, 5, 10, rate);
-
-        assert_int_equal(d.spawn, rates[pass]);
-        total += d.spawn;
-        rate = d.next_spawn_rate;
+    rate = 0;
+    d = decide1(0, 100, 5, 10, &rate);
+    assert_int_equal(d.spawn, 1);
+    assert_int_equal(rate, 2);
+    rate = -3;
+    d = decide1(0, 100, 5, 10, &rate);
+    assert_int_equal(d.spawn, 1);
+    rate = 1000;
+    d = decide1(0, 100, 5, 10, &rate);
+    assert_int_equal(d.spawn, BUCKET_MAX_SPAWN_RATE);
+    assert_int_equal(rate, BUCKET_MAX_SPAWN_RATE);
+    /* The ramp: 1, 2, 4, ... 32, 32. */
+    rate = 1;
+    {
+        int expect[] = { 1, 2, 4, 8, 16, 32, 32 };
+        size_t i;
+        for (i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
+            d = decide1(0, 1000, 5, 10, &rate);
+            assert_int_equal(d.spawn, expect[i]);
+        }
     }
-    assert_int_equal(total, 1 + 2 + 4 + 8 + 16 + 32 * 3);
-    /* Once satisfied, the ramp starts over. */
-    rate = decide(5, total, 1000, 5, 10, rate).next_spawn_rate;
-    assert_int_equal(rate, 1);
-    assert_int_equal(decide(0, total, 1000, 5, 10, rate).spawn, 1);
 }
 
-/* One bucket of a simulated server: children and the parent's state. */
-typedef struct {
-    bucket_census census;
-    bucket_spare_limits limits;
-    int spawn_rate;
-} sim_bucket;
-
-/* One maintenance pass over every bucket; returns the decisions taken.
- * Spawned children come up idle; a stopped child frees its slot. */
-static void sim_pass(sim_bucket *buckets, int nb, bucket_decision *out)
+static void test_decide_free_slots_limit(void **state)
 {
+    int rate = 8;
+    bucket_decision d = decide1(0, 3, 5, 10, &rate);
+
+    (void)state;
+    assert_int_equal(d.spawn, 3);
+    assert_false(d.starved);
+    assert_int_equal(rate, 16);
+    /* No slot at all, no other bucket: starved, rate back to 1. */
+    rate = 8;
+    d = decide1(0, 0, 5, 10, &rate);
+    assert_int_equal(d.spawn, 0);
+    assert_true(d.starved);
+    assert_int_equal(rate, 1);
+}
+
+/* ---- several buckets sharing the slots ---- */
+
+static void test_starved_bucket_served_first(void **state)
+{
+    static const int idle[] = { 1, 0 };
+    pass_t p;
+
+    (void)state;
+    /* MinSpare 4 over 2 buckets: 2 each. One free slot: it goes to the
+     * bucket with no idle child, although bucket 0 comes first. */
+    setup_pass(&p, 2, idle, NULL);
+    run_pass(&p, 4, 20, 1);
+    assert_int_equal(p.d[0].spawn, 0);
+    assert_int_equal(p.d[1].spawn, 1);
+    assert_int_equal(p.num_moves, 0);
+}
+
+static void test_capacity_moves_to_busy_bucket(void **state)
+{
+    static const int idle[] = { 0, 6 }, busy[] = { 30, 0 };
+    pass_t p;
+    int i;
+
+    (void)state;
+    /* No free slot: bucket 1 gives bucket 0 idle children while it keeps
+     * at least as many as bucket 0 gets: 6/0 -> 5/1 -> 4/2 -> 3/3. */
+    setup_pass(&p, 2, idle, busy);
+    p.rate[0] = 8;
+    run_pass(&p, 4, 20, 0);
+    assert_int_equal(p.num_moves, 3);
+    for (i = 0; i < p.num_moves; i++) {
+        assert_int_equal(p.moves[i].from, 1);
+        assert_int_equal(p.moves[i].to, 0);
+    }
+    assert_int_equal(p.d[0].moved_in, 3);
+    assert_int_equal(p.d[1].moved_out, 3);
+    assert_int_equal(p.d[0].idle_after, 3);
+    assert_int_equal(p.d[1].idle_after, 3);
+    assert_false(p.d[0].starved);
+    assert_int_equal(p.rate[0], 16);
+}
+
+static void test_no_move_that_only_swaps(void **state)
+{
+    static const int idle[] = { 0, 1 };
+    pass_t p;
+
+    (void)state;
+    /* Bucket 1's only idle child would leave it as short as bucket 0 was:
+     * nothing moves, and bucket 0 is starved. */
+    setup_pass(&p, 2, idle, NULL);
+    run_pass(&p, 2, 10, 0);
+    assert_int_equal(p.num_moves, 0);
+    assert_true(p.d[0].starved);
+    assert_false(p.d[1].starved);
+}
+
+static void test_short_bucket_never_donates(void **state)
+{
+    static const int idle[] = { 0, 3 };
+    pass_t p;
+
+    (void)state;
+    /* MinSpare 8: both buckets want 4 idle; bucket 1, itself short,
+     * gives nothing although it has 3 more than bucket 0. */
+    setup_pass(&p, 2, idle, NULL);
+    run_pass(&p, 8, 20, 0);
+    assert_int_equal(p.num_moves, 0);
+    assert_true(p.d[0].starved);
+    assert_true(p.d[1].starved);
+}
+
+static void test_held_bucket_gets_nothing(void **state)
+{
+    static const int idle[] = { 0, 10 };
+    pass_t p;
+
+    (void)state;
+    setup_pass(&p, 2, idle, NULL);
+    p.may_grow[0] = 0;
+    run_pass(&p, 4, 20, 50);
+    assert_int_equal(p.d[0].spawn + p.d[0].moved_in, 0);
+    assert_false(p.d[0].starved);
+    assert_int_equal(p.num_moves, 0);
+}
+
+static void test_slots_before_moves(void **state)
+{
+    static const int idle[] = { 0, 10 };
+    pass_t p;
+
+    (void)state;
+    /* While free slots last, nothing is taken from another bucket. */
+    setup_pass(&p, 2, idle, NULL);
+    p.rate[0] = 4;
+    run_pass(&p, 4, 20, 2);
+    assert_int_equal(p.d[0].spawn, 2);
+    assert_int_equal(p.num_moves, 2);
+    assert_int_equal(p.d[0].moved_in, 2);
+    assert_int_equal(p.d[0].idle_after, 4);
+}
+
+static void test_rescue_pass(void **state)
+{
+    static const int idle[] = { 0, 1, 0, 20 }, busy[] = { 9, 9, 9, 0 };
+    pass_t p;
     int b;
 
-    for (b = 0; b < nb; b++) {
-        sim_bucket *s = &buckets[b];
-        bucket_decision d = bucket_maint_decide(&s->census, &s->limits,
-                                                s->spawn_rate);
+    (void)state;
+    /* Between full passes: buckets with no idle child get one each (0 from
+     * a free slot, 2 from bucket 3's idle children once the slot is
+     * gone); bucket 1, short but not empty, waits for the full pass; the
+     * surplus in bucket 3 is not trimmed; spawn rates stay. */
+    setup_pass(&p, 4, idle, busy);
+    for (b = 0; b < 4; b++) {
+        p.rate[b] = 4;
+    }
+    run_any_pass(&p, 8, 12, 1, 1);
+    assert_int_equal(p.d[0].spawn, 1);
+    assert_int_equal(p.d[1].spawn + p.d[1].moved_in, 0);
+    assert_int_equal(p.d[2].moved_in, 1);
+    assert_int_equal(p.num_moves, 1);
+    assert_int_equal(p.moves[0].from, 3);
+    assert_int_equal(p.moves[0].to, 2);
+    assert_int_equal(p.d[3].stop, 0);
+    for (b = 0; b < 4; b++) {
+        assert_int_equal(p.rate[b], 4);
+    }
+    /* A held bucket is not rescued. */
+    setup_pass(&p, 4, idle, busy);
+    p.may_grow[0] = 0;
+    run_any_pass(&p, 8, 12, 1, 1);
+    assert_int_equal(p.d[0].spawn, 0);
+    assert_int_equal(p.d[2].spawn, 1);
+}
 
-        s->census.idle += d.spawn - d.stop;
-        s->census.free_slots -= d.spawn - d.stop;
-        s->spawn_rate = d.next_spawn_rate;
-        out[b] = d;
+/* Random passes: what every decision must respect. */
+static void test_decide_properties(void **state)
+{
+    unsigned seed = 12345;
+    int round;
+
+    (void)state;
+    for (round = 0; round < 20000; round++) {
+        pass_t p;
+        int idle[MAX_B], busy[MAX_B], b, i, spawned = 0;
+        int nb = 1 + (int)((seed = seed * 1103515245 + 12345) >> 16) % MAX_B;
+        int min_spare = 1 + (int)((seed = seed * 1103515245 + 12345) >> 16)
+                            % 20;
+        int max_spare = min_spare + 1
+                        + (int)((seed = seed * 1103515245 + 12345) >> 16) % 20;
+        int free_slots = (int)((seed = seed * 1103515245 + 12345) >> 16) % 40;
+        char desc[64];
+
+        for (b = 0; b < nb; b++) {
+            idle[b] = (int)((seed = seed * 1103515245 + 12345) >> 16) % 12;
+            busy[b] = (int)((seed = seed * 1103515245 + 12345) >> 16) % 30;
+        }
+        setup_pass(&p, nb, idle, busy);
+        for (b = 0; b < nb; b++) {
+            p.rate[b] = 1 << ((seed = seed * 1103515245 + 12345) >> 16) % 6;
+            p.may_grow[b] = ((seed = seed * 1103515245 + 12345) >> 16) % 5
+                            != 0;
+        }
+        snprintf(desc, sizeof(desc), "round %d", round);
+        run_pass(&p, min_spare, max_spare, free_slots);
+
+        for (b = 0; b < nb; b++) {
+            bucket_spare_limits lim = bucket_spare_share(min_spare,
+                                                         max_spare, b, nb);
+            int short_of = p.may_grow[b] && idle[b] < lim.min_spare;
+
+            spawned += p.d[b].spawn;
+            CASE_CHECK(desc, p.d[b].idle_after == idle[b] + p.d[b].spawn
+                             + p.d[b].moved_in - p.d[b].moved_out
+                             - p.d[b].stop);
+            CASE_CHECK(desc, p.d[b].spawn + p.d[b].moved_in
+                             <= BUCKET_MAX_SPAWN_RATE);
+            /* Only a short bucket gains; a short one never gives. */
+            CASE_CHECK(desc, short_of || p.d[b].spawn + p.d[b].moved_in == 0);
+            CASE_CHECK(desc, !short_of || p.d[b].moved_out == 0);
+            /* A donor keeps an idle child. */
+            CASE_CHECK(desc, p.d[b].moved_out == 0 || p.d[b].idle_after >= 1);
+            CASE_CHECK(desc, p.d[b].stop <= 1);
+            CASE_CHECK(desc, p.d[b].stop == 0
+                             || p.d[b].idle_after >= lim.max_spare);
+            CASE_CHECK(desc, p.rate[b] >= 1
+                             && p.rate[b] <= BUCKET_MAX_SPAWN_RATE);
+        }
+        CASE_CHECK(desc, spawned <= free_slots);
+        /* Moves only once the slots are used up. */
+        CASE_CHECK(desc, p.num_moves == 0 || spawned == free_slots);
+        for (i = 0; i < p.num_moves; i++) {
+            CASE_CHECK(desc, p.moves[i].from != p.moves[i].to);
+            CASE_CHECK(desc, p.moves[i].from >= 0 && p.moves[i].from < nb);
+            CASE_CHECK(desc, p.moves[i].to >= 0 && p.moves[i].to < nb);
+        }
     }
 }
 
-static void test_buckets_are_independent(void **state)
+/* Many passes of a load that keeps every child of bucket 0 busy: capacity
+ * drains into bucket 0 up to MaxRequestWorkers, and bucket 1 keeps an
+ * idle child throughout. */
+static void test_skewed_load_simulation(void **state)
 {
-    sim_bucket sim[2];
-    bucket_decision d[2];
-    int b, pass;
+    enum { MAX_WORKERS = 64, PASSES = 40 };
+    int idle[2] = { 16, 16 }, busy[2] = { 0, 0 }, pass_no, b;
+    pass_t p;
 
     (void)state;
-    /* MaxRequestWorkers 20, MinSpare 5, MaxSpare 10, two buckets: each has
-     * 10 slots and limits (3, 5) and (2, 5). Bucket 0 has 4 children, all
-     * busy; bucket 1 has 8, all idle. Counted globally there are 8 idle
-     * children, inside [5, 10], and prefork would do nothing while
-     * connections hashed to bucket 0 wait. */
-    for (b = 0; b < 2; b++) {
-        sim[b].limits = bucket_spare_share(5, 10, b, 2);
-        sim[b].spawn_rate = 1;
-    }
-    sim[0].census.idle = 0;
-    sim[0].census.busy = 4;
-    sim[0].census.free_slots = 6;
-    sim[1].census.idle = 8;
-    sim[1].census.busy = 0;
-    sim[1].census.free_slots = 2;
+    setup_pass(&p, 2, idle, busy);
+    for (pass_no = 0; pass_no < PASSES; pass_no++) {
+        int total = idle[0] + idle[1] + busy[0] + busy[1];
 
-    sim_pass(sim, 2, d);
-    assert_decision(d[0], 1, 0, 2, 0);
-    assert_decision(d[1], 0, 1, 1, 0);
-
-    /* Bucket 0 ramps up to its minimum while bucket 1 sheds one idle
-     * child a pass down to its maximum; then both are left alone. */
-    sim_pass(sim, 2, d);
-    assert_decision(d[0], 2, 0, 4, 0);
-    assert_decision(d[1], 0, 1, 1, 0);
-    assert_int_equal(sim[0].census.idle, 3);
-    for (pass = 0; pass < 5; pass++) {
-        sim_pass(sim, 2, d);
+        for (b = 0; b < 2; b++) {
+            p.census[b].idle = idle[b];
+            p.census[b].busy = busy[b];
+        }
+        run_pass(&p, 5, 10, MAX_WORKERS - total);
+        for (b = 0; b < 2; b++) {
+            idle[b] = p.d[b].idle_after;
+        }
+        /* The load takes every idle child of bucket 0. */
+        busy[0] += idle[0];
+        idle[0] = 0;
+        assert_true(idle[0] + idle[1] + busy[0] + busy[1] <= MAX_WORKERS);
+        assert_true(idle[1] >= 1);
     }
-    assert_decision(d[0], 0, 0, 1, 0);
-    assert_decision(d[1], 0, 0, 1, 0);
-    assert_int_equal(sim[0].census.idle, 3);
-    assert_int_equal(sim[1].census.idle, 5);
+    /* Bucket 1 is left with what bucket 0 cannot take from it. */
+    assert_true(busy[0] >= MAX_WORKERS - 2);
+    assert_true(idle[1] + busy[1] <= 2);
 }
 
-static void test_busy_bucket_runs_out_of_slots(void **state)
+/* ---- census and start-up ---- */
+
+static void test_census_tally(void **state)
 {
-    sim_bucket sim;
-    bucket_decision d;
-    int pass, spawned = 0;
+    static const slot_view slots[] = {
+        { SLOT_IDLE, 0 }, { SLOT_BUSY, 1 }, { SLOT_EMPTY, 0 },
+        { SLOT_REPLACING, 1 }, { SLOT_LEAVING, 0 }, { SLOT_IDLE, 1 },
+        { SLOT_BUSY, 0 }, { SLOT_EMPTY, 1 }, { SLOT_IDLE, 7 },
+        { SLOT_EMPTY, 0 },
+    };
+    bucket_census census[2];
+    int free_slots;
 
     (void)state;
-    /* A bucket whose new children all get busy at once fills its share
-     * of slots and then reports that it is at capacity. */
-    sim.limits = bucket_spare_share(5, 10, 0, 1);
-    sim.spawn_rate = 1;
-    sim.census.idle = 0;
-    sim.census.busy = 0;
-    sim.census.free_slots = 12;
-    for (pass = 0; pass < 10; pass++) {
-        sim_pass(&sim, 1, &d);
-        spawned += d.spawn;
-        sim.census.busy += sim.census.idle;
-        sim.census.idle = 0;
-    }
-    assert_int_equal(spawned, 12);
-    assert_int_equal(sim.census.free_slots, 0);
-    assert_int_equal(d.at_capacity, 1);
-    assert_int_equal(d.spawn, 0);
+    /* Slot 9 is beyond MaxRequestWorkers 9: not free; bucket 7 does not
+     * exist (a plan with fewer buckets): counted nowhere. */
+    free_slots = bucket_census_tally(slots, 10, 9, 2, census);
+    assert_int_equal(free_slots, 2);
+    assert_int_equal(census[0].idle, 1);
+    assert_int_equal(census[0].busy, 1);
+    /* A replacement on its way counts as idle in its new bucket. */
+    assert_int_equal(census[1].idle, 2);
+    assert_int_equal(census[1].busy, 1);
+}
+
+static void test_start_children(void **state)
+{
+    (void)state;
+    /* StartServers when it covers two children per bucket. */
+    assert_int_equal(bucket_start_children(5, 2, 150), 5);
+    /* Raised to two per bucket. */
+    assert_int_equal(bucket_start_children(2, 3, 150), 6);
+    /* Never beyond MaxRequestWorkers. */
+    assert_int_equal(bucket_start_children(2, 4, 7), 7);
+    assert_int_equal(bucket_start_children(300, 1, 150), 150);
 }
 
 int main(void)
@@ -320,11 +546,19 @@ int main(void)
         POOL_TEST(test_decide_too_many_idle),
         POOL_TEST(test_decide_within_range),
         POOL_TEST(test_decide_short_of_idle),
-        POOL_TEST(test_decide_bad_rate),
-        POOL_TEST(test_decide_at_capacity),
-        POOL_TEST(test_decide_rate_ramp),
-        POOL_TEST(test_buckets_are_independent),
-        POOL_TEST(test_busy_bucket_runs_out_of_slots),
+        POOL_TEST(test_decide_rate_bounds),
+        POOL_TEST(test_decide_free_slots_limit),
+        POOL_TEST(test_starved_bucket_served_first),
+        POOL_TEST(test_capacity_moves_to_busy_bucket),
+        POOL_TEST(test_no_move_that_only_swaps),
+        POOL_TEST(test_short_bucket_never_donates),
+        POOL_TEST(test_held_bucket_gets_nothing),
+        POOL_TEST(test_slots_before_moves),
+        POOL_TEST(test_rescue_pass),
+        POOL_TEST(test_decide_properties),
+        POOL_TEST(test_skewed_load_simulation),
+        POOL_TEST(test_census_tally),
+        POOL_TEST(test_start_children),
     };
 
     return RUN_POOL_TESTS(tests);

@@ -17,7 +17,7 @@
 #include "bucket_plan.h"
 #include "unit_test.h"
 
-#define MAX_LISTENERS 8
+#define MAX_LISTENERS 32
 #define MAX_BUCKETS 256
 
 /* ---- independent model of the documented rules ---- */
@@ -34,48 +34,64 @@ static int max_int(int a, int b)
 
 static bucket_strategy_e expected_strategy(const bucket_plan_input *in)
 {
+    if (in->one_process) {
+        return BUCKET_STRATEGY_SINGLE;
+    }
     if (in->strategy == BUCKET_STRATEGY_AUTO) {
+        if (in->cores_buckets_ratio == 0 && in->bucket_count == 0) {
+            return BUCKET_STRATEGY_LISTEN;
+        }
         return in->have_reuseport ? BUCKET_STRATEGY_REUSEPORT
                                   : BUCKET_STRATEGY_LISTEN;
     }
     return in->strategy;
 }
 
-/* reuseport: BucketCount if set, else online CPUs / ListenCoresBucketsRatio
- * (at least 1) if the ratio is set, else online CPUs; never fewer buckets
- * than Listen addresses; never more than MaxRequestWorkers. listen: one
- * per Listen, capped at MaxRequestWorkers. single: one. */
-static int expected_buckets(const bucket_plan_input *in)
+/* Most buckets that leave each two children of MaxRequestWorkers. */
+static int expected_cap(const bucket_plan_input *in)
 {
-    int requested;
+    return max_int(1, in->max_workers / 2);
+}
 
+/* The buckets asked for before the cap. reuseport: BucketCount if set,
+ * else online CPUs / ListenCoresBucketsRatio (at least 1) if the ratio is
+ * set, else online CPUs. listen: one per Listen. single: one. */
+static int wanted_buckets(const bucket_plan_input *in)
+{
     switch (expected_strategy(in)) {
     case BUCKET_STRATEGY_SINGLE:
         return 1;
     case BUCKET_STRATEGY_LISTEN:
-        return min_int(in->num_listeners, in->max_workers);
+        return in->num_listeners;
     default:
         if (in->bucket_count > 0) {
-            requested = in->bucket_count;
+            return in->bucket_count;
         }
-        else if (in->cores_buckets_ratio > 0) {
-            requested = max_int(1, in->online_cpus / in->cores_buckets_ratio);
+        if (in->cores_buckets_ratio > 0) {
+            return max_int(1, max_int(in->online_cpus, 1)
+                              / in->cores_buckets_ratio);
         }
-        else {
-            requested = in->online_cpus;
-        }
-        return min_int(max_int(requested, in->num_listeners),
-                       in->max_workers);
+        return max_int(in->online_cpus, 1);
     }
+}
+
+/* The cap applies unless BucketCount set the count for reuseport. */
+static int expected_buckets(const bucket_plan_input *in)
+{
+    if (expected_strategy(in) == BUCKET_STRATEGY_REUSEPORT
+        && in->bucket_count > 0) {
+        return in->bucket_count;
+    }
+    return min_int(wanted_buckets(in), expected_cap(in));
 }
 
 static void describe_input(char *buf, size_t len, const bucket_plan_input *in)
 {
     snprintf(buf, len, "strategy=%s reuseport=%d listeners=%d "
-             "BucketCount=%d ratio=%d cpus=%d max_workers=%d",
+             "BucketCount=%d ratio=%d cpus=%d max_workers=%d -X=%d",
              bucket_strategy_name(in->strategy), in->have_reuseport,
              in->num_listeners, in->bucket_count, in->cores_buckets_ratio,
-             in->online_cpus, in->max_workers);
+             in->online_cpus, in->max_workers, in->one_process);
 }
 
 static bucket_plan_input make_input(bucket_strategy_e strategy,
@@ -89,6 +105,7 @@ static bucket_plan_input make_input(bucket_strategy_e strategy,
     in.have_reuseport = have_reuseport;
     in.num_listeners = listeners;
     in.bucket_count = bucket_count;
+    in.cores_buckets_ratio = BUCKET_RATIO_UNSET;
     in.online_cpus = 4;
     in.max_workers = max_workers;
     return in;
@@ -132,19 +149,22 @@ static void count_per_listener(const bucket_plan *plan,
 static void check_invariants(const char *desc, const bucket_plan_input *in,
                              const bucket_plan *plan)
 {
-    int seen[MAX_LISTENERS][MAX_BUCKETS];
     int per_listener[MAX_LISTENERS];
-    int b, s, l, d, real_max = 0, min_sockets = -1;
+    int b, s, l, real_max = 0, min_sockets = -1, dups = 0;
     int nb = plan->num_buckets;
     bucket_strategy_e chosen = expected_strategy(in);
 
-    memset(seen, 0, sizeof(seen));
     CASE_CHECK(desc, plan->strategy == chosen);
     CASE_CHECK(desc, plan->reason != NULL && plan->reason[0] != '\0');
     CASE_CHECK(desc, nb == expected_buckets(in));
     CASE_CHECK(desc, nb >= 1 && nb <= in->max_workers);
     CASE_CHECK(desc, nb <= MAX_BUCKETS);
     CASE_CHECK(desc, plan->buckets != NULL);
+    CASE_CHECK(desc, plan->capped == (nb < wanted_buckets(in)));
+    /* Room for two children per bucket unless BucketCount said so. */
+    if (in->bucket_count == 0 || chosen != BUCKET_STRATEGY_REUSEPORT) {
+        CASE_CHECK(desc, nb == 1 || nb * 2 <= in->max_workers);
+    }
 
     for (b = 0; b < nb; b++) {
         const bucket_def *def = &plan->buckets[b];
@@ -159,41 +179,34 @@ static void check_invariants(const char *desc, const bucket_plan_input *in,
             int t;
 
             CASE_CHECK(desc, lis >= 0 && lis < in->num_listeners);
-            CASE_CHECK(desc, dup >= 0 && dup < nb);
-            seen[lis][dup]++;
+            dups += dup > 0;
             /* No bucket accepts twice on one address. */
             for (t = 0; t < s; t++) {
                 CASE_CHECK(desc, def->sockets[t].listener != lis);
             }
-            if (chosen != BUCKET_STRATEGY_REUSEPORT || !in->have_reuseport) {
+            if (chosen == BUCKET_STRATEGY_REUSEPORT) {
+                /* Bucket b holds the b-th copy of every address. */
+                CASE_CHECK(desc, lis == s && dup == b);
+            }
+            else {
                 CASE_CHECK(desc, dup == 0);
             }
         }
-        /* Every bucket gets at least one child of MaxRequestWorkers. */
-        CASE_CHECK(desc, bucket_share(in->max_workers, b, nb) >= 1);
+        if (chosen == BUCKET_STRATEGY_REUSEPORT) {
+            CASE_CHECK(desc, def->num_sockets == in->num_listeners);
+        }
     }
     CASE_CHECK(desc, plan->max_sockets_per_bucket == real_max);
+    CASE_CHECK(desc, plan->num_duplicates == dups);
     /* Sockets are spread evenly over the buckets. */
     CASE_CHECK(desc, real_max - min_sockets <= 1);
 
     count_per_listener(plan, per_listener);
     for (l = 0; l < in->num_listeners; l++) {
-        /* Present, with ordinals 0..k-1 each exactly once. */
-        CASE_CHECK(desc, per_listener[l] >= 1);
-        for (d = 0; d < nb; d++) {
-            CASE_CHECK(desc, seen[l][d] == (d < per_listener[l] ? 1 : 0));
-        }
-        /* Buckets are spread evenly over the listeners. */
-        for (d = 0; d < in->num_listeners; d++) {
-            CASE_CHECK(desc, per_listener[l] - per_listener[d] <= 1);
-        }
-    }
-
-    if (chosen == BUCKET_STRATEGY_REUSEPORT && nb >= in->num_listeners) {
-        CASE_CHECK(desc, real_max == 1);
-    }
-    if (chosen == BUCKET_STRATEGY_SINGLE) {
-        CASE_CHECK(desc, plan->buckets[0].num_sockets == in->num_listeners);
+        /* Every address is served: by every bucket under reuseport, by
+         * exactly one otherwise. */
+        CASE_CHECK(desc, per_listener[l]
+                         == (chosen == BUCKET_STRATEGY_REUSEPORT ? nb : 1));
     }
 }
 
@@ -202,16 +215,17 @@ static void check_invariants(const char *desc, const bucket_plan_input *in,
 static void test_plan_table(void **state)
 {
     static const int reuseport[] = { 0, 1 };
-    static const int listeners[] = { 1, 2, 5 };
+    static const int listeners[] = { 1, 2, 5, 8 };
     static const int counts[] = { 0, 1, 2, 4, 8 };
-    static const int workers[] = { 1, 2, 3, 8, 256 };
-    static const int ratios[] = { 0, 2, 8 };
+    static const int workers[] = { 1, 2, 3, 7, 8, 256 };
+    static const int ratios[] = { BUCKET_RATIO_UNSET, 0, 2, 8 };
+    static const int one_process[] = { 0, 1 };
     static const bucket_strategy_e strategies[] = {
         BUCKET_STRATEGY_AUTO, BUCKET_STRATEGY_REUSEPORT,
         BUCKET_STRATEGY_LISTEN, BUCKET_STRATEGY_SINGLE
     };
     apr_pool_t *sub;
-    size_t r, l, c, w, q, s;
+    size_t r, l, c, w, q, s, x;
     int planned = 0, refused = 0;
 
     assert_int_equal(apr_pool_create(&sub, *state), APR_SUCCESS);
@@ -220,18 +234,20 @@ static void test_plan_table(void **state)
     for (c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
     for (w = 0; w < sizeof(workers) / sizeof(workers[0]); w++)
     for (q = 0; q < sizeof(ratios) / sizeof(ratios[0]); q++)
-    for (s = 0; s < sizeof(strategies) / sizeof(strategies[0]); s++) {
+    for (s = 0; s < sizeof(strategies) / sizeof(strategies[0]); s++)
+    for (x = 0; x < sizeof(one_process) / sizeof(one_process[0]); x++) {
         bucket_plan_input in = make_input(strategies[s], reuseport[r],
                                           listeners[l], counts[c],
                                           workers[w]);
         int too_many = in.bucket_count > in.max_workers;
         int no_kernel = in.strategy == BUCKET_STRATEGY_REUSEPORT
-                        && !in.have_reuseport;
+                        && !in.have_reuseport && !one_process[x];
         bucket_plan plan;
         const char *err;
         char desc[256];
 
         in.cores_buckets_ratio = ratios[q];
+        in.one_process = one_process[x];
         describe_input(desc, sizeof(desc), &in);
         apr_pool_clear(sub);
         err = bucket_plan_make(sub, &in, &plan);
@@ -257,26 +273,11 @@ static void test_plan_table(void **state)
         refused++;
     }
     /* The table really exercised both outcomes. */
-    assert_true(planned > 1000);
-    assert_true(refused > 100);
+    assert_true(planned > 3000);
+    assert_true(refused > 300);
 }
 
 /* ---- hand-written exact cases ---- */
-
-/* The duplicate ordinals of listener lis, in bucket order. */
-static int duplicates_of(const bucket_plan *plan, int lis, int *dups)
-{
-    int b, s, n = 0;
-
-    for (b = 0; b < plan->num_buckets; b++) {
-        for (s = 0; s < plan->buckets[b].num_sockets; s++) {
-            if (plan->buckets[b].sockets[s].listener == lis) {
-                dups[n++] = plan->buckets[b].sockets[s].duplicate;
-            }
-        }
-    }
-    return n;
-}
 
 static void assert_bucket_holds(const bucket_plan *plan, int b,
                                 const int *listeners, int n)
@@ -294,68 +295,73 @@ static void test_reuseport_two_listeners_five_buckets(void **state)
 {
     bucket_plan_input in = make_input(BUCKET_STRATEGY_REUSEPORT, 1, 2, 5, 256);
     bucket_plan plan = make_ok(*state, &in);
-    int dups[8], b;
+    int b;
 
     assert_int_equal(plan.strategy, BUCKET_STRATEGY_REUSEPORT);
     assert_int_equal(plan.num_buckets, 5);
-    assert_int_equal(plan.max_sockets_per_bucket, 1);
+    assert_int_equal(plan.max_sockets_per_bucket, 2);
+    assert_int_equal(plan.num_duplicates, 8);
     for (b = 0; b < 5; b++) {
-        assert_int_equal(plan.buckets[b].num_sockets, 1);
+        /* Both addresses in every bucket: a busy address is served by
+         * every child. */
+        assert_int_equal(plan.buckets[b].num_sockets, 2);
+        assert_int_equal(plan.buckets[b].sockets[0].listener, 0);
+        assert_int_equal(plan.buckets[b].sockets[0].duplicate, b);
+        assert_int_equal(plan.buckets[b].sockets[1].listener, 1);
+        assert_int_equal(plan.buckets[b].sockets[1].duplicate, b);
     }
-    /* 5 buckets over 2 addresses: 3 and 2, duplicates numbered in order. */
-    assert_int_equal(duplicates_of(&plan, 0, dups), 3);
-    assert_int_equal(dups[0], 0);
-    assert_int_equal(dups[1], 1);
-    assert_int_equal(dups[2], 2);
-    assert_int_equal(duplicates_of(&plan, 1, dups), 2);
-    assert_int_equal(dups[0], 0);
-    assert_int_equal(dups[1], 1);
 }
 
 static void test_listen_five_listeners_two_workers(void **state)
 {
-    static const int even[] = { 0, 2, 4 };
-    static const int odd[] = { 1, 3 };
+    static const int all[] = { 0, 1, 2, 3, 4 };
     bucket_plan_input in = make_input(BUCKET_STRATEGY_LISTEN, 1, 5, 0, 2);
     bucket_plan plan = make_ok(*state, &in);
 
-    assert_int_equal(plan.strategy, BUCKET_STRATEGY_LISTEN);
-    assert_int_equal(plan.num_buckets, 2);
-    assert_bucket_holds(&plan, 0, even, 3);
-    assert_bucket_holds(&plan, 1, odd, 2);
-    /* Several sockets in one bucket: an accept mutex is needed. */
-    assert_int_equal(plan.max_sockets_per_bucket, 3);
+    /* Two children: one bucket of two rather than two buckets of one. */
+    assert_int_equal(plan.num_buckets, 1);
+    assert_true(plan.capped);
+    assert_bucket_holds(&plan, 0, all, 5);
 }
 
 static void test_listen_one_bucket_per_address(void **state)
 {
-    bucket_plan_input in = make_input(BUCKET_STRATEGY_LISTEN, 1, 5, 8, 256);
+    static const int one[] = { 0 }, two[] = { 1 }, three[] = { 2 };
+    bucket_plan_input in = make_input(BUCKET_STRATEGY_LISTEN, 1, 3, 0, 256);
+    bucket_plan plan = make_ok(*state, &in);
+
+    assert_int_equal(plan.num_buckets, 3);
+    assert_false(plan.capped);
+    assert_bucket_holds(&plan, 0, one, 1);
+    assert_bucket_holds(&plan, 1, two, 1);
+    assert_bucket_holds(&plan, 2, three, 1);
+}
+
+/* httpd's own test framework: 32 ports, MaxRequestWorkers 7. */
+static void test_many_ports_few_workers(void **state)
+{
+    bucket_plan_input in = make_input(BUCKET_STRATEGY_AUTO, 1, 32, 0, 7);
     bucket_plan plan = make_ok(*state, &in);
     int b;
 
-    /* BucketCount has no say under listen. */
-    assert_int_equal(plan.num_buckets, 5);
-    assert_int_equal(plan.max_sockets_per_bucket, 1);
-    for (b = 0; b < 5; b++) {
-        assert_bucket_holds(&plan, b, &b, 1);
+    /* reuseport: 4 CPUs asked, 3 buckets of at least two children, each
+     * on all 32 addresses. */
+    assert_int_equal(plan.strategy, BUCKET_STRATEGY_REUSEPORT);
+    assert_int_equal(plan.num_buckets, 3);
+    assert_true(plan.capped);
+    for (b = 0; b < 3; b++) {
+        assert_int_equal(plan.buckets[b].num_sockets, 32);
     }
-}
-
-static void test_reuseport_fewer_workers_than_listeners(void **state)
-{
-    bucket_plan_input in = make_input(BUCKET_STRATEGY_REUSEPORT, 1, 5, 0, 2);
-    bucket_plan plan = make_ok(*state, &in);
-    int dups[8], l;
-
-    assert_int_equal(plan.num_buckets, 2);
-    assert_int_equal(plan.max_sockets_per_bucket, 3);
-    assert_int_equal(plan.buckets[0].num_sockets
-                     + plan.buckets[1].num_sockets, 5);
-    /* Each address is in exactly one bucket, on its original socket. */
-    for (l = 0; l < 5; l++) {
-        assert_int_equal(duplicates_of(&plan, l, dups), 1);
-        assert_int_equal(dups[0], 0);
-    }
+    /* Without SO_REUSEPORT: 3 buckets, the 32 addresses dealt 11/11/10. */
+    in.have_reuseport = 0;
+    plan = make_ok(*state, &in);
+    assert_int_equal(plan.strategy, BUCKET_STRATEGY_LISTEN);
+    assert_int_equal(plan.num_buckets, 3);
+    assert_int_equal(plan.buckets[0].num_sockets, 11);
+    assert_int_equal(plan.buckets[1].num_sockets, 11);
+    assert_int_equal(plan.buckets[2].num_sockets, 10);
+    assert_int_equal(plan.buckets[2].sockets[0].listener, 2);
+    assert_int_equal(plan.buckets[2].sockets[1].listener, 5);
 }
 
 static void test_single_holds_everything(void **state)
@@ -394,6 +400,44 @@ static void test_auto_follows_kernel(void **state)
     assert_non_null(strstr(plan.reason, "SO_REUSEPORT"));
 }
 
+static void test_ratio_zero_means_no_duplicates(void **state)
+{
+    bucket_plan_input in = make_input(BUCKET_STRATEGY_AUTO, 1, 2, 0, 256);
+    bucket_plan plan;
+
+    /* Stock httpd's default, written out: no SO_REUSEPORT duplicates. */
+    in.cores_buckets_ratio = 0;
+    plan = make_ok(*state, &in);
+    assert_int_equal(plan.strategy, BUCKET_STRATEGY_LISTEN);
+    assert_int_equal(plan.num_buckets, 2);
+    assert_int_equal(plan.num_duplicates, 0);
+    assert_non_null(strstr(plan.reason, "ListenCoresBucketsRatio 0"));
+    /* An explicit BucketCount or BucketStrategy still wins. */
+    in.bucket_count = 3;
+    plan = make_ok(*state, &in);
+    assert_int_equal(plan.strategy, BUCKET_STRATEGY_REUSEPORT);
+    assert_int_equal(plan.num_buckets, 3);
+    in.bucket_count = 0;
+    in.strategy = BUCKET_STRATEGY_SINGLE;
+    plan = make_ok(*state, &in);
+    assert_int_equal(plan.num_buckets, 1);
+}
+
+static void test_one_process(void **state)
+{
+    bucket_plan_input in = make_input(BUCKET_STRATEGY_REUSEPORT, 0, 3, 4, 256);
+    bucket_plan plan;
+
+    /* -X serves everything from the parent, whatever was asked, even a
+     * strategy this kernel could not give. */
+    in.one_process = 1;
+    plan = make_ok(*state, &in);
+    assert_int_equal(plan.strategy, BUCKET_STRATEGY_SINGLE);
+    assert_int_equal(plan.num_buckets, 1);
+    assert_int_equal(plan.buckets[0].num_sockets, 3);
+    assert_non_null(strstr(plan.reason, "-X"));
+}
+
 static int buckets_for_ratio(apr_pool_t *p, int cpus, int ratio,
                              int bucket_count)
 {
@@ -410,7 +454,7 @@ static int buckets_for_ratio(apr_pool_t *p, int cpus, int ratio,
 static void test_cores_buckets_ratio(void **state)
 {
     /* Honoured while BucketCount is auto: 8 CPUs / ratio. */
-    assert_int_equal(buckets_for_ratio(*state, 8, 0, 0), 8);
+    assert_int_equal(buckets_for_ratio(*state, 8, BUCKET_RATIO_UNSET, 0), 8);
     assert_int_equal(buckets_for_ratio(*state, 8, 2, 0), 4);
     assert_int_equal(buckets_for_ratio(*state, 8, 3, 0), 2);
     assert_int_equal(buckets_for_ratio(*state, 8, 1, 0), 8);
@@ -426,14 +470,57 @@ static void test_unknown_cpu_count(void **state)
     bucket_plan_input in = make_input(BUCKET_STRATEGY_REUSEPORT, 1, 1, 0, 256);
     bucket_plan plan;
 
-    /* No CPU count known: still a usable plan with at least one bucket
-     * per address. */
+    /* No CPU count known: still a usable plan. */
     in.online_cpus = 0;
     plan = make_ok(*state, &in);
     assert_int_equal(plan.num_buckets, 1);
     in.num_listeners = 3;
     plan = make_ok(*state, &in);
-    assert_int_equal(plan.num_buckets, 3);
+    assert_int_equal(plan.num_buckets, 1);
+    assert_int_equal(plan.buckets[0].num_sockets, 3);
+}
+
+static void test_wait_mode(void **state)
+{
+    (void)state;
+    assert_int_equal(bucket_wait_mode(1, 1), BUCKET_WAIT_ACCEPT);
+    assert_int_equal(bucket_wait_mode(1, 0), BUCKET_WAIT_ACCEPT);
+    assert_int_equal(bucket_wait_mode(2, 1), BUCKET_WAIT_EPOLL);
+    assert_int_equal(bucket_wait_mode(32, 1), BUCKET_WAIT_EPOLL);
+    assert_int_equal(bucket_wait_mode(2, 0), BUCKET_WAIT_MUTEX);
+}
+
+static void test_describe(void **state)
+{
+    apr_pool_t *p = *state;
+    bucket_plan_input in = make_input(BUCKET_STRATEGY_AUTO, 1, 2, 0, 150);
+    bucket_plan plan = make_ok(p, &in);
+    const char *text = bucket_plan_describe(p, &plan, 2, 150, 1);
+
+    assert_contains(text, "strategy reuseport");
+    assert_contains(text, "4 bucket(s)");
+    assert_contains(text, "each of the 2 Listen address(es) (8 sockets, 6 of "
+                          "them SO_REUSEPORT duplicates)");
+    assert_contains(text, "EPOLLEXCLUSIVE");
+    assert_contains(text, "children move between buckets");
+    assert_contains(text, "MaxRequestWorkers");
+    assert_null(strstr(text, "no more"));
+
+    text = bucket_plan_describe(p, &plan, 2, 150, 0);
+    assert_contains(text, "accept mutex");
+
+    in = make_input(BUCKET_STRATEGY_LISTEN, 1, 5, 0, 4);
+    plan = make_ok(p, &in);
+    text = bucket_plan_describe(p, &plan, 5, 4, 1);
+    assert_contains(text, "2 bucket(s) (no more, so that each can have 2 of "
+                          "MaxRequestWorkers 4)");
+    assert_contains(text, "5 Listen addresses dealt over them, up to 3");
+
+    in = make_input(BUCKET_STRATEGY_REUSEPORT, 1, 1, 1, 4);
+    plan = make_ok(p, &in);
+    text = bucket_plan_describe(p, &plan, 1, 4, 1);
+    assert_contains(text, "block in accept()");
+    assert_contains(text, "up to 4 children");
 }
 
 static void test_errors(void **state)
@@ -473,57 +560,18 @@ static void test_strategy_names(void **state)
 
 /* ---- slot-to-bucket mapping ---- */
 
-static void test_slot_mapping(void **state)
-{
-    static const int totals[] = { 0, 1, 2, 3, 7, 8, 255, 256, 1000 };
-    static const int buckets[] = { 1, 2, 3, 4, 5, 8, 16 };
-    size_t t, n;
-
-    (void)state;
-    for (t = 0; t < sizeof(totals) / sizeof(totals[0]); t++)
-    for (n = 0; n < sizeof(buckets) / sizeof(buckets[0]); n++) {
-        int total = totals[t], nb = buckets[n];
-        int by_slot[16] = { 0 };
-        int b, slot, sum = 0, lo = total, hi = 0;
-        char desc[64];
-
-        snprintf(desc, sizeof(desc), "total=%d buckets=%d", total, nb);
-        for (slot = 0; slot < total; slot++) {
-            b = bucket_of_slot(slot, nb);
-            CASE_CHECK(desc, b >= 0 && b < nb);
-            by_slot[b]++;
-        }
-        for (b = 0; b < nb; b++) {
-            int share = bucket_share(total, b, nb);
-
-            CASE_CHECK(desc, share == by_slot[b]);
-            sum += share;
-            lo = min_int(lo, share);
-            hi = max_int(hi, share);
-        }
-        CASE_CHECK(desc, sum == total);
-        CASE_CHECK(desc, hi - lo <= 1);
-    }
-}
-
 static void test_slot_mapping_round_robin(void **state)
 {
     (void)state;
-    /* Consecutive slots land in consecutive buckets, wrapping around,
+    /* Consecutive slots start in consecutive buckets, wrapping around,
      * also past MaxRequestWorkers (ServerLimit may be larger). */
     assert_int_equal(bucket_of_slot(0, 3), 0);
     assert_int_equal(bucket_of_slot(1, 3), 1);
     assert_int_equal(bucket_of_slot(2, 3), 2);
     assert_int_equal(bucket_of_slot(3, 3), 0);
     assert_int_equal(bucket_of_slot(199999, 4), 3);
-    /* 10 children over 4 buckets: 3, 3, 2, 2. */
-    assert_int_equal(bucket_share(10, 0, 4), 3);
-    assert_int_equal(bucket_share(10, 1, 4), 3);
-    assert_int_equal(bucket_share(10, 2, 4), 2);
-    assert_int_equal(bucket_share(10, 3, 4), 2);
     /* No buckets yet: everything maps to bucket 0, no division by zero. */
     assert_int_equal(bucket_of_slot(5, 0), 0);
-    assert_int_equal(bucket_share(7, 0, 0), 7);
 }
 
 int main(void)
@@ -533,14 +581,17 @@ int main(void)
         POOL_TEST(test_reuseport_two_listeners_five_buckets),
         POOL_TEST(test_listen_five_listeners_two_workers),
         POOL_TEST(test_listen_one_bucket_per_address),
-        POOL_TEST(test_reuseport_fewer_workers_than_listeners),
+        POOL_TEST(test_many_ports_few_workers),
         POOL_TEST(test_single_holds_everything),
         POOL_TEST(test_auto_follows_kernel),
+        POOL_TEST(test_ratio_zero_means_no_duplicates),
+        POOL_TEST(test_one_process),
         POOL_TEST(test_cores_buckets_ratio),
         POOL_TEST(test_unknown_cpu_count),
+        POOL_TEST(test_wait_mode),
+        POOL_TEST(test_describe),
         POOL_TEST(test_errors),
         POOL_TEST(test_strategy_names),
-        POOL_TEST(test_slot_mapping),
         POOL_TEST(test_slot_mapping_round_robin),
     };
 

@@ -385,6 +385,40 @@ static void test_limits_start_servers_capped(void **state)
     assert_int_equal(r.out.start_servers, 2);
 }
 
+static void test_restart_keeps_server_limit(void **state)
+{
+    apr_pool_t *p = *state;
+    apr_array_header_t *warnings = apr_array_make(p, 2, sizeof(char *));
+    process_limits lim = { 400, 300, 250, 5, 10 };
+
+    /* Unchanged: nothing to say. */
+    process_limits_keep_server_limit(p, &lim, 400, warnings);
+    assert_int_equal(lim.server_limit, 400);
+    assert_int_equal(warnings->nelts, 0);
+
+    /* Lowered on restart: the first value stays; the rest fits in it. */
+    lim.server_limit = 100;
+    lim.max_workers = 100;
+    process_limits_keep_server_limit(p, &lim, 400, warnings);
+    assert_int_equal(lim.server_limit, 400);
+    assert_int_equal(lim.max_workers, 100);
+    assert_int_equal(warnings->nelts, 1);
+    assert_contains(APR_ARRAY_IDX(warnings, 0, const char *),
+                    "changing ServerLimit to 100 from original value of 400");
+
+    /* Raised on restart: MaxRequestWorkers and StartServers come down to
+     * the ServerLimit the scoreboard has. */
+    lim.server_limit = 800;
+    lim.max_workers = 700;
+    lim.start_servers = 600;
+    process_limits_keep_server_limit(p, &lim, 400, warnings);
+    assert_int_equal(lim.server_limit, 400);
+    assert_int_equal(lim.max_workers, 400);
+    assert_int_equal(lim.start_servers, 400);
+    assert_int_equal(warnings->nelts, 2);
+    assert_contains(APR_ARRAY_IDX(warnings, 1, const char *), "keeping 400");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -401,6 +435,7 @@ int main(void)
         POOL_TEST(test_limits_workers_above_server_limit),
         POOL_TEST(test_limits_max_spare_raised),
         POOL_TEST(test_limits_start_servers_capped),
+        POOL_TEST(test_restart_keeps_server_limit),
     };
 
     return RUN_POOL_TESTS(tests);

@@ -20,6 +20,7 @@
 #include "apr_pools.h"
 
 #include "kernel_probe.h"
+#include "kernel_features.h"
 #include "unit_test.h"
 
 /* ---- helpers ---- */
@@ -194,9 +195,20 @@ static void test_probe_everything(void **state)
     assert_int_equal(kf.incoming_cpu, kernel_version_at_least(&kf, 4, 4));
     assert_int_equal(kf.reuseport_bpf, kernel_version_at_least(&kf, 4, 6));
     assert_true(kf.migrate_req >= -1 && kf.migrate_req <= 1);
+    assert_int_equal(kf.epoll_exclusive, kernel_version_at_least(&kf, 4, 5));
     if (kernel_version_at_least(&kf, 5, 14)) {
         assert_true(kf.migrate_req >= 0);
     }
+}
+
+static void test_probe_epoll_exclusive(void **state)
+{
+    int err = -1;
+
+    (void)state;
+    /* This machine runs Linux 6.x: epoll knows EPOLLEXCLUSIVE. */
+    assert_int_equal(kernel_probe_epoll_exclusive(&err), 1);
+    assert_int_equal(err, EINVAL);
 }
 
 /* ---- the start-up log line ---- */
@@ -214,6 +226,7 @@ static void test_describe(void **state)
     line = kernel_features_describe(p, &kf);
     assert_contains(line, "6.1.7");
     assert_contains(line, "SO_REUSEPORT");
+    assert_contains(line, "EPOLLEXCLUSIVE no");
     assert_null(strstr(line, strerror(ENOPROTOOPT)));
 
     /* An old kernel: says no and why. */
@@ -238,6 +251,7 @@ int main(void)
         POOL_TEST(test_probe_reuseport_works),
         POOL_TEST(test_probe_reuseport_refused),
         POOL_TEST(test_probe_everything),
+        POOL_TEST(test_probe_epoll_exclusive),
         POOL_TEST(test_describe),
     };
 

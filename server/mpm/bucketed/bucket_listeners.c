@@ -7,7 +7,7 @@
  *
  * Every socket ends up in exactly one bucket, so its blocking mode can be
  * chosen per bucket: blocking for a bucket's only socket (children sleep
- * in accept()), non-blocking when a bucket polls several.
+ * in accept()), non-blocking when a bucket waits on several.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -80,17 +80,19 @@ static apr_status_t clone_options(server_rec *s, const ap_listen_rec *orig,
         }
         if (getsockopt(from, cloned_options[i].level, cloned_options[i].name,
                        &value, &len) < 0) {
-            ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, errno, s,
+            apr_status_t rv = errno;
+            ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
                          "bucketed: getsockopt(%s) on %pI",
                          cloned_options[i].label, orig->bind_addr);
-            return errno;
+            return rv;
         }
         if (setsockopt(to, cloned_options[i].level, cloned_options[i].name,
                        &value, sizeof(value)) < 0) {
-            ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, errno, s,
+            apr_status_t rv = errno;
+            ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
                          "bucketed: setsockopt(%s, %d) on a duplicate of %pI",
                          cloned_options[i].label, value, orig->bind_addr);
-            return errno;
+            return rv;
         }
     }
     return APR_SUCCESS;
@@ -171,6 +173,7 @@ static apr_socket_t *get_duplicate(apr_pool_t *ptemp, server_rec *s,
     const char *key = apr_psprintf(ptemp, "%pI#%d", orig->bind_addr,
                                    duplicate);
     retained_socket *rs;
+    apr_socket_t *sd;
 
     for (rs = retained->sockets; rs; rs = rs->next) {
         if (strcmp(rs->key, key) == 0) {
@@ -178,11 +181,14 @@ static apr_socket_t *get_duplicate(apr_pool_t *ptemp, server_rec *s,
             return rs->sd;
         }
     }
-    rs = apr_pcalloc(retained->socket_pool, sizeof(*rs));
-    rs->sd = open_duplicate(retained->socket_pool, s, conf, orig);
-    if (rs->sd == NULL) {
+    sd = open_duplicate(retained->socket_pool, s, conf, orig);
+    if (sd == NULL) {
         return NULL;
     }
+    /* Only a socket that opened gets a record: a failure at every restart
+     * would otherwise grow the long-lived pool. */
+    rs = apr_pcalloc(retained->socket_pool, sizeof(*rs));
+    rs->sd = sd;
     rs->key = apr_pstrdup(retained->socket_pool, key);
     rs->in_use = 1;
     rs->next = retained->sockets;
@@ -251,6 +257,7 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
     int *duplicated;
     int num_listeners = 0, b, k;
     retained_socket *rs;
+    apr_status_t rv;
 
     for (lr = ap_listeners; lr; lr = lr->next) {
         num_listeners++;
@@ -262,7 +269,12 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
         originals[num_listeners++] = lr;
     }
     if (retained->socket_pool == NULL) {
-        apr_pool_create(&retained->socket_pool, s->process->pool);
+        rv = apr_pool_create(&retained->socket_pool, s->process->pool);
+        if (rv != APR_SUCCESS) {
+            ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
+                         "bucketed: apr_pool_create for the sockets");
+            return !OK;
+        }
         apr_pool_tag(retained->socket_pool, "bucketed_sockets");
     }
     for (rs = retained->sockets; rs; rs = rs->next) {
@@ -299,9 +311,10 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
                     return !OK;
                 }
             }
-            if (apr_socket_opt_set(mine->sd, APR_SO_NONBLOCK,
-                                   def->num_sockets > 1) != APR_SUCCESS) {
-                ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, errno, s,
+            rv = apr_socket_opt_set(mine->sd, APR_SO_NONBLOCK,
+                                    def->num_sockets > 1);
+            if (rv != APR_SUCCESS) {
+                ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
                              "bucketed: cannot set the blocking mode of %pI",
                              orig->bind_addr);
                 return !OK;
@@ -309,7 +322,8 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
             *tail = mine;
             tail = &mine->next;
         }
-        if (def->num_sockets > 1
+        if (bucket_wait_mode(def->num_sockets, conf->kernel.epoll_exclusive)
+                == BUCKET_WAIT_MUTEX
             && create_accept_mutex(pconf, s, conf, b) != APR_SUCCESS) {
             return !OK;
         }

@@ -1,10 +1,13 @@
 /*
- * bucket_maint.c: prefork's idle-server maintenance, one bucket at a time.
- * Counting idle children per bucket (not globally) is the point: a bucket
- * whose children are all busy gets new ones even while another bucket
- * idles, because the kernel keeps hashing connections to its socket.
+ * bucket_maint.c: prefork's idle-server maintenance, one bucket at a time,
+ * with the slots shared by all buckets. Counting idle children per bucket
+ * (not globally) is the point: a bucket whose children are all busy gets
+ * more even while another bucket idles, because the kernel keeps sending
+ * connections to its sockets; and when MaxRequestWorkers is reached, idle
+ * children move to it from buckets that can spare them.
  */
 #include "bucket_maint.h"
+#include "bucket_plan.h"
 
 bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
                                        int bucket, int num_buckets)
@@ -27,37 +30,180 @@ bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
     return limits;
 }
 
-bucket_decision bucket_maint_decide(const bucket_census *census,
-                                    const bucket_spare_limits *limits,
-                                    int spawn_rate)
+int bucket_census_tally(const slot_view *slots, int num_slots,
+                        int max_workers, int num_buckets,
+                        bucket_census *census)
 {
-    bucket_decision d = { 0, 0, 1, 0 };
+    int b, slot, free_slots = 0;
 
-    if (spawn_rate < 1) {
-        spawn_rate = 1;
+    for (b = 0; b < num_buckets; b++) {
+        census[b].idle = census[b].busy = 0;
     }
-    if (spawn_rate > BUCKET_MAX_SPAWN_RATE) {
-        spawn_rate = BUCKET_MAX_SPAWN_RATE;
+    for (slot = 0; slot < num_slots; slot++) {
+        const slot_view *v = &slots[slot];
+        int counted = v->bucket >= 0 && v->bucket < num_buckets;
+
+        switch (v->state) {
+        case SLOT_EMPTY:
+            free_slots += slot < max_workers;
+            break;
+        case SLOT_IDLE:
+        case SLOT_REPLACING:
+            if (counted) {
+                census[v->bucket].idle++;
+            }
+            break;
+        case SLOT_BUSY:
+            if (counted) {
+                census[v->bucket].busy++;
+            }
+            break;
+        default:
+            break;
+        }
     }
-    if (census->idle > limits->max_spare) {
+    return free_slots;
+}
+
+int bucket_start_children(int start_servers, int num_buckets,
+                          int max_workers)
+{
+    int wanted = start_servers;
+
+    if (wanted < num_buckets * BUCKET_MIN_CHILDREN) {
+        wanted = num_buckets * BUCKET_MIN_CHILDREN;
+    }
+    return wanted < max_workers ? wanted : max_workers;
+}
+
+static int clamp_rate(int rate)
+{
+    if (rate < 1) {
+        return 1;
+    }
+    return rate > BUCKET_MAX_SPAWN_RATE ? BUCKET_MAX_SPAWN_RATE : rate;
+}
+
+/* Whether bucket b is short of idle children and may get more. */
+static int is_short(const bucket_maint_input *in, int b)
+{
+    bucket_spare_limits lim = bucket_spare_share(in->min_spare, in->max_spare,
+                                                 b, in->num_buckets);
+
+    return in->may_grow[b] && in->census[b].idle < lim.min_spare;
+}
+
+/* Children bucket b wants this pass. */
+static int wanted(const bucket_maint_input *in, const int *spawn_rate, int b)
+{
+    if (in->rescue_only) {
+        return in->may_grow[b] && in->census[b].idle == 0;
+    }
+    return is_short(in, b) ? clamp_rate(spawn_rate[b]) : 0;
+}
+
+/* Children bucket b still wants after what it was given so far. */
+static int unmet(const bucket_maint_input *in, const int *spawn_rate,
+                 const bucket_decision *d, int b)
+{
+    return wanted(in, spawn_rate, b) - d[b].spawn - d[b].moved_in;
+}
+
+/* The bucket with the most idle children that can give one to bucket `to`
+ * and still have at least as many as `to` will then have; -1 if none. */
+static int find_donor(const bucket_maint_input *in, const int *spawn_rate,
+                      const bucket_decision *d, int to)
+{
+    int b, best = -1;
+
+    for (b = 0; b < in->num_buckets; b++) {
+        if (b == to || wanted(in, spawn_rate, b) > 0
+            || d[b].idle_after < d[to].idle_after + 2) {
+            continue;
+        }
+        if (best < 0 || d[b].idle_after > d[best].idle_after) {
+            best = b;
+        }
+    }
+    return best;
+}
+
+/* Starved buckets (no idle child at all) are served before the others. */
+static int served_in_pass(const bucket_maint_input *in, int b, int pass)
+{
+    return (in->census[b].idle == 0) == (pass == 0);
+}
+
+int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,
+                        bucket_decision *d, bucket_move *moves,
+                        int max_moves)
+{
+    int b, pass, num_moves = 0, free_slots = in->free_slots;
+
+    for (b = 0; b < in->num_buckets; b++) {
+        d[b].spawn = d[b].moved_in = d[b].moved_out = d[b].stop = 0;
+        d[b].report_busy = d[b].starved = 0;
+        d[b].idle_after = in->census[b].idle;
+    }
+    for (pass = 0; pass < 2; pass++) {
+        for (b = 0; b < in->num_buckets; b++) {
+            int want = unmet(in, spawn_rate, d, b);
+
+            if (!served_in_pass(in, b, pass) || want <= 0) {
+                continue;
+            }
+            if (want > free_slots) {
+                want = free_slots;
+            }
+            d[b].spawn += want;
+            d[b].idle_after += want;
+            free_slots -= want;
+        }
+    }
+    for (pass = 0; pass < 2; pass++) {
+        for (b = 0; b < in->num_buckets; b++) {
+            if (!served_in_pass(in, b, pass)) {
+                continue;
+            }
+            while (unmet(in, spawn_rate, d, b) > 0 && num_moves < max_moves) {
+                int from = find_donor(in, spawn_rate, d, b);
+
+                if (from < 0) {
+                    break;
+                }
+                moves[num_moves].from = from;
+                moves[num_moves].to = b;
+                num_moves++;
+                d[from].moved_out++;
+                d[from].idle_after--;
+                d[b].moved_in++;
+                d[b].idle_after++;
+            }
+        }
+    }
+    for (b = 0; b < in->num_buckets && !in->rescue_only; b++) {
+        bucket_spare_limits lim = bucket_spare_share(in->min_spare,
+                                                     in->max_spare, b,
+                                                     in->num_buckets);
+        int gained = d[b].spawn + d[b].moved_in;
+
+        if (is_short(in, b)) {
+            d[b].starved = gained == 0;
+            /* Doubles while the bucket stays short and gets children;
+             * back to 1 when nothing could be had (prefork does the same
+             * at MaxRequestWorkers). */
+            spawn_rate[b] = gained > 0
+                             ? clamp_rate(clamp_rate(spawn_rate[b]) * 2) : 1;
+        }
+        else {
+            spawn_rate[b] = 1;
+        }
+        d[b].report_busy = gained >= BUCKET_BUSY_REPORT;
         /* One at a time, as prefork: a burst may be about to need them. */
-        d.stop = 1;
-        return d;
+        if (d[b].idle_after > lim.max_spare) {
+            d[b].stop = 1;
+            d[b].idle_after--;
+        }
     }
-    if (census->idle >= limits->min_spare) {
-        return d;
-    }
-    if (census->free_slots == 0) {
-        d.at_capacity = 1;
-        return d;
-    }
-    d.spawn = spawn_rate;
-    if (d.spawn > census->free_slots) {
-        d.spawn = census->free_slots;
-    }
-    d.next_spawn_rate = spawn_rate * 2;
-    if (d.next_spawn_rate > BUCKET_MAX_SPAWN_RATE) {
-        d.next_spawn_rate = BUCKET_MAX_SPAWN_RATE;
-    }
-    return d;
+    return num_moves;
 }

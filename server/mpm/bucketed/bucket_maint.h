@@ -1,18 +1,40 @@
 /*
  * bucket_maint: per-bucket idle maintenance, the decision half of prefork's
- * once-a-second pass. Pure: the parent counts, this decides, the parent acts.
+ * once-a-second pass, with capacity that follows load: MaxRequestWorkers
+ * bounds the children of all buckets together, not each bucket's share.
+ * Pure: the parent counts, this decides, the parent acts.
  */
 #ifndef BUCKET_MAINT_H
 #define BUCKET_MAINT_H
 
-/* Largest number of children one bucket spawns in one pass (prefork's cap). */
+/* Largest number of children one bucket gains in one pass (prefork's cap). */
 #define BUCKET_MAX_SPAWN_RATE 32
 
+/* A bucket gaining this many children in one pass is reported as busy
+ * (prefork's threshold for its "seems busy" message). */
+#define BUCKET_BUSY_REPORT 8
+
 typedef struct {
-    int idle;         /* children ready to accept (or starting) */
+    int idle;         /* children ready to accept or starting, and children
+                       * on their way into this bucket */
     int busy;         /* children serving a connection */
-    int free_slots;   /* slots of this bucket with no live child */
 } bucket_census;
+
+/* What the parent's slot table says of one slot. */
+typedef enum {
+    SLOT_EMPTY,       /* no child */
+    SLOT_IDLE,        /* a current child ready to accept, or starting */
+    SLOT_BUSY,        /* a current child serving a connection */
+    SLOT_LEAVING,     /* asked to leave, slot not refilled (surplus, or an
+                       * old generation's child beyond MaxRequestWorkers) */
+    SLOT_REPLACING    /* asked to leave; a child of `bucket` takes the slot
+                       * as soon as it is gone (restart, moved capacity) */
+} slot_state_e;
+
+typedef struct {
+    slot_state_e state;
+    int bucket;       /* IDLE, BUSY: its bucket; REPLACING: the next one */
+} slot_view;
 
 typedef struct {
     int min_spare;    /* this bucket's share of MinSpareServers, >= 1 */
@@ -20,22 +42,69 @@ typedef struct {
 } bucket_spare_limits;
 
 typedef struct {
-    int spawn;        /* children to start now */
-    int stop;         /* idle children to ask to exit now (0 or 1) */
-    int next_spawn_rate;
-    int at_capacity;  /* wanted more children but had no free slot */
+    int num_buckets;
+    const bucket_census *census;  /* per bucket */
+    const int *may_grow;          /* per bucket: 0 while its new children
+                                   * are held back (exit_policy.h) */
+    int min_spare;                /* MinSpareServers, shared out */
+    int max_spare;                /* MaxSpareServers, shared out */
+    int free_slots;               /* slots below MaxRequestWorkers with no
+                                   * child */
+    int rescue_only;              /* a quick pass between full ones: only a
+                                   * bucket with no idle child gains, one
+                                   * child; no stops, spawn rates kept */
+} bucket_maint_input;
+
+typedef struct {
+    int spawn;        /* children to start in free slots */
+    int moved_in;     /* idle children of other buckets to move here */
+    int moved_out;    /* idle children to move to other buckets */
+    int stop;         /* surplus idle children to stop (0 or 1) */
+    int idle_after;   /* idle children once all of the above is done */
+    int report_busy;  /* gains at least BUCKET_BUSY_REPORT children */
+    int starved;      /* short of idle children, and neither a free slot
+                       * nor another bucket's idle child could be had */
 } bucket_decision;
+
+/* An idle child of bucket `from` leaves, and its slot gets a new child in
+ * bucket `to`. */
+typedef struct {
+    int from;
+    int to;
+} bucket_move;
+
+/* Counts idle and busy children per bucket over the first num_slots slots
+ * (children on their way into a bucket count as idle there; a bucket out
+ * of range counts nowhere) and returns the free slots below max_workers. */
+int bucket_census_tally(const slot_view *slots, int num_slots,
+                        int max_workers, int num_buckets,
+                        bucket_census *census);
 
 /* Share MinSpare/MaxSpareServers out over buckets, keeping every bucket at
  * least one idle child and max above min. */
 bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
                                        int bucket, int num_buckets);
 
-/* One bucket's decision for this pass. spawn_rate starts at 1 and doubles
- * while the bucket stays short of idle children, up to
- * BUCKET_MAX_SPAWN_RATE. */
-bucket_decision bucket_maint_decide(const bucket_census *census,
-                                    const bucket_spare_limits *limits,
-                                    int spawn_rate);
+/*
+ * One pass over every bucket. A bucket short of idle children gains up to
+ * its spawn rate (which doubles per pass while it stays short, as in
+ * prefork): from free slots first, buckets with no idle child served
+ * first; once the slots run out, by moving idle children from other
+ * buckets, but only from a bucket left with at least as many idle children
+ * as the one it gives to. A bucket above its spare maximum stops one idle
+ * child. spawn_rate (per bucket, in and out) starts at 1. In a rescue
+ * pass, a bucket with no idle child gains one the same way, and nothing
+ * else happens.
+ * decisions has num_buckets entries; moves room for max_moves. Returns
+ * the number of moves written.
+ */
+int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,
+                        bucket_decision *decisions, bucket_move *moves,
+                        int max_moves);
+
+/* Children to start with a new generation: StartServers, but at least
+ * BUCKET_MIN_CHILDREN per bucket, within MaxRequestWorkers. */
+int bucket_start_children(int start_servers, int num_buckets,
+                          int max_workers);
 
 #endif /* BUCKET_MAINT_H */

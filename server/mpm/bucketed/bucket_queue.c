@@ -1,7 +1,8 @@
 /*
  * bucket_queue.c: the parent samples the accept queue of every bucket's
- * sockets once a maintenance pass. Children cannot: each closes the
- * sockets of the other buckets. Per socket, from the kernel:
+ * sockets about once a second, from its maintenance passes. Children
+ * cannot: each closes the sockets of the other buckets. Per socket, from
+ * the kernel:
  *
  *   TCP_INFO on a listening socket   tcpi_unacked = connections waiting
  *                                    for accept(), tcpi_sacked = backlog
@@ -52,9 +53,15 @@ typedef struct {
 
 struct bucket_queue_state {
     apr_size_t size;                 /* of the whole mapping */
+    apr_time_t last_sample;          /* 0 = none yet */
     int num_sockets;
     socket_state sockets[1];         /* num_sockets entries */
 };
+
+/* The parent's passes come every 100 ms or so (rescue passes between the
+ * full ones); the sockets are sampled on the first pass a second after the
+ * previous sample. */
+#define SAMPLE_INTERVAL apr_time_from_sec(1)
 
 static apr_status_t unmap_state(void *data)
 {
@@ -241,9 +248,12 @@ void bucket_queue_sample(server_rec *s, bucketed_config *conf)
     apr_time_t now = apr_time_now();
     int b, i = 0;
 
-    if (state == NULL || pub->sockets == NULL) {
+    if (state == NULL || pub->sockets == NULL
+        || (state->last_sample != 0
+            && now - state->last_sample < SAMPLE_INTERVAL)) {
         return;
     }
+    state->last_sample = now;
     for (b = 0; b < conf->plan.num_buckets; b++) {
         const ap_listen_rec *lr;
 

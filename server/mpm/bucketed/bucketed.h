@@ -20,6 +20,7 @@
 #include "bucket_maint.h"
 #include "bucket_plan.h"
 #include "directive_check.h"
+#include "exit_policy.h"
 #include "kernel_probe.h"
 #include "queue_watch.h"
 
@@ -74,7 +75,8 @@ typedef struct {
     process_limits limits;           /* effective, after checks */
     bucket_strategy_e strategy;      /* BucketStrategy */
     int bucket_count;                /* BucketCount; 0 = auto */
-    int cores_buckets_ratio;         /* ListenCoresBucketsRatio; 0 = unset */
+    int cores_buckets_ratio;         /* ListenCoresBucketsRatio, or
+                                      * BUCKET_RATIO_UNSET */
     int listen_backlog;              /* ListenBacklog, for the duplicates */
     int send_buffer_size;            /* SendBufferSize; 0 = system default */
     int receive_buffer_size;         /* ReceiveBufferSize */
@@ -96,7 +98,8 @@ typedef struct {
     int bucket;
     ap_generation_t generation;
     apr_time_t exit_requested;       /* 0 = not asked to leave */
-    int exit_reason;                 /* why it was asked (parent.c) */
+    int replace_into;                /* when asked: the bucket of the slot's
+                                      * next child, -1 = none */
 } child_slot;
 
 /* An SO_REUSEPORT duplicate listening socket, kept across restarts so that
@@ -122,6 +125,7 @@ typedef struct {
     int max_daemons_limit;           /* 1 + highest slot ever used */
     child_slot *slots;               /* first_server_limit entries */
     int *spawn_rate;                 /* per bucket */
+    bucket_health *health;           /* per bucket: failed exits */
     int maxclients_reported;
     apr_pool_t *socket_pool;         /* retained sockets live here */
     retained_socket *sockets;

@@ -1,8 +1,7 @@
 /*
  * child.c: one bucketed child. It keeps only its own bucket's sockets,
- * blocks in accept() on its single socket (or polls its sockets under the
- * bucket's accept mutex when the bucket has several), and serves one
- * connection at a time, prefork style.
+ * waits on them (child_accept.c) and serves one connection at a time,
+ * prefork style.
  *
  * Leaving: the parent asks a child to leave with AP_SIG_GRACEFUL (SIGUSR1;
  * SIGWINCH and SIGINT mean the same here). That signal stays blocked while
@@ -18,8 +17,6 @@
 #include <sys/prctl.h>
 #endif
 
-#include "apr_poll.h"
-
 #include "httpd.h"
 #include "http_connection.h"
 #include "http_log.h"
@@ -27,6 +24,7 @@
 #include "mpm_common.h"
 
 #include "bucketed.h"
+#include "child_accept.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -38,11 +36,7 @@ typedef struct {
     int bucket;
     apr_pool_t *pchild;
     ap_sb_handle_t *sbh;
-    ap_listen_rec *listeners;        /* this bucket's sockets */
-    apr_proc_mutex_t *accept_mutex;  /* NULL with a single socket */
-    apr_pollset_t *pollset;          /* NULL with a single socket */
-    ap_listen_rec *next_polled;      /* round robin among ready sockets */
-    sigset_t leave_signals;
+    accept_waiter waiter;
     volatile sig_atomic_t leaving;
 } child_context;
 
@@ -89,8 +83,18 @@ static void install_handler(int sig, void (*handler)(int),
     sa.sa_mask = *mask;
     sa.sa_flags = 0;     /* no SA_RESTART: interrupt accept() and poll() */
     if (sigaction(sig, &sa, NULL) < 0) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, errno, ap_server_conf,
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ap_server_conf,
                      "bucketed: sigaction(%d) in child", sig);
+    }
+}
+
+static void checked_sigprocmask(int how, const sigset_t *set)
+{
+    if (sigprocmask(how, set, NULL) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ap_server_conf,
+                     "bucketed: sigprocmask in child");
     }
 }
 
@@ -98,11 +102,13 @@ static void setup_signals(child_context *ctx)
 {
     sigset_t all;
 
-    sigemptyset(&ctx->leave_signals);
-    sigaddset(&ctx->leave_signals, AP_SIG_GRACEFUL);
-    sigaddset(&ctx->leave_signals, AP_SIG_GRACEFUL_STOP);
-    sigaddset(&ctx->leave_signals, SIGINT);
-    sigprocmask(SIG_BLOCK, &ctx->leave_signals, NULL);
+    sigset_t *leave = &ctx->waiter.leave_signals;
+
+    sigemptyset(leave);
+    sigaddset(leave, AP_SIG_GRACEFUL);
+    sigaddset(leave, AP_SIG_GRACEFUL_STOP);
+    sigaddset(leave, SIGINT);
+    checked_sigprocmask(SIG_BLOCK, leave);
 
     sigemptyset(&all);
     sigaddset(&all, AP_SIG_GRACEFUL);
@@ -117,162 +123,12 @@ static void setup_signals(child_context *ctx)
     install_handler(SIGHUP, on_die_signal, &all);
 
     /* The parent forked with every signal blocked; from here on only the
-     * leave signals stay blocked (see wait_single). */
+     * leave signals stay blocked (see child_accept.c). */
     sigfillset(&all);
     sigdelset(&all, AP_SIG_GRACEFUL);
     sigdelset(&all, AP_SIG_GRACEFUL_STOP);
     sigdelset(&all, SIGINT);
-    sigprocmask(SIG_UNBLOCK, &all, NULL);
-}
-
-static void allow_leave_signals(child_context *ctx, int allow)
-{
-    sigprocmask(allow ? SIG_UNBLOCK : SIG_BLOCK, &ctx->leave_signals, NULL);
-}
-
-static apr_status_t accept_on(ap_listen_rec *lr, apr_socket_t **csd,
-                              apr_pool_t *ptrans)
-{
-    void *accepted = NULL;
-    apr_status_t rv = lr->accept_func ? lr->accept_func(&accepted, lr, ptrans)
-                                      : ap_unixd_accept(&accepted, lr, ptrans);
-
-    *csd = accepted;
-    return rv;
-}
-
-/* One socket: block in accept(). Returns APR_SUCCESS with *csd, APR_EINTR
- * when asked to leave, APR_EGENERAL when accept() is broken for good. */
-static apr_status_t wait_single(child_context *ctx, apr_socket_t **csd,
-                                apr_pool_t *ptrans)
-{
-    apr_status_t rv;
-
-    for (;;) {
-        allow_leave_signals(ctx, 1);
-        if (ctx->leaving) {
-            rv = APR_EINTR;
-        }
-        else {
-            rv = accept_on(ctx->listeners, csd, ptrans);
-        }
-        allow_leave_signals(ctx, 0);
-        if (rv == APR_SUCCESS || rv == APR_EGENERAL || ctx->leaving) {
-            return ctx->leaving && rv != APR_SUCCESS ? APR_EINTR : rv;
-        }
-        /* EINTR from another signal, or a connection reset before we got
-         * to it: wait again. */
-    }
-}
-
-/* Several sockets: poll them under the bucket's accept mutex, so that only
- * one child of the bucket wakes per connection. */
-static apr_status_t wait_multi(child_context *ctx, apr_socket_t **csd,
-                               apr_pool_t *ptrans)
-{
-    apr_status_t rv;
-
-    rv = apr_proc_mutex_lock(ctx->accept_mutex);
-    if (rv != APR_SUCCESS) {
-        if (APR_STATUS_IS_EINTR(rv)) {
-            return APR_EINTR;
-        }
-        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, ctx->s, "bucketed: "
-                     "child %" APR_PID_T_FMT " cannot take the accept mutex "
-                     "of bucket %d", getpid(), ctx->bucket);
-        return APR_EGENERAL;
-    }
-    for (;;) {
-        const apr_pollfd_t *ready;
-        apr_int32_t num_ready = 0;
-        ap_listen_rec *lr;
-
-        allow_leave_signals(ctx, 1);
-        rv = ctx->leaving ? APR_EINTR
-                          : apr_pollset_poll(ctx->pollset, -1, &num_ready,
-                                             &ready);
-        allow_leave_signals(ctx, 0);
-        if (ctx->leaving) {
-            rv = APR_EINTR;
-            break;
-        }
-        if (rv != APR_SUCCESS) {
-            if (APR_STATUS_IS_EINTR(rv)) {
-                continue;
-            }
-            ap_log_error(APLOG_MARK, APLOG_ERR, rv, ctx->s,
-                         "bucketed: apr_pollset_poll on bucket %d",
-                         ctx->bucket);
-            rv = APR_EGENERAL;
-            break;
-        }
-        /* Take the first ready socket at or after the one served last, so
-         * a busy address cannot starve a quiet one. */
-        lr = ready[0].client_data;
-        if (num_ready > 1 && ctx->next_polled != NULL) {
-            apr_int32_t i;
-            for (i = 0; i < num_ready; i++) {
-                if (ready[i].client_data == ctx->next_polled) {
-                    lr = ready[i].client_data;
-                    break;
-                }
-            }
-        }
-        ctx->next_polled = lr->next ? lr->next : ctx->listeners;
-        rv = accept_on(lr, csd, ptrans);
-        if (rv == APR_SUCCESS || rv == APR_EGENERAL) {
-            break;
-        }
-        /* EAGAIN: another child of the bucket took it (the sockets are
-         * non-blocking here); poll again. */
-    }
-    apr_proc_mutex_unlock(ctx->accept_mutex);
-    return rv;
-}
-
-static apr_status_t child_init_accept(child_context *ctx)
-{
-    ap_listen_rec *lr;
-    apr_status_t rv;
-    int n = 0;
-
-    for (lr = ctx->listeners; lr; lr = lr->next) {
-        n++;
-    }
-    if (ctx->accept_mutex == NULL) {
-        return APR_SUCCESS;
-    }
-    rv = apr_proc_mutex_child_init(&ctx->accept_mutex,
-                                   apr_proc_mutex_lockfile(ctx->accept_mutex),
-                                   ctx->pchild);
-    if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, ctx->s, "bucketed: "
-                     "cannot init the accept mutex of bucket %d in a child",
-                     ctx->bucket);
-        return rv;
-    }
-    rv = apr_pollset_create(&ctx->pollset, n, ctx->pchild, 0);
-    if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, ctx->s,
-                     "bucketed: apr_pollset_create for %d sockets", n);
-        return rv;
-    }
-    for (lr = ctx->listeners; lr; lr = lr->next) {
-        apr_pollfd_t pfd;
-
-        memset(&pfd, 0, sizeof(pfd));
-        pfd.desc_type = APR_POLL_SOCKET;
-        pfd.desc.s = lr->sd;
-        pfd.reqevents = APR_POLLIN;
-        pfd.client_data = lr;
-        rv = apr_pollset_add(ctx->pollset, &pfd);
-        if (rv != APR_SUCCESS) {
-            ap_log_error(APLOG_MARK, APLOG_EMERG, rv, ctx->s,
-                         "bucketed: apr_pollset_add for %pI", lr->bind_addr);
-            return rv;
-        }
-    }
-    return APR_SUCCESS;
+    checked_sigprocmask(SIG_UNBLOCK, &all);
 }
 
 static void serve_connections(child_context *ctx)
@@ -280,24 +136,28 @@ static void serve_connections(child_context *ctx)
     ap_generation_t generation = ctx->retained->mpm->my_generation;
     apr_bucket_alloc_t *bucket_alloc;
     apr_pool_t *ptrans;
+    apr_status_t rv;
     int served = 0;
 
-    apr_pool_create(&ptrans, ctx->pchild);
+    rv = apr_pool_create(&ptrans, ctx->pchild);
+    if (rv != APR_SUCCESS) {
+        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, ctx->s,
+                     "bucketed: apr_pool_create for connections");
+        child_exit(ctx, APEXIT_CHILDSICK);
+    }
     apr_pool_tag(ptrans, "transaction");
     bucket_alloc = apr_bucket_alloc_create(ctx->pchild);
 
     while (!ctx->leaving) {
         apr_socket_t *csd = NULL;
         conn_rec *c;
-        apr_status_t rv;
 
         if (ap_max_requests_per_child > 0
             && served >= ap_max_requests_per_child) {
             break;
         }
         ap_update_child_status(ctx->sbh, SERVER_READY, NULL);
-        rv = ctx->pollset ? wait_multi(ctx, &csd, ptrans)
-                          : wait_single(ctx, &csd, ptrans);
+        rv = accept_waiter_wait(&ctx->waiter, &csd, ptrans);
         if (rv == APR_EGENERAL) {
             /* accept() itself is failing: let the parent start a fresh
              * child rather than spin. */
@@ -330,7 +190,8 @@ static void leave_with_parent(pid_t parent)
 {
 #ifdef __linux__
     if (prctl(PR_SET_PDEATHSIG, AP_SIG_GRACEFUL) < 0) {
-        ap_log_error(APLOG_MARK, APLOG_WARNING, errno, ap_server_conf,
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, ap_server_conf,
                      "bucketed: prctl(PR_SET_PDEATHSIG)");
     }
 #endif
@@ -353,8 +214,13 @@ void child_main(server_rec *s, bucketed_config *conf,
     ctx.retained = retained;
     ctx.slot = slot;
     ctx.bucket = bucket;
-    ctx.listeners = conf->bucket_listeners[bucket];
-    ctx.accept_mutex = conf->accept_mutex[bucket];
+    ctx.waiter.s = s;
+    ctx.waiter.bucket = bucket;
+    ctx.waiter.listeners = conf->bucket_listeners[bucket];
+    ctx.waiter.mode = bucket_wait_mode(conf->plan.buckets[bucket].num_sockets,
+                                       conf->kernel.epoll_exclusive);
+    ctx.waiter.accept_mutex = conf->accept_mutex[bucket];
+    ctx.waiter.leaving = &ctx.leaving;
     this_child = &ctx;
     setup_signals(&ctx);
     retained->mpm->mpm_state = AP_MPMQ_STARTING;
@@ -363,16 +229,21 @@ void child_main(server_rec *s, bucketed_config *conf,
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rv, s,
                      "bucketed: apr_allocator_create in child");
-        exit(APEXIT_CHILDFATAL);
+        exit(APEXIT_CHILDSICK);
     }
     apr_allocator_max_free_set(allocator, ap_max_mem_free);
-    apr_pool_create_ex(&ctx.pchild, s->process->pconf, NULL, allocator);
+    rv = apr_pool_create_ex(&ctx.pchild, s->process->pconf, NULL, allocator);
+    if (rv != APR_SUCCESS) {
+        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, s,
+                     "bucketed: apr_pool_create_ex in child");
+        exit(APEXIT_CHILDSICK);
+    }
     apr_allocator_owner_set(allocator, ctx.pchild);
     apr_pool_tag(ctx.pchild, "pchild");
 
     ap_fatal_signal_child_setup(s);
     bucket_listeners_keep_only(conf, bucket);
-    if (child_init_accept(&ctx) != APR_SUCCESS) {
+    if (accept_waiter_init(&ctx.waiter, ctx.pchild) != APR_SUCCESS) {
         child_exit(&ctx, APEXIT_CHILDFATAL);
     }
     if (ap_run_drop_privileges(ctx.pchild, s)) {

@@ -119,3 +119,23 @@ const char *process_limits_check(apr_pool_t *p, const process_limits *in,
     }
     return NULL;
 }
+
+void process_limits_keep_server_limit(apr_pool_t *p, process_limits *limits,
+                                      int first_server_limit,
+                                      apr_array_header_t *warnings)
+{
+    if (limits->server_limit == first_server_limit) {
+        return;
+    }
+    warn(warnings, apr_psprintf(p, "changing ServerLimit to %d from original "
+         "value of %d not allowed during restart; keeping %d (a full stop "
+         "and start applies it)", limits->server_limit, first_server_limit,
+         first_server_limit));
+    limits->server_limit = first_server_limit;
+    if (limits->max_workers > limits->server_limit) {
+        limits->max_workers = limits->server_limit;
+    }
+    if (limits->start_servers > limits->max_workers) {
+        limits->start_servers = limits->max_workers;
+    }
+}

@@ -46,4 +46,14 @@ const char *process_limits_check(apr_pool_t *p, const process_limits *in,
                                  process_limits *out,
                                  apr_array_header_t *warnings);
 
+/*
+ * On a restart: ServerLimit sized the scoreboard and the parent's tables at
+ * the first start and cannot move under a running server. Keeps
+ * first_server_limit, lowering MaxRequestWorkers and StartServers to fit,
+ * and says so in warnings.
+ */
+void process_limits_keep_server_limit(apr_pool_t *p, process_limits *limits,
+                                      int first_server_limit,
+                                      apr_array_header_t *warnings);
+
 #endif /* DIRECTIVE_CHECK_H */

@@ -40,6 +40,7 @@ void *bucketed_create_server_config(apr_pool_t *p, server_rec *s)
 
     (void)s;
     conf->strategy = BUCKET_STRATEGY_AUTO;
+    conf->cores_buckets_ratio = BUCKET_RATIO_UNSET;
     conf->listen_backlog = DEFAULT_LISTENBACKLOG;
     return conf;
 }
@@ -162,8 +163,8 @@ static const char *set_cores_buckets_ratio(cmd_parms *cmd, void *dummy,
 {
     (void)dummy;
     /* Not handed to core: bucketed sets SO_REUSEPORT only where it
-     * duplicates a socket. */
-    return parse_global_int(cmd, arg, 1, MAX_CORES_BUCKETS_RATIO,
+     * duplicates a socket. 0 is stock httpd's "no duplicates". */
+    return parse_global_int(cmd, arg, 0, MAX_CORES_BUCKETS_RATIO,
                             &config_of(cmd)->cores_buckets_ratio);
 }
 
@@ -251,12 +252,19 @@ const command_rec bucketed_cmds[] = {
         "Send buffer size in bytes"),
     AP_INIT_TAKE1("ReceiveBufferSize", set_receive_buffer_size, NULL,
         RSRC_CONF, "Receive buffer size in bytes"),
-    /* The rest of LISTEN_COMMANDS (httpd 2.4.68 and later), unwrapped. */
+    /* The rest of LISTEN_COMMANDS, unwrapped. */
     AP_INIT_TAKE_ARGV("Listen", ap_set_listener, NULL, RSRC_CONF,
         "A port number or a numeric IP address and a port number, and an "
         "optional protocol"),
+    /* ListenTCPDeferAccept came with httpd 2.4.66 without a module magic
+     * number bump (ap_mmn.h's last entry, 20120211.142, is from 2.4.64 and
+     * still current in 2.4.71), so the MMN cannot tell. mpm_common.h's
+     * DEFAULT_TCP_DEFER_ACCEPT came with it: where that is missing, so is
+     * ap_set_listentcpdeferaccept. */
+#ifdef DEFAULT_TCP_DEFER_ACCEPT
     AP_INIT_TAKE1("ListenTCPDeferAccept", ap_set_listentcpdeferaccept, NULL,
         RSRC_CONF, "Value set for the socket option TCP_DEFER_ACCEPT if it "
         "is set"),
+#endif
     { NULL }
 };

@@ -6,15 +6,18 @@
  *   directives.c        the command table
  *   bucket_plan.c       how many buckets, which sockets each owns  (pure)
  *   bucket_maint.c      per-bucket idle maintenance decisions       (pure)
+ *   exit_policy.c       what a child's exit means for its bucket   (pure)
  *   directive_check.c   value parsing and limit checks             (pure)
- *   kernel_probe.c      what the kernel offers                     (pure)
+ *   kernel_features.c   kernel versions and the features log line  (pure)
+ *   kernel_probe.c      trying what the kernel offers
  *   bucket_listeners.c  opening and keeping the per-bucket sockets
  *   queue_watch.c       accept-queue history and warnings          (pure)
  *   bucket_stats.c      shared counters, the parent's published census
  *   bucket_queue.c      the parent's accept-queue samples
  *   bucket_report.c     the report for mod_bucketed_status
  *   parent.c            the parent: spawning, maintenance, restarts
- *   child.c             the child: accept and serve
+ *   child.c             the child: serve what its bucket accepts
+ *   child_accept.c      the child: waiting for a connection
  *
  * This file wires hooks: configuration checks, listener set-up and the
  * answers to ap_mpm_query().
@@ -114,22 +117,16 @@ static const char *make_plan(apr_pool_t *p, bucketed_config *conf,
 {
     bucket_plan_input in;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *err;
 
-    in.strategy = bucketed_one_process() ? BUCKET_STRATEGY_SINGLE
-                                     : conf->strategy;
+    in.strategy = conf->strategy;
     in.bucket_count = conf->bucket_count;
     in.cores_buckets_ratio = conf->cores_buckets_ratio;
     in.online_cpus = cpus > 0 ? (int)cpus : 1;
     in.have_reuseport = conf->kernel.reuseport;
     in.num_listeners = num_listeners;
     in.max_workers = conf->limits.max_workers;
-    err = bucket_plan_make(p, &in, &conf->plan);
-    if (err == NULL && bucketed_one_process()) {
-        conf->plan.reason = "one-process mode (-X): the parent serves "
-                            "every socket";
-    }
-    return err;
+    in.one_process = bucketed_one_process();
+    return bucket_plan_make(p, &in, &conf->plan);
 }
 
 static void log_limit_warnings(server_rec *s, bucketed_retained *retained,
@@ -176,19 +173,10 @@ static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
     if (retained->first_server_limit == 0) {
         retained->first_server_limit = conf->limits.server_limit;
     }
-    else if (conf->limits.server_limit != retained->first_server_limit) {
-        APR_ARRAY_PUSH(warnings, const char *) = apr_psprintf(ptemp,
-            "changing ServerLimit to %d from original value of %d not "
-            "allowed during restart; keeping %d (a full stop and start "
-            "applies it)", conf->limits.server_limit,
-            retained->first_server_limit, retained->first_server_limit);
-        conf->limits.server_limit = retained->first_server_limit;
-        if (conf->limits.max_workers > conf->limits.server_limit) {
-            conf->limits.max_workers = conf->limits.server_limit;
-        }
-        if (conf->limits.start_servers > conf->limits.max_workers) {
-            conf->limits.start_servers = conf->limits.max_workers;
-        }
+    else {
+        process_limits_keep_server_limit(ptemp, &conf->limits,
+                                         retained->first_server_limit,
+                                         warnings);
     }
     log_limit_warnings(s, retained, warnings);
 
@@ -202,30 +190,42 @@ static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
     return OK;
 }
 
-static void log_plan(server_rec *s, const bucketed_config *conf)
+static const char *describe_plan(apr_pool_t *p, const bucketed_config *conf,
+                                 int num_listeners)
 {
-    const bucket_plan *plan = &conf->plan;
+    return bucket_plan_describe(p, &conf->plan, num_listeners,
+                                conf->limits.max_workers,
+                                conf->kernel.epoll_exclusive);
+}
+
+static void log_plan(server_rec *s, const bucketed_config *conf,
+                     int num_listeners)
+{
+    apr_pool_t *p = s->process->pconf;
     int b;
 
     ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: %s",
-                 kernel_features_describe(s->process->pconf, &conf->kernel));
-    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: strategy %s (%s), "
-                 "%d bucket(s), up to %d socket(s) per bucket%s",
-                 bucket_strategy_name(plan->strategy), plan->reason,
-                 plan->num_buckets, plan->max_sockets_per_bucket,
-                 plan->max_sockets_per_bucket > 1
-                     ? ", accept mutex " AP_ACCEPT_MUTEX_TYPE : "");
-    for (b = 0; b < plan->num_buckets; b++) {
+                 kernel_features_describe(p, &conf->kernel));
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: %s",
+                 describe_plan(p, conf, num_listeners));
+    for (b = 0; b < conf->plan.num_buckets; b++) {
         ap_listen_rec *lr;
         const char *addrs = "";
 
         for (lr = conf->bucket_listeners[b]; lr; lr = lr->next) {
-            addrs = apr_psprintf(s->process->pconf, "%s %pI", addrs,
-                                 lr->bind_addr);
+            addrs = apr_psprintf(p, "%s %pI", addrs, lr->bind_addr);
         }
         ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s,
                      "bucketed: bucket %d:%s", b, addrs);
     }
+}
+
+/* `apache2 -t`: the plan this configuration would run, in words. */
+static void bucketed_test_config(apr_pool_t *pconf, server_rec *s)
+{
+    ap_log_error(APLOG_MARK, APLOG_NOTICE | APLOG_STARTUP, 0, s,
+                 "bucketed: %s", describe_plan(pconf, bucketed_get_config(s),
+                                               count_listeners()));
 }
 
 static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
@@ -264,7 +264,7 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
     }
     /* The first start-up pass only checks; log what will really run. */
     if (retained->mpm->module_loads > 1) {
-        log_plan(s, conf);
+        log_plan(s, conf, num_listeners);
     }
     return OK;
 }
@@ -305,7 +305,9 @@ static int bucketed_query(int query_code, int *result, apr_status_t *rv)
     case AP_MPMQ_MAX_SPARE_THREADS:
     case AP_MPMQ_IS_ASYNC:
     case AP_MPMQ_HAS_SERF:
+#ifdef AP_MPMQ_CAN_WAITIO   /* httpd 2.4.63 and later */
     case AP_MPMQ_CAN_WAITIO:
+#endif
         *result = 0;
         break;
     case AP_MPMQ_MAX_REQUESTS_DAEMON:
@@ -337,6 +339,7 @@ static void bucketed_register_hooks(apr_pool_t *p)
     (void)p;
     ap_hook_pre_config(bucketed_pre_config, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_check_config(bucketed_check_config, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_test_config(bucketed_test_config, NULL, NULL, APR_HOOK_MIDDLE);
     /* Listeners must exist before any other module's open_logs runs. */
     ap_hook_open_logs(bucketed_open_logs, NULL, NULL, APR_HOOK_REALLY_FIRST);
     ap_hook_mpm(parent_run, NULL, NULL, APR_HOOK_MIDDLE);

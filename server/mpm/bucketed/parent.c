@@ -1,9 +1,9 @@
 /*
  * parent.c: the bucketed parent process. It starts children into slots
- * (a slot's bucket is fixed by bucket_of_slot, decided in this process's
- * memory), replaces children that die, runs the per-bucket idle
- * maintenance once a second, and carries out stop, graceful stop,
- * restart and graceful restart.
+ * and buckets (recorded in this process's memory, never read back from
+ * shared memory), replaces children that die, runs the per-bucket idle
+ * maintenance once a second (bucket_maint.c decides, this file acts),
+ * and carries out stop, graceful stop, restart and graceful restart.
  *
  * Graceful restart: the parent returns to httpd to read the new
  * configuration while the old children keep accepting; only once the new
@@ -27,10 +27,8 @@
 
 APLOG_USE_MODULE(mpm_bucketed);
 
-/* Why the parent asked a child to leave; decides whether it is replaced. */
-#define EXIT_REASON_NONE    0
-#define EXIT_REASON_SURPLUS 1   /* idle maintenance: not replaced */
-#define EXIT_REASON_RESTART 2   /* new generation: replaced in its slot */
+/* replace_into for a child asked to leave whose slot stays free. */
+#define NO_REPLACEMENT (-1)
 
 typedef struct {
     apr_pool_t *pconf;
@@ -41,7 +39,11 @@ typedef struct {
     int num_buckets;
     ap_generation_t generation;
     bucket_census *census;           /* per bucket, reused every pass */
-    int *idle_victim;                /* per bucket: idle child to stop */
+    bucket_decision *decisions;      /* per bucket, reused every pass */
+    int *may_grow;                   /* per bucket, reused every pass */
+    bucket_move *moves;              /* room for every move of a pass */
+    int max_moves;
+    slot_view *slot_views;           /* per slot, reused every pass */
     sigset_t sigchld;                /* blocked; taken by wait_for_child */
     apr_time_t last_monitor;
 } parent_context;
@@ -49,6 +51,20 @@ typedef struct {
 /* The monitor hook (mod_systemd's status, mod_watchdog ...) runs at the
  * pace ap_wait_or_timeout() gives it: every ten one-second turns. */
 #define MONITOR_INTERVAL_SEC 10
+/* Between the once-a-second maintenance passes, a bucket left with no idle
+ * child (the kernel's hash keeps sending it connections) gets one this
+ * soon. */
+#define RESCUE_INTERVAL apr_time_from_msec(100)
+
+static void checked_sigprocmask(parent_context *pc, int how,
+                                const sigset_t *set, sigset_t *old)
+{
+    if (sigprocmask(how, set, old) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, pc->s,
+                     "bucketed: sigprocmask in the parent");
+    }
+}
 
 /* ap_wait_or_timeout()'s job without its race: a child that exits just
  * before that function's one-second sleep is noticed only after it, and
@@ -70,7 +86,7 @@ static void wait_for_child(parent_context *pc, apr_interval_time_t timeout,
     }
     /* Blocked only here, so that nothing the parent starts (piped
      * loggers, mod_cgid's daemon) inherits a blocked SIGCHLD. */
-    sigprocmask(SIG_BLOCK, &pc->sigchld, &saved);
+    checked_sigprocmask(pc, SIG_BLOCK, &pc->sigchld, &saved);
     if (!APR_STATUS_IS_CHILD_DONE(apr_proc_wait_all_procs(proc, status, why,
                                                           APR_NOWAIT,
                                                           pc->pconf))) {
@@ -78,7 +94,8 @@ static void wait_for_child(parent_context *pc, apr_interval_time_t timeout,
         ts.tv_nsec = apr_time_usec(timeout) * 1000;
         if (sigtimedwait(&pc->sigchld, NULL, &ts) < 0 && errno != EAGAIN
             && errno != EINTR) {
-            ap_log_error(APLOG_MARK, APLOG_ERR, errno, pc->s,
+            int err = errno;
+            ap_log_error(APLOG_MARK, APLOG_ERR, err, pc->s,
                          "bucketed: sigtimedwait(SIGCHLD)");
             apr_sleep(timeout);
         }
@@ -87,7 +104,7 @@ static void wait_for_child(parent_context *pc, apr_interval_time_t timeout,
             proc->pid = -1;
         }
     }
-    sigprocmask(SIG_SETMASK, &saved, NULL);
+    checked_sigprocmask(pc, SIG_SETMASK, &saved, NULL);
 }
 
 /* Memory only the parent uses and keeps writing (a slot entry per fork,
@@ -102,14 +119,16 @@ static void *parent_only_memory(server_rec *s, apr_size_t size)
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
     if (mem == MAP_FAILED) {
-        ap_log_error(APLOG_MARK, APLOG_WARNING, errno, s, "bucketed: mmap of "
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: mmap of "
                      "%" APR_SIZE_T_FMT " bytes for the slot table; using "
                      "inherited memory", size);
         return apr_pcalloc(s->process->pool, size);
     }
 #ifdef MADV_DONTFORK
     if (madvise(mem, size, MADV_DONTFORK) < 0) {
-        ap_log_error(APLOG_MARK, APLOG_WARNING, errno, s,
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s,
                      "bucketed: madvise(MADV_DONTFORK) on the slot table");
     }
 #endif
@@ -120,9 +139,11 @@ static void allocate_tables(bucketed_retained *retained, server_rec *s)
 {
     int n = retained->first_server_limit;
 
+    /* Buckets never outnumber MaxRequestWorkers, hence ServerLimit. */
     if (retained->slots == NULL) {
         retained->slots = parent_only_memory(s, sizeof(child_slot) * n);
         retained->spawn_rate = parent_only_memory(s, sizeof(int) * n);
+        retained->health = parent_only_memory(s, sizeof(bucket_health) * n);
     }
 }
 
@@ -142,7 +163,7 @@ static void record_child(parent_context *pc, int slot, pid_t pid, int bucket)
     cs->bucket = bucket;
     cs->generation = pc->generation;
     cs->exit_requested = 0;
-    cs->exit_reason = EXIT_REASON_NONE;
+    cs->replace_into = NO_REPLACEMENT;
     /* Shown by mod_status and bucketed-status; never read back here. */
     ps->pid = pid;
     ps->generation = pc->generation;
@@ -151,11 +172,9 @@ static void record_child(parent_context *pc, int slot, pid_t pid, int bucket)
     ap_run_child_status(pc->s, pid, pc->generation, slot, MPM_CHILD_STARTED);
 }
 
-static int spawn_child(parent_context *pc, int slot)
+static int spawn_child(parent_context *pc, int slot, int bucket)
 {
-    int bucket = bucket_of_slot(slot, pc->num_buckets);
     pid_t parent = getpid(), pid;
-
     sigset_t block, saved;
 
     note_slot_used(pc->retained, slot);
@@ -164,13 +183,12 @@ static int spawn_child(parent_context *pc, int slot)
      * parent's inherited handler would be lost, and the child would live
      * on until SIGKILL. */
     sigfillset(&block);
-    sigprocmask(SIG_BLOCK, &block, &saved);
+    checked_sigprocmask(pc, SIG_BLOCK, &block, &saved);
     pid = fork();
-    if (pid != 0) {
-        sigprocmask(SIG_SETMASK, &saved, NULL);
-    }
     if (pid < 0) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, errno, pc->s, "bucketed: fork: "
+        int err = errno;
+        checked_sigprocmask(pc, SIG_SETMASK, &saved, NULL);
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, pc->s, "bucketed: fork: "
                      "unable to start a child for slot %d (bucket %d)",
                      slot, bucket);
         ap_update_child_status_from_indexes(slot, 0, SERVER_DEAD, NULL);
@@ -181,6 +199,7 @@ static int spawn_child(parent_context *pc, int slot)
     if (pid == 0) {
         child_main(pc->s, pc->conf, pc->retained, slot, bucket, parent);
     }
+    checked_sigprocmask(pc, SIG_SETMASK, &saved, NULL);
     record_child(pc, slot, pid, bucket);
     return 0;
 }
@@ -197,40 +216,86 @@ static int find_slot(const bucketed_retained *retained, pid_t pid)
     return -1;
 }
 
-static void ask_to_leave(parent_context *pc, int slot, int reason)
+/* Asks a child to leave gracefully. replace_into: the bucket whose child
+ * takes the slot once it is gone, or NO_REPLACEMENT. */
+static void ask_to_leave(parent_context *pc, int slot, int replace_into)
 {
     child_slot *cs = &pc->retained->slots[slot];
 
     if (kill(cs->pid, AP_SIG_GRACEFUL) < 0 && errno != ESRCH) {
-        ap_log_error(APLOG_MARK, APLOG_WARNING, errno, pc->s, "bucketed: "
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, pc->s, "bucketed: "
                      "kill(%" APR_PID_T_FMT ", SIGUSR1)", cs->pid);
     }
     cs->exit_requested = apr_time_now();
-    if (reason != EXIT_REASON_NONE) {
-        cs->exit_reason = reason;
-    }
+    cs->replace_into = replace_into;
     ap_get_scoreboard_process(slot)->quiescing = 1;
 }
 
-/* A child gone: free its slot; replace it unless it was surplus or the
- * server is going down. */
-static void child_gone(parent_context *pc, int slot, pid_t pid)
+/* The asked child exits; asking again (see repeat_leave_requests) keeps
+ * its replacement. */
+static void ask_again(parent_context *pc, int slot)
+{
+    ask_to_leave(pc, slot, pc->retained->slots[slot].replace_into);
+}
+
+/* Records an exit in its bucket's health (any unasked exit, and a failed
+ * one even when asked); returns whether the bucket may get its
+ * replacement now. */
+static int note_exit(parent_context *pc, const child_slot *cs,
+                             pid_t pid, child_exit_kind kind)
+{
+    bucket_health *health = &pc->retained->health[cs->bucket];
+    apr_interval_time_t hold = child_exit_note(health, kind, apr_time_now());
+
+    if (kind == CHILD_EXIT_SICK) {
+        /* prefork's answer to a resource shortage: start slowly again. */
+        pc->retained->spawn_rate[cs->bucket] = 1;
+    }
+    if (hold > 0) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, "bucketed: child "
+                     "%" APR_PID_T_FMT " of bucket %d %s; %d such exit(s) in "
+                     "a row in this bucket, its next child in %" APR_TIME_T_FMT
+                     " s", pid, cs->bucket,
+                     kind == CHILD_EXIT_SICK
+                         ? "exited sick (it reported a resource shortage)"
+                         : "was killed by a signal",
+                     health->failures, apr_time_sec(hold));
+    }
+    return hold == 0;
+}
+
+/* A child gone: free its slot, and start its replacement if there is one:
+ * the bucket it was asked to leave for, or its own bucket when it left
+ * unasked (crashed, or reached MaxConnectionsPerChild), unless that
+ * bucket's children keep failing. */
+static void child_gone(parent_context *pc, int slot, pid_t pid,
+                       child_exit_kind kind)
 {
     bucketed_retained *retained = pc->retained;
     child_slot *cs = &retained->slots[slot];
-    int replace = cs->exit_reason != EXIT_REASON_SURPLUS
+    int asked = cs->exit_requested != 0;
+    int next_bucket = asked ? cs->replace_into : cs->bucket;
+    int replace = next_bucket >= 0 && next_bucket < pc->num_buckets
                   && !retained->mpm->shutdown_pending
                   && !retained->mpm->restart_pending
                   && slot < pc->limits->max_workers;
 
+    if (!asked || kind != CHILD_EXIT_NORMAL) {
+        if (cs->bucket < pc->num_buckets
+            && !note_exit(pc, cs, pid, kind)) {
+            replace = 0;
+        }
+    }
     ap_update_child_status_from_indexes(slot, 0, SERVER_DEAD, NULL);
     ap_get_scoreboard_process(slot)->pid = 0;
     ap_run_child_status(pc->s, pid, cs->generation, slot, MPM_CHILD_EXITED);
     cs->pid = 0;
     cs->exit_requested = 0;
-    cs->exit_reason = EXIT_REASON_NONE;
-    if (replace) {
-        spawn_child(pc, slot);
+    cs->replace_into = NO_REPLACEMENT;
+    if (replace && bucket_health_may_grow(&retained->health[next_bucket],
+                                          apr_time_now())) {
+        spawn_child(pc, slot, next_bucket);
     }
 }
 
@@ -239,9 +304,10 @@ static void reap_one(parent_context *pc, apr_proc_t *proc,
 {
     bucketed_retained *retained = pc->retained;
     int slot = find_slot(retained, proc->pid);
+    int processed = ap_process_child_status(proc, why, status);
     ap_generation_t old_gen;
 
-    if (ap_process_child_status(proc, why, status) == APEXIT_CHILDFATAL
+    if (processed == APEXIT_CHILDFATAL
         && slot >= 0 && retained->slots[slot].generation == pc->generation) {
         /* A child of the current configuration cannot run at all. */
         ap_log_error(APLOG_MARK, APLOG_ALERT, 0, pc->s, "bucketed: child "
@@ -251,7 +317,9 @@ static void reap_one(parent_context *pc, apr_proc_t *proc,
         retained->mpm->is_ungraceful = 1;
     }
     if (slot >= 0) {
-        child_gone(pc, slot, proc->pid);
+        child_gone(pc, slot, proc->pid, child_exit_classify(
+            processed == APEXIT_CHILDSICK, APR_PROC_CHECK_SIGNALED(why),
+            retained->slots[slot].exit_requested != 0));
     }
     else if (ap_unregister_extra_mpm_process(proc->pid, &old_gen)) {
         ap_run_child_status(pc->s, proc->pid, old_gen, -1, MPM_CHILD_EXITED);
@@ -264,61 +332,73 @@ static void reap_one(parent_context *pc, apr_proc_t *proc,
 #endif
 }
 
-/* Counts idle and busy children of the current generation per bucket, and
- * free slots per bucket, from the parent's own slot table; the scoreboard
- * supplies only each child's idle/busy status. */
-static void take_census(parent_context *pc, bucket_census *census,
-                        int *idle_victim)
+/* What the slot table and the scoreboard say of a slot, for the census.
+ * The bucket comes from the parent's own table; the scoreboard supplies
+ * only a child's idle/busy status. */
+static slot_view view_slot(const parent_context *pc, int slot)
 {
-    bucketed_retained *retained = pc->retained;
-    int b, slot;
+    const child_slot *cs = &pc->retained->slots[slot];
+    slot_view v;
 
-    for (b = 0; b < pc->num_buckets; b++) {
-        census[b].idle = census[b].busy = census[b].free_slots = 0;
-        idle_victim[b] = -1;
+    v.bucket = cs->bucket;
+    if (cs->pid == 0) {
+        v.state = SLOT_EMPTY;
     }
-    for (slot = 0; slot < pc->limits->max_workers; slot++) {
-        if (retained->slots[slot].pid == 0) {
-            census[bucket_of_slot(slot, pc->num_buckets)].free_slots++;
-        }
+    else if (cs->exit_requested) {
+        v.state = cs->replace_into != NO_REPLACEMENT
+                  && slot < pc->limits->max_workers
+                  ? SLOT_REPLACING : SLOT_LEAVING;
+        v.bucket = cs->replace_into;
     }
-    for (slot = 0; slot < retained->max_daemons_limit; slot++) {
-        const child_slot *cs = &retained->slots[slot];
-        int status;
-
-        if (cs->pid == 0) {
-            continue;
-        }
-        if (cs->exit_reason == EXIT_REASON_RESTART) {
-            /* Replaced in its slot as soon as it leaves (see child_gone):
-             * count the replacement now, or the bucket would look short. */
-            if (slot < pc->limits->max_workers) {
-                census[bucket_of_slot(slot, pc->num_buckets)].idle++;
-            }
-            continue;
-        }
-        if (cs->generation != pc->generation || cs->exit_requested) {
-            continue;
-        }
-        status = ap_get_scoreboard_worker_from_indexes(slot, 0)->status;
-        if (status <= SERVER_READY) {
-            census[cs->bucket].idle++;
-            if (status == SERVER_READY) {
-                idle_victim[cs->bucket] = slot;   /* the highest one */
-            }
-        }
-        else {
-            census[cs->bucket].busy++;
-        }
+    else if (cs->generation != pc->generation) {
+        v.state = SLOT_LEAVING;
     }
+    else {
+        int status = ap_get_scoreboard_worker_from_indexes(slot, 0)->status;
+        v.state = status <= SERVER_READY ? SLOT_IDLE : SLOT_BUSY;
+    }
+    return v;
 }
 
-static int free_slot_in_bucket(parent_context *pc, int bucket)
+/* Fills pc->census; returns the free slots. */
+static int take_census(parent_context *pc)
+{
+    int slot, num_slots = pc->retained->max_daemons_limit;
+
+    for (slot = 0; slot < num_slots; slot++) {
+        pc->slot_views[slot] = view_slot(pc, slot);
+    }
+    return bucket_census_tally(pc->slot_views, num_slots,
+                               pc->limits->max_workers, pc->num_buckets,
+                               pc->census) + (pc->limits->max_workers
+                                              > num_slots
+                                              ? pc->limits->max_workers
+                                                - num_slots : 0);
+}
+
+/* The highest slot whose child of this bucket is ready to accept and not
+ * yet asked to leave; -1 if none. */
+static int idle_child_of(const parent_context *pc, int bucket)
 {
     int slot;
 
-    for (slot = bucket; slot < pc->limits->max_workers;
-         slot += pc->num_buckets) {
+    for (slot = pc->retained->max_daemons_limit - 1; slot >= 0; slot--) {
+        const child_slot *cs = &pc->retained->slots[slot];
+        if (cs->pid != 0 && cs->bucket == bucket && !cs->exit_requested
+            && cs->generation == pc->generation
+            && ap_get_scoreboard_worker_from_indexes(slot, 0)->status
+               == SERVER_READY) {
+            return slot;
+        }
+    }
+    return -1;
+}
+
+static int free_slot(const parent_context *pc)
+{
+    int slot;
+
+    for (slot = 0; slot < pc->limits->max_workers; slot++) {
         if (pc->retained->slots[slot].pid == 0) {
             return slot;
         }
@@ -326,46 +406,70 @@ static int free_slot_in_bucket(parent_context *pc, int bucket)
     return -1;
 }
 
-static void maintain_buckets(parent_context *pc)
+static void carry_out(parent_context *pc, int bucket,
+                      const bucket_decision *d)
+{
+    int i, slot;
+
+    if (d->report_busy) {
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, "bucketed: "
+                     "bucket %d seems busy (you may need to increase "
+                     "StartServers, or Min/MaxSpareServers), adding %d "
+                     "children, there are %d idle, and %d total children",
+                     bucket, d->spawn + d->moved_in,
+                     pc->census[bucket].idle,
+                     pc->census[bucket].idle + pc->census[bucket].busy);
+    }
+    for (i = 0; i < d->spawn; i++) {
+        slot = free_slot(pc);
+        if (slot < 0 || spawn_child(pc, slot, bucket) < 0) {
+            break;
+        }
+    }
+    if (d->stop && (slot = idle_child_of(pc, bucket)) >= 0) {
+        ask_to_leave(pc, slot, NO_REPLACEMENT);
+    }
+}
+
+/* A full pass (once a second) or a rescue pass (in between): see
+ * bucket_maint_decide(). */
+static void maintain_buckets(parent_context *pc, int rescue_only)
 {
     bucketed_retained *retained = pc->retained;
-    int b, at_capacity = 0;
+    bucket_maint_input in;
+    apr_time_t now = apr_time_now();
+    int b, i, num_moves, starved = 0;
 
-    take_census(pc, pc->census, pc->idle_victim);
+    in.num_buckets = pc->num_buckets;
+    in.census = pc->census;
+    in.may_grow = pc->may_grow;
+    in.min_spare = pc->limits->min_spare;
+    in.max_spare = pc->limits->max_spare;
+    in.free_slots = take_census(pc);
     bucket_stats_publish_census(pc->conf, pc->census, pc->num_buckets);
     bucket_queue_sample(pc->s, pc->conf);
+    in.rescue_only = rescue_only;
     for (b = 0; b < pc->num_buckets; b++) {
-        bucket_spare_limits limits = bucket_spare_share(
-            pc->limits->min_spare, pc->limits->max_spare, b, pc->num_buckets);
-        bucket_decision d = bucket_maint_decide(&pc->census[b], &limits,
-                                                retained->spawn_rate[b]);
-        int i;
-
-        retained->spawn_rate[b] = d.next_spawn_rate;
-        if (d.stop && pc->idle_victim[b] >= 0) {
-            ask_to_leave(pc, pc->idle_victim[b], EXIT_REASON_SURPLUS);
-        }
-        if (d.spawn >= 8) {
-            ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, "bucketed: "
-                         "bucket %d seems busy (you may need to increase "
-                         "StartServers, or Min/MaxSpareServers), spawning "
-                         "%d children, there are %d idle, and %d total "
-                         "children", b, d.spawn, pc->census[b].idle,
-                         pc->census[b].idle + pc->census[b].busy);
-        }
-        for (i = 0; i < d.spawn; i++) {
-            int slot = free_slot_in_bucket(pc, b);
-            if (slot < 0 || spawn_child(pc, slot) < 0) {
-                break;
-            }
-        }
-        at_capacity |= d.at_capacity;
+        pc->may_grow[b] = bucket_health_may_grow(&retained->health[b], now);
     }
-    if (at_capacity && !retained->maxclients_reported) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, 0, pc->s, "bucketed: a bucket "
-                     "reached its share of MaxRequestWorkers (%d over %d "
-                     "buckets), consider raising the MaxRequestWorkers "
-                     "setting", pc->limits->max_workers, pc->num_buckets);
+    num_moves = bucket_maint_decide(&in, retained->spawn_rate, pc->decisions,
+                                    pc->moves, pc->max_moves);
+    for (b = 0; b < pc->num_buckets; b++) {
+        carry_out(pc, b, &pc->decisions[b]);
+        starved |= pc->decisions[b].starved;
+    }
+    for (i = 0; i < num_moves; i++) {
+        int slot = idle_child_of(pc, pc->moves[i].from);
+        if (slot >= 0) {
+            ask_to_leave(pc, slot, pc->moves[i].to);
+        }
+    }
+    if (starved && !retained->maxclients_reported) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, pc->s, "bucketed: server "
+                     "reached MaxRequestWorkers setting (%d children over %d "
+                     "buckets, none idle to move), consider raising the "
+                     "MaxRequestWorkers setting", pc->limits->max_workers,
+                     pc->num_buckets);
         retained->maxclients_reported = 1;
     }
 }
@@ -383,7 +487,7 @@ static void repeat_leave_requests(parent_context *pc)
         if (cs->pid != 0 && cs->exit_requested != 0
             && now - cs->exit_requested
                > apr_time_from_sec(BUCKETED_EXIT_RESEND_SEC)) {
-            ask_to_leave(pc, slot, EXIT_REASON_NONE);
+            ask_again(pc, slot);
         }
     }
 }
@@ -406,7 +510,8 @@ static void signal_all(parent_context *pc, int sig)
     for (slot = 0; slot < retained->max_daemons_limit; slot++) {
         pid_t pid = retained->slots[slot].pid;
         if (pid != 0 && kill(pid, sig) < 0 && errno != ESRCH) {
-            ap_log_error(APLOG_MARK, APLOG_WARNING, errno, pc->s,
+            int err = errno;
+            ap_log_error(APLOG_MARK, APLOG_WARNING, err, pc->s,
                          "bucketed: kill(%" APR_PID_T_FMT ", %d)", pid, sig);
         }
     }
@@ -468,7 +573,7 @@ static void graceful_stop(parent_context *pc)
      * its socket (and the server) alive until GracefulShutdownTimeout. */
     for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
         if (pc->retained->slots[slot].pid != 0) {
-            ask_to_leave(pc, slot, EXIT_REASON_NONE);
+            ask_to_leave(pc, slot, NO_REPLACEMENT);
         }
     }
     reap_until(pc, deadline, 1);
@@ -477,8 +582,9 @@ static void graceful_stop(parent_context *pc)
     }
 }
 
-/* The first pass of a new generation: old children leave (and are
- * replaced slot by slot as they go), then the start-up population. */
+/* The first pass of a new generation: old children leave (each replaced
+ * in its slot as it goes, its replacement in the slot's starting bucket),
+ * then the start-up population. */
 static void start_generation(parent_context *pc)
 {
     bucketed_retained *retained = pc->retained;
@@ -487,21 +593,19 @@ static void start_generation(parent_context *pc)
     for (slot = 0; slot < retained->max_daemons_limit; slot++) {
         const child_slot *cs = &retained->slots[slot];
         if (cs->pid != 0 && cs->generation != pc->generation) {
-            ask_to_leave(pc, slot, EXIT_REASON_RESTART);
+            ask_to_leave(pc, slot, slot < pc->limits->max_workers
+                                   ? bucket_of_slot(slot, pc->num_buckets)
+                                   : NO_REPLACEMENT);
         }
     }
-    /* At least one child per bucket, whatever StartServers says. */
-    wanted = pc->limits->start_servers;
-    if (wanted < pc->num_buckets) {
-        wanted = pc->num_buckets;
-    }
-    for (slot = 0; slot < pc->limits->max_workers && wanted > 0; slot++) {
-        if (retained->slots[slot].pid == 0) {
-            if (spawn_child(pc, slot) < 0) {
-                break;
-            }
+    wanted = bucket_start_children(pc->limits->start_servers,
+                                   pc->num_buckets, pc->limits->max_workers);
+    for (slot = 0; slot < wanted; slot++) {
+        if (retained->slots[slot].pid == 0
+            && spawn_child(pc, slot, bucket_of_slot(slot, pc->num_buckets))
+               < 0) {
+            break;
         }
-        wanted--;
     }
 }
 
@@ -533,7 +637,13 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     pc.num_buckets = conf->plan.num_buckets;
     pc.generation = mpm->my_generation;
     pc.census = apr_pcalloc(pconf, sizeof(bucket_census) * pc.num_buckets);
-    pc.idle_victim = apr_pcalloc(pconf, sizeof(int) * pc.num_buckets);
+    pc.decisions = apr_pcalloc(pconf, sizeof(bucket_decision)
+                                      * pc.num_buckets);
+    pc.may_grow = apr_pcalloc(pconf, sizeof(int) * pc.num_buckets);
+    pc.max_moves = pc.num_buckets * BUCKET_MAX_SPAWN_RATE;
+    pc.moves = apr_pcalloc(pconf, sizeof(bucket_move) * pc.max_moves);
+    pc.slot_views = apr_pcalloc(pconf, sizeof(slot_view)
+                                       * retained->first_server_limit);
     pc.last_monitor = apr_time_now();
     sigemptyset(&pc.sigchld);
     sigaddset(&pc.sigchld, SIGCHLD);
@@ -567,17 +677,20 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
         int status;
         apr_proc_t proc;
 
-        wait_for_child(&pc, apr_time_from_sec(1), &proc, &why, &status);
+        wait_for_child(&pc, RESCUE_INTERVAL, &proc, &why, &status);
         if (proc.pid != -1) {
             reap_one(&pc, &proc, why, status);
             continue;
         }
-        /* Woken early or not, maintenance keeps its pace of one pass a
-         * second: spawn rates double per pass. */
+        /* Woken early or not, full maintenance keeps its pace of one pass
+         * a second: spawn rates double per pass. */
         if (apr_time_now() - last_maintenance >= apr_time_from_sec(1)) {
-            maintain_buckets(&pc);
+            maintain_buckets(&pc, 0);
             repeat_leave_requests(&pc);
             last_maintenance = apr_time_now();
+        }
+        else {
+            maintain_buckets(&pc, 1);
         }
     }
 

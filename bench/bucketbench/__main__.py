@@ -1,0 +1,6 @@
+"""python3 -m bucketbench: the benchmark's command, also run by bench/run."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

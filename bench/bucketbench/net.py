@@ -1,0 +1,88 @@
+"""Loopback networking, shared by the harness and the integration tests
+(test/integration): free ports, one HTTP GET, and waiting for a condition
+that network errors may hold up meanwhile.
+
+Every address here is 127.0.0.1: nothing leaves the machine."""
+
+import http.client
+import socket
+import time
+
+LOOPBACK = "127.0.0.1"
+# Default bound of one HTTP request, in seconds.
+HTTP_TIMEOUT = 15
+
+
+def free_ports(count):
+    """count distinct loopback ports the kernel picked as free, by binding
+    port 0. All probes stay bound until every port is found, so none
+    repeats; then they are released for the server."""
+    probes = []
+    try:
+        for _ in range(count):
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            probes.append(probe)
+            probe.bind((LOOPBACK, 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
+def port_is_free(port):
+    """True when a server could bind the loopback port now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # Same option the servers set: a port held only by TIME_WAIT
+        # connections of an earlier run is usable.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def connection_refused(port):
+    """True when nothing accepts connections on the port any more."""
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=2):
+            return False
+    except ConnectionRefusedError:
+        return True
+
+
+def http_get(port, path="/", timeout=HTTP_TIMEOUT):
+    """One GET http://127.0.0.1:port/path with Connection: close. Returns
+    (status, body bytes) whatever the status; OSError or
+    http.client.HTTPException when no answer came."""
+    conn = http.client.HTTPConnection(LOOPBACK, port, timeout=timeout)
+    try:
+        conn.request("GET", path, headers={"Connection": "close"})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+class Timeout(AssertionError):
+    """A wait_until() condition did not come true in time."""
+
+
+def wait_until(predicate, timeout, interval=0.02, what=None):
+    """Polls predicate() until it returns a true value, which is returned.
+    Raises Timeout (an AssertionError) after `timeout` seconds; a predicate
+    that raises OSError or http.client errors counts as not yet true."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except (OSError, http.client.HTTPException) as e:
+            last_error = e
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_error!r})" if last_error else ""
+            raise Timeout(f"timed out after {timeout} s waiting for "
+                          f"{what or predicate}{detail}")
+        time.sleep(interval)

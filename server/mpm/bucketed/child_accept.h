@@ -1,0 +1,53 @@
+/*
+ * child_accept: how a child waits for its bucket's next connection, in the
+ * mode the plan gives the bucket (bucket_wait_mode): blocked in accept()
+ * on its one socket, in epoll_pwait() with EPOLLEXCLUSIVE on several, or
+ * polling several under the bucket's accept mutex on kernels before 4.5.
+ *
+ * The leave signals (child.c) stay blocked except while waiting, so that
+ * request processing never sees EINTR from them; a wait returns APR_EINTR
+ * once *leaving is set.
+ */
+#ifndef CHILD_ACCEPT_H
+#define CHILD_ACCEPT_H
+
+#include <signal.h>
+
+#include "apr_poll.h"
+#include "apr_proc_mutex.h"
+
+#include "httpd.h"
+#include "ap_listen.h"
+
+#include "bucket_plan.h"
+
+typedef struct {
+    server_rec *s;
+    int bucket;
+    ap_listen_rec *listeners;        /* this bucket's sockets */
+    bucket_wait_e mode;
+    apr_proc_mutex_t *accept_mutex;  /* BUCKET_WAIT_MUTEX */
+    apr_pollset_t *pollset;          /* BUCKET_WAIT_MUTEX */
+    int epoll_fd;                    /* BUCKET_WAIT_EPOLL */
+    void *events;                    /* BUCKET_WAIT_EPOLL: room for one
+                                      * event per socket */
+    int num_sockets;
+    int next_ready;                  /* rotates the first socket tried */
+    sigset_t leave_signals;
+    sigset_t wait_mask;              /* BUCKET_WAIT_EPOLL: the signal mask
+                                      * while waiting, leave signals open */
+    volatile sig_atomic_t *leaving;
+} accept_waiter;
+
+/* Sets up the waiter's mode in the child (pchild owns what it creates).
+ * The caller has filled s, bucket, listeners, mode, accept_mutex,
+ * leave_signals and leaving. */
+apr_status_t accept_waiter_init(accept_waiter *w, apr_pool_t *pchild);
+
+/* The next connection: APR_SUCCESS with *csd; APR_EINTR when asked to
+ * leave; APR_EGENERAL when accepting is broken for good; anything else
+ * is worth another try. */
+apr_status_t accept_waiter_wait(accept_waiter *w, apr_socket_t **csd,
+                                apr_pool_t *ptrans);
+
+#endif /* CHILD_ACCEPT_H */

@@ -1,0 +1,130 @@
+"""The helpers the harness shares with the integration tests (net, procfs),
+against real processes and loopback sockets."""
+import http.server
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from bucketbench import net, procfs
+
+TIMEOUT_S = 10
+
+
+@pytest.fixture
+def web_server():
+    """A loopback HTTP server in a thread: / answers 200, the rest 404.
+    Yields (port, the Connection header of each request)."""
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get("Connection"))
+            code, body = (200, b"hello\n") if self.path == "/" \
+                else (404, b"nothing here\n")
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer((net.LOOPBACK, 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], seen
+    server.shutdown()
+    server.server_close()
+    thread.join(TIMEOUT_S)
+
+
+def test_http_get_returns_status_and_body_of_any_answer(web_server):
+    port, seen = web_server
+    assert net.http_get(port, "/") == (200, b"hello\n")
+    assert net.http_get(port, "/missing") == (404, b"nothing here\n")
+    assert seen == ["close", "close"]
+
+
+def test_free_ports_differ_and_can_be_bound():
+    ports = net.free_ports(3)
+    assert len(set(ports)) == 3
+    assert all(net.port_is_free(port) for port in ports)
+
+
+def test_busy_port_and_refused_connection():
+    with socket.socket() as holder:
+        holder.bind((net.LOOPBACK, 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        assert not net.port_is_free(port)
+        assert not net.connection_refused(port)
+        inode = os.fstat(holder.fileno()).st_ino
+        assert procfs.listening_inodes(port) == {inode}
+        assert procfs.proc_listening_inodes(port) == {inode}
+        assert inode in procfs.socket_inodes_of(os.getpid())
+    assert net.connection_refused(port)
+    assert procfs.listening_inodes(port) == set()
+
+
+def test_wait_until_returns_the_value_or_times_out():
+    assert net.wait_until(lambda: 42, TIMEOUT_S) == 42
+    with pytest.raises(net.Timeout, match="the impossible"):
+        net.wait_until(lambda: False, 0.1, what="the impossible")
+
+
+# A shell in a session of its own with two sleeping children.
+FAMILY = "sleep 60 & sleep 60 & wait"
+
+
+def test_process_family_and_its_end():
+    shell = subprocess.Popen(["sh", "-c", FAMILY], start_new_session=True)
+    try:
+        kids = net.wait_until(
+            lambda: len(procfs.children_of(shell.pid)) == 2
+            and procfs.children_of(shell.pid), TIMEOUT_S,
+            what="the two sleeps")
+        assert sorted(procfs.process_tree(shell.pid)) == \
+            sorted([shell.pid, *kids])
+        assert procfs.process_group(shell.pid) == sorted([shell.pid, *kids])
+        # Until each child has exec'd sleep, its command line is the shell's.
+        net.wait_until(lambda: procfs.processes_mentioning(FAMILY)
+                       == [shell.pid], TIMEOUT_S, what="the sleeps to exec")
+        assert all(procfs.alive(pid) for pid in kids)
+        assert procfs.cpu_seconds(shell.pid, [shell.pid, *kids]) >= 0
+        # The shell waits for its children: SIGTERM ends it, not them.
+        assert procfs.stop_process(shell, TIMEOUT_S) == -signal.SIGTERM
+        assert procfs.process_group(shell.pid) == kids
+        procfs.kill_until_gone(lambda: procfs.process_group(shell.pid),
+                               TIMEOUT_S, what="the sleeps to go")
+        assert not any(procfs.alive(pid) for pid in kids)
+    finally:
+        for pid in procfs.process_group(shell.pid):
+            os.kill(pid, signal.SIGKILL)
+        shell.wait()
+
+
+def test_zombie_counts_in_the_tree_not_among_live_children():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        net.wait_until(lambda: not procfs.alive(child.pid), TIMEOUT_S,
+                       what="the child to exit")
+        # Not reaped yet: a zombie, whose CPU time its parent lacks so far.
+        assert child.pid in procfs.process_tree(os.getpid())
+        assert child.pid not in procfs.children_of(os.getpid())
+    finally:
+        child.wait()
+    assert child.pid not in procfs.process_tree(os.getpid())
+
+
+def test_memory_of_this_process():
+    fields = procfs.smaps_rollup_kb(os.getpid())
+    assert fields["Pss"] > 0 and fields["Rss"] >= fields["Pss"]
+    gone = 2 ** 22 + 1          # above the highest pid_max
+    assert procfs.smaps_rollup_kb(gone) is None
+    assert procfs.pss_bytes([os.getpid()]) > 0
+    assert procfs.pss_bytes([gone]) == 0

@@ -1,0 +1,156 @@
+"""
+Capacity follows load: a busy Listen address is served by more than its
+bucket's even share of children, with SO_REUSEPORT (every bucket has a
+socket per address) and without it (one bucket per Listen; children move
+to the busy bucket), and a request a child proxies to its own server is
+always served, however few children there are.
+"""
+import collections
+import re
+import time
+
+import pytest
+
+from httpd_fixture import (APACHE_MODULES, LOOPBACK, NOREUSEPORT_SO, Load,
+                           http_get, need_build, wait_until)
+from httpd_fixture import make_httpd  # noqa: F401 (fixture)
+
+MAX_WORKERS = 16
+# Seconds the slow CGI takes: long enough that the load keeps every child
+# of the busy address occupied.
+CGI_SECONDS = "0.3"
+CGI_BODY = b"slow cgi done\n"
+
+
+def access_log_lines(directives_root):
+    """Access log directives recording the serving child's pid and the
+    local port of each request."""
+    # mod_log_config is built into Debian's httpd.
+    return (f"CustomLog {directives_root}/logs/access.log "
+            f"\"%P %{{local}}p %>s\"\n")
+
+
+def served_by(server):
+    """{port: set of child pids} from the access log."""
+    pids = collections.defaultdict(set)
+    path = server.root / "logs" / "access.log"
+    for line in path.read_text().splitlines():
+        pid, port, _ = line.split()
+        pids[int(port)].add(int(pid))
+    return pids
+
+
+def busy_children(server):
+    return sum(b["busy"] for b in server.status(server.ports[1])
+               ["buckets_list"])
+
+
+def skewed_load(server):
+    """More clients than children, all on the first port."""
+    return Load([server.ports[0]], count=100000, threads=MAX_WORKERS + 8,
+                seconds=60, path=f"/cgi-bin/slow.cgi?{CGI_SECONDS}",
+                body=CGI_BODY)
+
+
+def run_skewed(server, buckets):
+    """Loads port 0 until the children serving it exceed one bucket's even
+    share and nearly every child is busy; the quiet port keeps answering."""
+    even_share = MAX_WORKERS // buckets
+    load = skewed_load(server).start()
+    try:
+        wait_until(lambda: busy_children(server) >= MAX_WORKERS - 2, 60,
+                   what=f"at least {MAX_WORKERS - 2} busy children")
+        wait_until(lambda: len(served_by(server)[server.ports[0]])
+                   > even_share, 60,
+                   what=f"more than {even_share} children to serve the "
+                        f"busy port")
+        # The quiet port is still answered while the busy one takes
+        # (nearly) everything.
+        assert http_get(server.ports[1])[0] == 200
+        status = server.status(server.ports[1])
+    finally:
+        result = load.stop()
+    assert result.failed == 0, result.errors
+    return status
+
+
+def capacity_config(server_root, extra=""):
+    return (f"MaxRequestWorkers {MAX_WORKERS}\nServerLimit {MAX_WORKERS}\n"
+            f"StartServers 4\nMinSpareServers 2\nMaxSpareServers 4\n"
+            + access_log_lines(server_root) + extra)
+
+
+def test_busy_port_uses_every_bucket_with_reuseport(make_httpd):
+    server = make_httpd(listens=2, cgi=True)
+    server.write_config(capacity_config(server.root, "BucketCount 2\n"))
+    server.start()
+    assert server.status()["strategy"] == "reuseport"
+    status = run_skewed(server, 2)
+    print(f"served the busy port: {len(served_by(server)[server.ports[0]])} "
+          f"children; buckets {status['buckets_list']}")
+    # Both buckets' children served the busy port.
+    assert all(b["accepted"] > 0 for b in status["buckets_list"])
+
+
+def test_children_move_to_busy_bucket_without_reuseport(make_httpd):
+    need_build(NOREUSEPORT_SO)
+    server = make_httpd(listens=2, cgi=True, preload=NOREUSEPORT_SO)
+    server.write_config(capacity_config(server.root))
+    server.start()
+    status = server.status()
+    assert status["strategy"] == "listen"
+    assert status["buckets"] == 2
+    status = run_skewed(server, 2)
+    busy_bucket, quiet_bucket = sorted(
+        status["buckets_list"],
+        key=lambda b: f"{LOOPBACK}:{server.ports[0]}" not in b["listen"])
+    print(f"busy bucket {busy_bucket}, quiet bucket {quiet_bucket}")
+    assert busy_bucket["children"] > MAX_WORKERS // 2
+    # The quiet bucket gave children away but kept one idle.
+    assert quiet_bucket["idle"] >= 1
+    assert re.search(r"children move between buckets", server.error_log())
+
+
+PROXY_PORTS = 8
+
+
+def self_proxy_config(server, max_workers):
+    """mod_proxy sends /proxied/ on the first port to the last port of the
+    same server, as httpd's own test framework configures prefork."""
+    target = server.ports[-1]
+    return (f"MaxRequestWorkers {max_workers}\nServerLimit {max_workers}\n"
+            f"StartServers 2\nMinSpareServers 1\nMaxSpareServers 3\n"
+            f"Timeout 20\n"
+            f"LoadModule proxy_module {APACHE_MODULES}/mod_proxy.so\n"
+            f"LoadModule proxy_http_module "
+            f"{APACHE_MODULES}/mod_proxy_http.so\n"
+            f"ProxyPass /proxied/ http://{LOOPBACK}:{target}/ timeout=20\n")
+
+
+@pytest.mark.parametrize("max_workers", [2, 3, 7])
+@pytest.mark.parametrize("reuseport", [True, False])
+def test_request_proxied_to_own_server_is_served(make_httpd, max_workers,
+                                                 reuseport):
+    if not reuseport:
+        need_build(NOREUSEPORT_SO)
+    server = make_httpd(listens=PROXY_PORTS,
+                        preload=None if reuseport else NOREUSEPORT_SO)
+    server.write_config(self_proxy_config(server, max_workers))
+    server.start()
+    status = server.status()
+    print(f"MaxRequestWorkers {max_workers}: {status['strategy']}, "
+          f"{status['buckets']} buckets")
+    # Buckets of at least two children each.
+    assert status["buckets"] <= max(1, max_workers // 2)
+    concurrency = max(1, max_workers // 2 - 1)
+    load = Load([server.ports[0]], count=60, threads=concurrency,
+                path="/proxied/index.html")
+    started = time.monotonic()
+    result = load.run()
+    elapsed = time.monotonic() - started
+    print(f"{result} in {elapsed:.1f} s")
+    # A request stuck behind its own proxy would wait out Timeout (20 s)
+    # and answer 502.
+    assert result.failed == 0, result.errors
+    assert result.ok == 60
+    assert elapsed < 20, f"60 proxied requests took {elapsed:.1f} s"

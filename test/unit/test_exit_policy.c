@@ -1,0 +1,106 @@
+/*
+ * test_exit_policy.c: unit tests of what a child's exit means for its
+ * bucket: classification, the back-off, its cap, and forgetting old
+ * failures.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "unit_test.h"
+#include "exit_policy.h"
+
+#define SEC(n) apr_time_from_sec(n)
+
+static void test_classify(void **state)
+{
+    (void)state;
+    assert_int_equal(child_exit_classify(0, 0, 0), CHILD_EXIT_NORMAL);
+    assert_int_equal(child_exit_classify(0, 0, 1), CHILD_EXIT_NORMAL);
+    /* A signal the parent sent to a child it asked to leave is normal. */
+    assert_int_equal(child_exit_classify(0, 1, 1), CHILD_EXIT_NORMAL);
+    assert_int_equal(child_exit_classify(0, 1, 0), CHILD_EXIT_CRASH);
+    assert_int_equal(child_exit_classify(1, 0, 0), CHILD_EXIT_SICK);
+    assert_int_equal(child_exit_classify(1, 0, 1), CHILD_EXIT_SICK);
+}
+
+static void test_first_crash_replaced_at_once(void **state)
+{
+    bucket_health h = { 0, 0, 0 };
+    apr_time_t now = SEC(1000);
+
+    (void)state;
+    assert_int_equal(child_exit_note(&h, CHILD_EXIT_CRASH, now), 0);
+    assert_true(bucket_health_may_grow(&h, now));
+    /* The second in a row waits a second, the third two. */
+    assert_int_equal(child_exit_note(&h, CHILD_EXIT_CRASH, now + 1), SEC(1));
+    assert_false(bucket_health_may_grow(&h, now + 2));
+    assert_true(bucket_health_may_grow(&h, now + 1 + SEC(1)));
+    assert_int_equal(child_exit_note(&h, CHILD_EXIT_CRASH, now + 2), SEC(2));
+}
+
+static void test_sick_backs_off_and_caps(void **state)
+{
+    bucket_health h = { 0, 0, 0 };
+    apr_time_t now = SEC(1000);
+    apr_interval_time_t expect[] = { 1, 2, 4, 8, 16, 32, 60, 60, 60 };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
+        apr_interval_time_t hold = child_exit_note(&h, CHILD_EXIT_SICK, now);
+
+        assert_int_equal(hold, SEC(expect[i]));
+        assert_int_equal(h.failures, (int)i + 1);
+        assert_false(bucket_health_may_grow(&h, now + hold - 1));
+        assert_true(bucket_health_may_grow(&h, now + hold));
+        /* Each sick child exits as soon as the hold lets it start. */
+        now += hold;
+    }
+}
+
+static void test_normal_exit_resets(void **state)
+{
+    bucket_health h = { 0, 0, 0 };
+    apr_time_t now = SEC(1000);
+
+    (void)state;
+    child_exit_note(&h, CHILD_EXIT_SICK, now);
+    child_exit_note(&h, CHILD_EXIT_SICK, now);
+    assert_int_equal(child_exit_note(&h, CHILD_EXIT_NORMAL, now), 0);
+    assert_int_equal(h.failures, 0);
+    assert_true(bucket_health_may_grow(&h, now));
+    assert_int_equal(child_exit_note(&h, CHILD_EXIT_SICK, now), SEC(1));
+}
+
+static void test_old_failures_forgotten(void **state)
+{
+    bucket_health h = { 0, 0, 0 };
+    apr_time_t now = SEC(1000);
+
+    (void)state;
+    child_exit_note(&h, CHILD_EXIT_CRASH, now);
+    child_exit_note(&h, CHILD_EXIT_CRASH, now);
+    /* A crash an hour later is a first crash again. */
+    now += SEC(3600);
+    assert_int_equal(child_exit_note(&h, CHILD_EXIT_CRASH, now), 0);
+    assert_int_equal(h.failures, 1);
+    /* Within the window they add up. */
+    now += EXIT_FAILURE_WINDOW;
+    assert_int_equal(child_exit_note(&h, CHILD_EXIT_CRASH, now), SEC(1));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        POOL_TEST(test_classify),
+        POOL_TEST(test_first_crash_replaced_at_once),
+        POOL_TEST(test_sick_backs_off_and_caps),
+        POOL_TEST(test_normal_exit_resets),
+        POOL_TEST(test_old_failures_forgotten),
+    };
+
+    return RUN_POOL_TESTS(tests);
+}
