@@ -169,28 +169,29 @@ def _measure(server, args, scrape):
 
 
 def summarize(records):
-    """Per variant: req/s statistics, server CPU per 1,000 requests, and the
-    per-round ratio of its req/s to the baseline's."""
-    by_variant = {}
+    """Per variant: req/s statistics, server CPU per request, and the
+    per-round ratios of its req/s and of its CPU per request to the
+    baseline's (pairing runs of one round cancels the machine's drift)."""
+    rps, cpu = {}, {}
     for record in records:
-        by_variant.setdefault(record["variant"], {})[record["round"]] = \
-            record["rps"] if record["ok"] else None
-    cpu = {}
-    for record in records:
-        if record["ok"]:
-            cpu.setdefault(record["variant"], []).append(
-                stats.per_thousand(record["server_cpu_s"],
-                                   record["requests"]))
+        rounds = rps.setdefault(record["variant"], {})
+        rounds[record["round"]] = record["rps"] if record["ok"] else None
+        cpu.setdefault(record["variant"], {})[record["round"]] = \
+            stats.per_thousand(record["server_cpu_s"], record["requests"]) \
+            if record["ok"] else None
     summary = {}
     for variant in VARIANTS:
-        rounds = by_variant.get(variant.name, {})
-        ratios = stats.round_ratios(rounds, by_variant.get(BASELINE, {}))
+        rounds = rps.get(variant.name, {})
+        cpu_rounds = cpu.get(variant.name, {})
         summary[variant.name] = {
             "title": variant.title,
             "rps": stats.summarize(list(rounds.values())),
             "server_cpu_ms_per_request": stats.median(
-                cpu.get(variant.name, [])),
-            "ratio_to_off": stats.summarize(ratios),
+                [v for v in cpu_rounds.values() if v is not None]),
+            "ratio_to_off": stats.summarize(stats.round_ratios(
+                rounds, rps.get(BASELINE, {}))),
+            "cpu_ratio_to_off": stats.summarize(stats.round_ratios(
+                cpu_rounds, cpu.get(BASELINE, {}))),
         }
     return summary
 
@@ -203,21 +204,23 @@ def render_markdown(meta, summary):
         f"{meta['wall_time_s'] / 60:.1f} min.",
         "",
         "| configuration | runs | req/s min | median | max | stddev "
-        "| median of per-round ratio to off | server CPU ms/request |",
-        "|---|---|---|---|---|---|---|---|",
+        "| req/s ratio to off | server CPU ms/request | CPU ratio to off |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, point in summary.items():
-        rps = point["rps"]
-        ratio = point["ratio_to_off"]
-        cpu = point["server_cpu_ms_per_request"]
 
-        def num(value, fmt="{:,.0f}"):
-            return "-" if value is None else fmt.format(value)
+    def num(value, fmt="{:,.0f}"):
+        return "-" if value is None else fmt.format(value)
+    for point in summary.values():
+        rps = point["rps"]
         lines.append(
             f"| {point['title']} | {rps['n']} | {num(rps['min'])} "
             f"| {num(rps['median'])} | {num(rps['max'])} "
-            f"| {num(rps['stddev'])} | {num(ratio['median'], '{:.3f}')} "
-            f"| {num(cpu, '{:.4f}')} |")
+            f"| {num(rps['stddev'])} "
+            f"| {num(point['ratio_to_off']['median'], '{:.3f}')} "
+            f"| {num(point['server_cpu_ms_per_request'], '{:.4f}')} "
+            f"| {num(point['cpu_ratio_to_off']['median'], '{:.3f}')} |")
+    lines += ["", "Ratios: medians of the per-round ratios to the same "
+              "round's off run. CPU: the server's processes, per request."]
     return "\n".join(lines) + "\n"
 
 

@@ -214,8 +214,8 @@ static const struct {
     socket_value_fn per_socket;
 } families[] = {
     { "bucketed_bucket_children", "gauge",
-      "Child processes of the bucket (the parent's census, refreshed "
-      "about once a second).", bucket_children, NULL },
+      "Child processes of the bucket (the parent's census, as its last "
+      "maintenance pass saw it).", bucket_children, NULL },
     { "bucketed_bucket_idle_children", "gauge",
       "Children of the bucket waiting for a connection.", bucket_idle,
       NULL },

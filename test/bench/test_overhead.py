@@ -33,6 +33,7 @@ def test_summary_pairs_rounds_with_off():
     assert summary["off"]["rps"]["median"] == 1000
     # CPU per request: 0.1 s over 1,000 requests = 0.1 s per 1,000.
     assert summary["on"]["server_cpu_ms_per_request"] == pytest.approx(0.1)
+    assert summary["on"]["cpu_ratio_to_off"]["median"] == pytest.approx(1.0)
     table = overhead.render_markdown(
         {"rounds": 3, "duration_s": 2, "concurrency": 50, "threads": 2,
          "slots": 128, "wall_time_s": 60}, summary)

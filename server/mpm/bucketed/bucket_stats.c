@@ -5,9 +5,9 @@
  * - Accept counters, one per bucket, that children increment (one atomic
  *   add per connection, the only cost on the accept path). They live as
  *   long as the server, sized by ServerLimit, which bounds the buckets.
- * - The published segment, one per generation: what the parent counts and
- *   samples once a second (bucket census, accept queues), for children to
- *   display. bucket_queue.c fills the socket part.
+ * - The published segment, one per generation: what the parent counts at
+ *   every maintenance pass (bucket census) and samples about once a second
+ *   (accept queues, bucket_queue.c), for children to display.
  *
  * Nothing here feeds a decision of the parent. bucket_report.c reads it.
  */

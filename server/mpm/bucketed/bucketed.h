@@ -33,10 +33,10 @@
 /* How long a hard stop or restart waits for children before SIGKILL. */
 #define BUCKETED_REAP_TIMEOUT_SEC 5
 
-/* What the parent publishes once a second for the children to display
- * (bucket_stats.c): its census of each bucket and its samples of each
- * listening socket's accept queue, in one anonymous shared segment per
- * configuration generation, sized from that generation's plan. The
+/* What the parent publishes from its maintenance passes for the children
+ * to display (bucket_stats.c): its census of each bucket and its samples
+ * of each listening socket's accept queue, in one anonymous shared segment
+ * per configuration generation, sized from that generation's plan. The
  * pointers into the segment live in the configuration, in each process's
  * own memory: nothing is ever located through a value read back from the
  * segment, which any child can write. */
