@@ -54,8 +54,9 @@ def fetch_status(port, timeout):
 
 
 def accepted_delta(before, after):
-    """Connections each bucket accepted between two status snapshots, and
-    the spread between buckets (see stats.bucket_spread)."""
+    """Connections each bucket accepted between two status snapshots, its
+    children in the second one (None where the page lacks them), and the
+    spread between buckets (see stats.bucket_spread)."""
     accepted_before = {b["bucket"]: b.get("accepted", 0)
                        for b in before["buckets_list"]}
     per_bucket = []
@@ -65,6 +66,7 @@ def accepted_delta(before, after):
             "listen": " ".join(bucket.get("listen", [])) or None,
             "accepted": bucket.get("accepted", 0)
             - accepted_before.get(bucket["bucket"], 0),
+            "children": bucket.get("children"),
         })
     counts = [b["accepted"] for b in per_bucket]
     return {"strategy": after.get("strategy"),

@@ -56,9 +56,12 @@ def test_accepted_delta_and_spread():
     before = bucket_status.parse_status(STATUS_PAGE)
     after = bucket_status.parse_status(
         STATUS_PAGE.replace("accepted=1234", "accepted=1334")
-                   .replace("accepted=1000", "accepted=1300"))
+                   .replace("children=3 idle=3 busy=0 accepted=1000",
+                            "children=5 idle=5 busy=0 accepted=1300"))
     delta = bucket_status.accepted_delta(before, after)
     assert [b["accepted"] for b in delta["buckets"]] == [100, 300]
+    # Children as the second snapshot has them (they move between buckets).
+    assert [b["children"] for b in delta["buckets"]] == [3, 5]
     assert delta["buckets"][0]["listen"] == "127.0.0.1:8080 [::1]:8081"
     assert delta["strategy"] == "reuseport" and delta["bucket_count"] == 2
     assert delta["spread"] == pytest.approx(1.0)   # (300 - 100) / 200

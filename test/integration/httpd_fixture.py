@@ -33,7 +33,7 @@ from bucketbench.net import (  # noqa: F401 (re-exported)
 from bucketbench.procfs import (  # noqa: F401 (re-exported)
     alive, children_of, kill_until_gone, listening_inodes,
     proc_listening_inodes, processes_mentioning, socket_inodes_of,
-    ss_listening, stop_process)
+    ss_listening, stop_process, uids)
 
 TOP = Path(os.environ.get("BUCKETED_TOP")
            or Path(__file__).resolve().parent.parent.parent)
