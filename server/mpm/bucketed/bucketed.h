@@ -19,6 +19,7 @@
 
 #include "bucket_plan.h"
 #include "directive_check.h"
+#include "event_limits.h"
 #include "exit_policy.h"
 #include "kernel_probe.h"
 
@@ -44,6 +45,14 @@ typedef struct {
     int send_buffer_size;            /* SendBufferSize; 0 = system default */
     int receive_buffer_size;         /* ReceiveBufferSize */
     int one_process;                 /* -X / -DONE_PROCESS / -DDEBUG */
+    child_model_e child_model;       /* ChildModel */
+    thread_limits thread_configured; /* the event model's own directives as
+                                      * written (ServerLimit, StartServers,
+                                      * MaxRequestWorkers: in configured) */
+    thread_limits threads;           /* ChildModel event: effective */
+    int async_factor;                /* AsyncRequestWorkerFactor x 16 */
+    const char *prefork_only_seen;   /* first directive of one model only */
+    const char *event_only_seen;
 
     /* Decided at check_config, built at open_logs. */
     kernel_features kernel;
@@ -83,6 +92,9 @@ typedef struct {
 typedef struct {
     ap_unixd_mpm_retained_data *mpm;
     int first_server_limit;          /* sizes the tables; fixed at start */
+    int first_thread_limit;          /* the scoreboard's threads per slot
+                                      * (1 when started in ChildModel
+                                      * prefork); fixed at start */
     int max_daemons_limit;           /* 1 + highest slot ever used */
     child_slot *slots;               /* first_server_limit entries */
     int *spawn_rate;                 /* per bucket */
@@ -123,6 +135,13 @@ void bucket_stats_register(void);
 void child_main(server_rec *s, bucketed_config *conf,
                 bucketed_retained *retained, int slot, int bucket,
                 pid_t parent)
+    __attribute__((noreturn));
+
+/* event_child.c: a child of ChildModel event (threads, async
+ * keep-alive); arguments as for child_main. */
+void event_child_main(server_rec *s, bucketed_config *conf,
+                      bucketed_retained *retained, int slot, int bucket,
+                      pid_t parent)
     __attribute__((noreturn));
 
 /* parent.c */
