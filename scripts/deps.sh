@@ -3,7 +3,7 @@
 set -eu
 packages="apache2 apache2-dev libapr1-dev libaprutil1-dev libcmocka-dev libpcre2-dev
   gcc make autoconf automake libtool pkg-config curl iproute2 procps dpkg-dev
-  wrk nginx python3 python3-pytest python3-matplotlib valgrind"
+  wrk nginx python3 python3-pytest python3-matplotlib valgrind nghttp2-client"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

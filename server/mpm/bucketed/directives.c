@@ -327,7 +327,11 @@ const command_rec bucketed_cmds[] = {
     AP_INIT_TAKE1("GracefulShutdownTimeout", set_graceful_shutdown_timeout,
         NULL, RSRC_CONF, "Seconds a graceful stop waits for children "
         "(0 = as long as they need)"),
-    AP_INIT_TAKE1("ChildModel", set_child_model, NULL, RSRC_CONF,
+    /* Read as the file is read (not with the other directives later), so
+     * that ap_mpm_query() answers for the right model from the start,
+     * `httpd -V` included. */
+    AP_INIT_TAKE1("ChildModel", set_child_model, NULL, RSRC_CONF
+        | EXEC_ON_READ,
         "How children serve: prefork (one connection per process) or event "
         "(threads per process, async keep-alive)"),
     AP_INIT_TAKE1("ThreadLimit", set_thread_limit, NULL, RSRC_CONF,

@@ -1,0 +1,639 @@
+"""
+ChildModel event against the real httpd: it serves; -V and -M say what it
+is; every bucket's children accept; idle keep-alive connections beyond the
+worker threads are held while active requests are served; graceful
+restarts under keep-alive and Connection: close load lose nothing; a
+graceful stop finishes a slow request and closes idle keep-alive
+connections cleanly; a killed child is replaced in its bucket;
+MaxConnectionsPerChild recycles children without a failed request;
+mod_status shows the async table; HTTP/2 (h2c) through mod_http2; mod_php
+refuses a threaded MPM with its own message; bad thread directives fail
+`-t` naming them; WebSocket through mod_proxy_wstunnel.
+"""
+import base64
+import collections
+import hashlib
+import http.client
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from httpd_fixture import (APACHE_MODULES, CGI_BODY, HTTP_TIMEOUT,
+                           INDEX_BODY, LOOPBACK, STOP_TIMEOUT, BackgroundGet,
+                           Load, LoadResult, Timeout, alive, children_of,
+                           connection_refused, free_ports, http_get,
+                           listening_inodes, socket_inodes_of, wait_until)
+from httpd_fixture import make_httpd  # noqa: F401 (fixture)
+
+EVENT = "ChildModel event\n"
+RESTARTS = 5
+
+
+def event_server(make_httpd, extra="", **kwargs):
+    return make_httpd(directives=EVENT + extra, **kwargs)
+
+
+def per_bucket(status, key):
+    return [b[key] for b in status["buckets_list"]]
+
+
+def module_line(name, so):
+    return f"LoadModule {name}_module {APACHE_MODULES}/{so}"
+
+
+class KeepAliveLoad:
+    """`threads` clients, each on one persistent connection, GETting `/`
+    over and over until stop(). A request fails unless it answers 200 with
+    the index body. A reused connection the server closed while idle
+    (between requests, as on a graceful restart or stop) is reopened and
+    the request made again, once, as HTTP clients do for idempotent
+    requests; such retries are counted, and a retry that fails, or any
+    failure on a fresh connection, is a failure."""
+
+    def __init__(self, ports, threads=4, seconds=90):
+        self.ports = list(ports)
+        self.threads = threads
+        self.seconds = seconds
+        self.result = LoadResult()
+        self.retries = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._workers = []
+
+    def _request(self, conn):
+        conn.request("GET", "/")
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200 or body != INDEX_BODY:
+            return f"status {resp.status}, body {body[:80]!r}"
+        return None
+
+    def _work(self, port, deadline):
+        conn = None
+        reused = False
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            if conn is None:
+                conn = http.client.HTTPConnection(LOOPBACK, port,
+                                                  timeout=HTTP_TIMEOUT)
+                reused = False
+            try:
+                error = self._request(conn)
+            except (http.client.RemoteDisconnected, ConnectionResetError,
+                    BrokenPipeError) as e:
+                conn.close()
+                conn = None
+                if reused:
+                    with self._lock:
+                        self.retries += 1
+                    continue
+                error = repr(e)
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                conn = None
+                error = repr(e)
+            self.result.record(error)
+            reused = True
+        if conn is not None:
+            conn.close()
+
+    def start(self):
+        deadline = time.monotonic() + self.seconds
+        for i in range(self.threads):
+            t = threading.Thread(target=self._work,
+                                 args=(self.ports[i % len(self.ports)],
+                                       deadline), daemon=True)
+            t.start()
+            self._workers.append(t)
+        return self
+
+    def done(self):
+        return self.result.total
+
+    def stop(self):
+        self._stop.set()
+        for t in self._workers:
+            t.join(self.seconds + HTTP_TIMEOUT + 5)
+        return self.result
+
+
+def open_keepalive(port, count):
+    """count connections, each having made one keep-alive request."""
+    conns = []
+    for _ in range(count):
+        c = http.client.HTTPConnection(LOOPBACK, port, timeout=HTTP_TIMEOUT)
+        c.request("GET", "/")
+        r = c.getresponse()
+        assert (r.status, r.read()) == (200, INDEX_BODY)
+        conns.append(c)
+    return conns
+
+
+# ---------------------------------------------------------------- basics
+
+def test_serves_and_says_threaded(make_httpd):
+    server = event_server(make_httpd, "ThreadsPerChild 4\n"
+                                      "MaxRequestWorkers 16\n")
+    version = server.command("-V")
+    assert version.returncode == 0, version.output
+    assert "Server MPM:     bucketed" in version.output
+    assert "threaded:     yes (fixed thread count)" in version.output
+    assert "forked:     yes (variable process count)" in version.output
+    modules = server.command("-M")
+    assert modules.returncode == 0, modules.output
+    assert "mpm_bucketed_module (shared)" in modules.output
+    server.start()
+    assert http_get(server.ports[0]) == (200, INDEX_BODY)
+    # Children are threaded: the event thread and four workers each.
+    child = children_of(server.pid)[0]
+    threads = len(os.listdir(f"/proc/{child}/task"))
+    assert threads == 1 + 1 + 4, threads
+
+
+def test_prefork_model_says_not_threaded(make_httpd):
+    server = make_httpd()
+    version = server.command("-V")
+    assert "threaded:     no" in version.output
+
+
+@pytest.mark.parametrize("buckets", [2, 3])
+def test_every_bucket_accepts_under_load(make_httpd, buckets):
+    server = event_server(make_httpd, f"BucketCount {buckets}\n"
+                                      "ThreadsPerChild 4\n"
+                                      f"StartServers {2 * buckets}\n"
+                                      "MaxRequestWorkers 64\n"
+                                      "MinSpareThreads 4\n"
+                                      "MaxSpareThreads 64\n",
+                          listens=2)
+    server.start()
+    result = Load(server.ports, count=3000, threads=8).run()
+    accepted = per_bucket(server.status(), "accepted")
+    print(f"BucketCount {buckets}: {result}; accepted per bucket "
+          f"{accepted}")
+    assert result.failed == 0, result.errors
+    assert result.ok == 3000
+    assert len(accepted) == buckets
+    assert all(n > 0 for n in accepted), accepted
+
+
+def test_idle_keepalive_beyond_threads_while_active_served(make_httpd):
+    # Two children of 4 workers: 8 threads. Each child may hold 4 + 4 x 4
+    # = 20 connections while its workers idle.
+    server = event_server(make_httpd, "BucketCount 1\nThreadsPerChild 4\n"
+                                      "MaxRequestWorkers 8\n"
+                                      "StartServers 2\n"
+                                      "MinSpareThreads 1\n"
+                                      "MaxSpareThreads 8\n"
+                                      "AsyncRequestWorkerFactor 4\n"
+                                      "KeepAliveTimeout 60\n"
+                                      "MaxKeepAliveRequests 0\n")
+    server.start()
+    port = server.ports[0]
+    idle = open_keepalive(port, 24)
+    try:
+        # Active requests still get workers.
+        result = Load([port], count=300, threads=4).run()
+        assert result.failed == 0, result.errors
+        assert result.ok == 300
+        # And every idle connection is still open and serves again.
+        for c in idle:
+            c.request("GET", "/")
+            r = c.getresponse()
+            assert (r.status, r.read()) == (200, INDEX_BODY)
+    finally:
+        for c in idle:
+            c.close()
+    assert len(children_of(server.pid)) == 2
+    print(f"24 idle keep-alive connections on 8 worker threads; {result}")
+
+
+def test_keepalive_timeout_closes_idle_connection(make_httpd):
+    server = event_server(make_httpd, "ThreadsPerChild 2\n"
+                                      "MaxRequestWorkers 4\n"
+                                      "KeepAliveTimeout 1\n")
+    server.start()
+    with socket.create_connection((LOOPBACK, server.ports[0]),
+                                  timeout=HTTP_TIMEOUT) as s:
+        # Two requests on the connection: it is kept alive.
+        for _ in range(2):
+            s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            received = b""
+            while INDEX_BODY not in received:
+                chunk = s.recv(4096)
+                assert chunk, received
+                received += chunk
+            assert received.startswith(b"HTTP/1.1 200")
+        started = time.monotonic()
+        # Then the server closes its side (EOF, not a reset) after ~1 s.
+        while True:
+            data = s.recv(4096)
+            if not data:
+                break
+        waited = time.monotonic() - started
+    assert waited < HTTP_TIMEOUT
+
+
+# ---------------------------------------------------------------- lifecycle
+
+def wait_generation(server, generation):
+    wait_until(lambda: server.status()["generation"] == generation, 20,
+               what=f"generation {generation}")
+
+
+def test_graceful_restart_under_load_loses_nothing(make_httpd):
+    server = event_server(make_httpd, "BucketCount 2\nThreadsPerChild 8\n"
+                                      "StartServers 4\n"
+                                      "MaxRequestWorkers 64\n"
+                                      "MinSpareThreads 8\n"
+                                      "MaxSpareThreads 64\n")
+    server.start()
+    port = server.ports[0]
+    sockets_before = listening_inodes(port)
+    assert len(sockets_before) == 2
+    first_children = set(children_of(server.pid))
+    generation = server.status()["generation"]
+
+    close_load = Load(server.ports, count=10 ** 6, threads=4, seconds=90,
+                      minimum=1000).start()
+    ka_load = KeepAliveLoad(server.ports, threads=4).start()
+    for i in range(1, RESTARTS + 1):
+        done = close_load.done() + ka_load.done()
+        wait_until(lambda: close_load.done() + ka_load.done() > done + 200,
+                   20, what="requests before the next restart")
+        server.signal(signal.SIGUSR1)
+        wait_generation(server, generation + i)
+    done = close_load.done() + ka_load.done()
+    wait_until(lambda: close_load.done() + ka_load.done() > done + 200, 20,
+               what="requests after the last restart")
+    closed = close_load.stop()
+    kept = ka_load.stop()
+    print(f"{RESTARTS} graceful restarts: Connection: close {closed}; "
+          f"keep-alive {kept}, {ka_load.retries} idle connections closed "
+          f"by the server and reopened")
+    assert closed.failed == 0, closed.errors
+    assert kept.failed == 0, kept.errors
+    assert closed.ok >= 1000 and kept.ok >= 1000
+    assert server.error_log().count("Doing graceful restart") == RESTARTS
+    assert listening_inodes(port) == sockets_before
+    wait_until(lambda: not first_children & set(children_of(server.pid)),
+               20, what="the first generation's children to leave")
+
+
+def test_graceful_stop_finishes_slow_request(make_httpd):
+    server = event_server(make_httpd, "BucketCount 1\nThreadsPerChild 4\n"
+                                      "MaxRequestWorkers 8\n"
+                                      "StartServers 1\n"
+                                      "MinSpareThreads 1\n"
+                                      "MaxSpareThreads 8\n"
+                                      "KeepAliveTimeout 60\n", cgi=True)
+    server.start()
+    port = server.ports[0]
+    children = children_of(server.pid)
+    idle = socket.create_connection((LOOPBACK, port), timeout=HTTP_TIMEOUT)
+    idle.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    received = b""
+    while INDEX_BODY not in received:
+        received += idle.recv(4096)
+    slow = BackgroundGet(port, "/cgi-bin/slow.cgi?3")
+    wait_until(server.cgi_in_flight, 10, what="the slow CGI to start")
+
+    server.signal(signal.SIGWINCH)
+    # The idle keep-alive connection is closed cleanly (EOF, no reset)
+    # while the slow request is still running.
+    assert idle.recv(4096) == b""
+    assert server.cgi_in_flight()
+    idle.close()
+    assert slow.result() == (200, (CGI_BODY + "\n").encode())
+    assert server.wait_exit() == 0
+    assert connection_refused(port)
+    assert not [pid for pid in [server.pid, *children] if alive(pid)]
+    assert "caught SIGWINCH, shutting down gracefully" in server.error_log()
+
+
+def test_stop_ends_children_with_busy_workers(make_httpd):
+    server = event_server(make_httpd, "ThreadsPerChild 2\n"
+                                      "MaxRequestWorkers 4\n", cgi=True)
+    server.start()
+    children = children_of(server.pid)
+    slow = BackgroundGet(server.ports[0], "/cgi-bin/slow.cgi?30")
+    wait_until(server.cgi_in_flight, 10, what="the slow CGI to start")
+    server.signal(signal.SIGTERM)
+    assert server.wait_exit() == 0
+    assert not [pid for pid in children if alive(pid)]
+    with pytest.raises((OSError, http.client.HTTPException)):
+        slow.result()
+
+
+def bucket_of_child(server, child):
+    """The listening sockets of the server's port a child holds: with one
+    Listen, one socket per bucket, they tell its bucket."""
+    return socket_inodes_of(child) & listening_inodes(server.ports[0])
+
+
+def test_killed_child_replaced_in_its_bucket(make_httpd):
+    server = event_server(make_httpd, "BucketCount 2\nThreadsPerChild 2\n"
+                                      "StartServers 4\n"
+                                      "MaxRequestWorkers 16\n"
+                                      "MinSpareThreads 2\n"
+                                      "MaxSpareThreads 16\n")
+    server.start()
+    wait_until(lambda: per_bucket(server.status(), "children") == [2, 2],
+               10, what="two children per bucket")
+    victim = children_of(server.pid)[0]
+    socket_of_victim = wait_until(lambda: len(bucket_of_child(server, victim))
+                                  == 1 and bucket_of_child(server, victim),
+                                  10, what="the victim to keep one socket")
+    before = set(children_of(server.pid))
+    os.kill(victim, signal.SIGKILL)
+    new = wait_until(lambda: set(children_of(server.pid)) - before, 5,
+                     what="a replacement child")
+    (newcomer,) = new
+    held = wait_until(lambda: len(bucket_of_child(server, newcomer)) == 1
+                      and bucket_of_child(server, newcomer), 10,
+                      what="the newcomer to keep one socket")
+    assert held == socket_of_victim
+    assert per_bucket(server.status(), "children") == [2, 2]
+    assert Load(server.ports, count=200, threads=4).run().failed == 0
+
+
+def test_max_connections_per_child_under_load(make_httpd):
+    server = event_server(make_httpd, "BucketCount 2\nThreadsPerChild 4\n"
+                                      "StartServers 4\n"
+                                      "MaxRequestWorkers 32\n"
+                                      "MinSpareThreads 4\n"
+                                      "MaxSpareThreads 32\n"
+                                      "MaxConnectionsPerChild 100\n"
+                                      'CustomLog logs/access.log "%P %>s"')
+    server.start()
+    result = Load(server.ports, count=3000, threads=8).run()
+    assert result.failed == 0, result.errors
+    served_by = collections.Counter(
+        line.split()[0]
+        for line in (server.root / "logs" / "access.log").read_text()
+        .splitlines())
+    print(f"{result}; {len(served_by)} children served, at most "
+          f"{max(served_by.values())} connections each")
+    assert sum(served_by.values()) >= 3000
+    assert max(served_by.values()) <= 100
+    assert len(served_by) >= 30
+
+
+def test_one_process_mode_serves(make_httpd):
+    server = event_server(make_httpd, "ThreadsPerChild 3\n"
+                                      "MaxRequestWorkers 3\n")
+    server.start("-X")
+    result = Load(server.ports, count=100, threads=4).run()
+    assert result.failed == 0, result.errors
+    assert children_of(server.pid) == []
+    assert server.stop() == 0
+
+
+# ---------------------------------------------------------------- modules
+
+def test_mod_status_shows_async_table(make_httpd):
+    server = event_server(make_httpd, "ThreadsPerChild 4\n"
+                                      "MaxRequestWorkers 8\n"
+                                      "KeepAliveTimeout 60\n"
+                          + module_line("status", "mod_status.so") + "\n"
+                          "<Location /server-status>\n"
+                          "  SetHandler server-status\n"
+                          "</Location>\n")
+    server.start()
+    port = server.ports[0]
+    status, body = http_get(port, "/server-status")
+    assert status == 200
+    assert b"Async connections" in body
+    idle = open_keepalive(port, 3)
+    try:
+        def keepalive_count():
+            _, text = http_get(port, "/server-status?auto")
+            fields = dict(line.split(": ", 1) for line in
+                          text.decode().splitlines() if ": " in line)
+            return int(fields.get("ConnsAsyncKeepAlive", "0"))
+        assert wait_until(lambda: keepalive_count() >= 3, 10,
+                          what="3 keep-alive connections in mod_status")
+    finally:
+        for c in idle:
+            c.close()
+
+
+@pytest.mark.skipif(shutil.which("h2load") is None,
+                    reason="needs h2load (nghttp2-client)")
+def test_h2c_through_mod_http2(make_httpd):
+    server = event_server(make_httpd, "ThreadsPerChild 8\n"
+                                      "MaxRequestWorkers 32\n"
+                          + module_line("http2", "mod_http2.so") + "\n"
+                          "Protocols h2c http/1.1\n")
+    server.start()
+    out = subprocess.run(["h2load", "-n", "5000", "-c", "10", "-m", "10",
+                          f"http://{LOOPBACK}:{server.ports[0]}/"],
+                         capture_output=True, text=True, timeout=120)
+    print(out.stdout[-800:])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "5000 succeeded, 0 failed, 0 errored" in out.stdout
+    assert "h2c" in out.stdout
+
+
+PHP_SO = APACHE_MODULES / "libphp8.2.so"
+
+
+@pytest.mark.skipif(not PHP_SO.exists(), reason="needs libapache2-mod-php")
+def test_mod_php_refuses_threaded_mpm(make_httpd):
+    server = event_server(make_httpd,
+                          f"LoadModule php_module {PHP_SO}\n")
+    server.start(wait=False)
+    assert server.wait_exit() != 0
+    assert ("Apache is running a threaded MPM, but your PHP Module is not "
+            "compiled to be threadsafe.") in server.output()
+
+
+BAD_THREAD_DIRECTIVES = [
+    ("ThreadsPerChild 0", "ThreadsPerChild", "from 1 to"),
+    ("ThreadsPerChild many", "ThreadsPerChild", "not 'many'"),
+    ("ThreadLimit -1", "ThreadLimit", "from 1 to"),
+    ("MinSpareThreads 0", "MinSpareThreads", "from 1 to"),
+    ("MaxSpareThreads x", "MaxSpareThreads", "not 'x'"),
+    ("MinSpareThreads 100\nMaxSpareThreads 50", "MinSpareThreads",
+     "above MaxSpareThreads 50"),
+    ("AsyncRequestWorkerFactor 0", "AsyncRequestWorkerFactor",
+     "positive number"),
+    ("AsyncRequestWorkerFactor two", "AsyncRequestWorkerFactor",
+     "not 'two'"),
+    ("MinSpareServers 5", "MinSpareServers", "MinSpareThreads"),
+    ("MaxSpareServers 10", "MaxSpareServers", "MinSpareThreads"),
+]
+
+
+@pytest.mark.parametrize("extra,directive,phrase", BAD_THREAD_DIRECTIVES,
+                         ids=[b[0].replace("\n", "+")
+                              for b in BAD_THREAD_DIRECTIVES])
+def test_bad_thread_directive_fails_config_test(make_httpd, extra,
+                                                directive, phrase):
+    server = event_server(make_httpd, extra)
+    result = server.command("-t")
+    assert result.returncode != 0, result.output
+    assert directive in result.output
+    assert phrase in result.output
+    assert "Syntax OK" not in result.output
+
+
+@pytest.mark.parametrize("directive", ["ThreadsPerChild 4", "ThreadLimit 8",
+                                       "MinSpareThreads 4",
+                                       "MaxSpareThreads 8",
+                                       "AsyncRequestWorkerFactor 2"])
+def test_thread_directive_under_prefork_model_names_fix(make_httpd,
+                                                        directive):
+    server = make_httpd(directives=directive)
+    result = server.command("-t")
+    assert result.returncode != 0, result.output
+    assert directive.split()[0] in result.output
+    assert "add 'ChildModel event'" in result.output
+
+
+def test_bad_child_model_fails_config_test(make_httpd):
+    server = make_httpd(directives="ChildModel worker")
+    result = server.command("-t")
+    assert result.returncode != 0
+    assert "ChildModel must be prefork or event, not 'worker'" \
+        in result.output
+
+
+def test_thread_limits_adjusted_with_event_warnings(make_httpd):
+    server = event_server(make_httpd, "ThreadLimit 8\nThreadsPerChild 10\n"
+                                      "MaxRequestWorkers 30\n")
+    result = server.command("-t")
+    assert result.returncode == 0, result.output
+    assert "ThreadsPerChild of 10 exceeds ThreadLimit of 8" in result.output
+    assert "MaxRequestWorkers of 30 is not an integer multiple of " \
+        "ThreadsPerChild of 8" in result.output
+
+
+# ---------------------------------------------------------------- WebSocket
+
+WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+ECHO_BACKEND = r'''
+import base64, hashlib, socket, sys, threading
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+def recv_exact(c, n):
+    data = b""
+    while len(data) < n:
+        chunk = c.recv(n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+def serve(c):
+    with c:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = c.recv(4096)
+            if not chunk:
+                return
+            head += chunk
+        key = [l.split(b":", 1)[1].strip() for l in head.split(b"\r\n")
+               if l.lower().startswith(b"sec-websocket-key:")][0]
+        accept = base64.b64encode(hashlib.sha1(key + GUID).digest())
+        c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket"
+                  b"\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "
+                  + accept + b"\r\n\r\n")
+        while True:
+            try:
+                b0, b1 = recv_exact(c, 2)
+            except EOFError:
+                return
+            n = b1 & 0x7f
+            if n == 126:
+                n = int.from_bytes(recv_exact(c, 2), "big")
+            mask = recv_exact(c, 4)
+            payload = bytes(x ^ mask[i % 4] for i, x in
+                            enumerate(recv_exact(c, n)))
+            if b0 & 0x0f == 8:
+                c.sendall(bytes([0x88, 0]))
+                return
+            c.sendall(bytes([0x81, n]) + payload if n < 126 else
+                      bytes([0x81, 126]) + n.to_bytes(2, "big") + payload)
+
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+print("ready", flush=True)
+while True:
+    conn, _ = s.accept()
+    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+'''
+
+
+def ws_frame(payload):
+    mask = os.urandom(4)
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    assert len(payload) < 126
+    return bytes([0x81, 0x80 | len(payload)]) + mask + masked
+
+
+def recv_exact(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "connection closed"
+        data += chunk
+    return data
+
+
+@pytest.fixture
+def echo_backend(tmp_path):
+    (port,) = free_ports(1)
+    script = tmp_path / "ws_echo.py"
+    script.write_text(ECHO_BACKEND)
+    proc = subprocess.Popen([sys.executable, str(script), str(port)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        yield port
+    finally:
+        proc.kill()
+        proc.wait(STOP_TIMEOUT)
+
+
+def test_websocket_echo_through_proxy_wstunnel(make_httpd, echo_backend):
+    server = event_server(make_httpd, "ThreadsPerChild 4\n"
+                                      "MaxRequestWorkers 8\n"
+                          + module_line("proxy", "mod_proxy.so") + "\n"
+                          + module_line("proxy_http", "mod_proxy_http.so")
+                          + "\n"
+                          + module_line("proxy_wstunnel",
+                                        "mod_proxy_wstunnel.so") + "\n"
+                          f"ProxyPass /ws ws://{LOOPBACK}:{echo_backend}/\n")
+    server.start()
+    key = base64.b64encode(os.urandom(16))
+    with socket.create_connection((LOOPBACK, server.ports[0]),
+                                  timeout=HTTP_TIMEOUT) as s:
+        s.sendall(b"GET /ws HTTP/1.1\r\nHost: localhost\r\n"
+                  b"Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: "
+                  + key + b"\r\n\r\n")
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = s.recv(1)
+            assert chunk, head
+            head += chunk
+        assert head.startswith(b"HTTP/1.1 101"), head
+        expected = base64.b64encode(hashlib.sha1(key + WS_GUID).digest())
+        assert b"Sec-WebSocket-Accept: " + expected in head
+        for i in range(20):
+            message = f"hello {i}".encode()
+            s.sendall(ws_frame(message))
+            b0, n = recv_exact(s, 2)
+            assert b0 == 0x81
+            assert recv_exact(s, n) == message
