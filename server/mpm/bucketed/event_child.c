@@ -34,6 +34,7 @@
 #include <sys/prctl.h>
 #endif
 
+#include "apr_atomic.h"
 #include "apr_portable.h"
 #include "apr_thread_cond.h"
 #include "apr_thread_mutex.h"
@@ -99,6 +100,9 @@ struct ev_conn {
     int short_linger;
 };
 
+#define SET(ctx, flag) apr_atomic_set32(&(ctx)->flag, 1)
+#define IS(ctx, flag) (apr_atomic_read32(&(ctx)->flag) != 0)
+
 /* The connection whose timer t is. */
 #define CONN_OF(t) ((ev_conn *)((char *)(t) - APR_OFFSETOF(ev_conn, timer)))
 
@@ -149,10 +153,11 @@ typedef struct event_child_ctx {
     int num_spare_pools;
     int connections;                 /* open, lingering included */
 
-    volatile sig_atomic_t leaving;   /* graceful: finish and go */
-    volatile sig_atomic_t dying;     /* SIGTERM: go now */
-    volatile sig_atomic_t sick;      /* accept() broke: exit CHILDSICK */
-    volatile sig_atomic_t event_done;
+    /* Flags any thread may read, set with SET() and read with IS(). */
+    apr_uint32_t leaving;            /* graceful: finish and go */
+    apr_uint32_t dying;              /* SIGTERM: go now */
+    apr_uint32_t sick;               /* accept() broke: exit CHILDSICK */
+    apr_uint32_t event_done;         /* the event thread has finished */
 } event_child_ctx;
 
 static void lock(event_child_ctx *ctx)
@@ -307,7 +312,7 @@ static event_next_e flush_output(event_child_ctx *ctx, ev_conn *ec)
     r.keepalive = c->keepalive == AP_CONN_KEEPALIVE;
     r.aborted = c->aborted;
     r.input_pending = c->data_in_input_filters;
-    r.leaving = ctx->leaving || ctx->dying;
+    r.leaving = IS(ctx, leaving) || IS(ctx, dying);
     ec->cs->sense = CONN_SENSE_DEFAULT;
     return event_after_flush(&r);
 }
@@ -463,7 +468,7 @@ static void *APR_THREAD_FUNC worker_main(apr_thread_t *thd, void *arg)
     ctx->running_workers--;
     apr_thread_cond_signal(ctx->gone);
     unlock(ctx);
-    set_worker_status(ctx, wi->num, ctx->dying ? SERVER_DEAD
+    set_worker_status(ctx, wi->num, IS(ctx, dying) ? SERVER_DEAD
                                                : SERVER_GRACEFUL);
     apr_thread_exit(thd, APR_SUCCESS);
     return NULL;
@@ -584,7 +589,7 @@ static void start_waiting(event_child_ctx *ctx, ev_conn *ec, apr_time_t now)
 
     switch (ec->wait) {
     case WAIT_KEEPALIVE:
-        if (ctx->leaving || ctx->dying) {
+        if (IS(ctx, leaving) || IS(ctx, dying)) {
             linger_in_worker(ctx, ec, 0);
             return;
         }
@@ -718,7 +723,7 @@ static int may_accept(event_child_ctx *ctx)
 {
     int idle, conns;
 
-    if (ctx->leaving || ctx->dying) {
+    if (IS(ctx, leaving) || IS(ctx, dying)) {
         return 0;
     }
     lock(ctx);
@@ -738,8 +743,8 @@ static void accept_ready(event_child_ctx *ctx, ev_listener *l)
         ev_conn *ec;
 
         if (ptrans == NULL) {
-            ctx->sick = 1;
-            ctx->leaving = 1;
+            SET(ctx, sick);
+            SET(ctx, leaving);
             return;
         }
         rv = accept_one(l->lr, &csd, ptrans);
@@ -747,8 +752,8 @@ static void accept_ready(event_child_ctx *ctx, ev_listener *l)
             put_pool(ctx, ptrans);
             if (rv == APR_EGENERAL) {
                 /* Logged by ap_unixd_accept: a resource shortage. */
-                ctx->sick = 1;
-                ctx->leaving = 1;
+                SET(ctx, sick);
+                SET(ctx, leaving);
             }
             return;
         }
@@ -768,7 +773,7 @@ static void accept_ready(event_child_ctx *ctx, ev_listener *l)
             ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, ctx->s, "bucketed: "
                          "child %" APR_PID_T_FMT " reached "
                          "MaxConnectionsPerChild, leaving", getpid());
-            ctx->leaving = 1;
+            SET(ctx, leaving);
             return;
         }
     }
@@ -827,14 +832,14 @@ static void *APR_THREAD_FUNC event_thread_main(apr_thread_t *thd, void *arg)
 
         if (ap_scoreboard_image->global->running_generation
             != ctx->generation) {
-            ctx->leaving = 1;
+            SET(ctx, leaving);
         }
-        if (ctx->dying) {
+        if (IS(ctx, dying)) {
             take_handbacks(ctx, now);
             close_all_waiting(ctx);
             break;
         }
-        if (ctx->leaving && !stopping) {
+        if (IS(ctx, leaving) && !stopping) {
             stopping = 1;
             set_listening(ctx, 0);
             ap_get_scoreboard_process(ctx->slot)->quiescing = 1;
@@ -858,8 +863,8 @@ static void *APR_THREAD_FUNC event_thread_main(apr_thread_t *thd, void *arg)
             }
             ap_log_error(APLOG_MARK, APLOG_CRIT, err, ctx->s,
                          "bucketed: epoll_wait in the event thread");
-            ctx->sick = 1;
-            ctx->dying = 1;
+            SET(ctx, sick);
+            SET(ctx, dying);
             continue;
         }
         now = apr_time_now();
@@ -893,7 +898,7 @@ static void *APR_THREAD_FUNC event_thread_main(apr_thread_t *thd, void *arg)
     }
     set_listening(ctx, 0);
     publish_counts(ctx);
-    ctx->event_done = 1;
+    SET(ctx, event_done);
     apr_thread_exit(thd, APR_SUCCESS);
     return NULL;
 }
@@ -1001,7 +1006,7 @@ static void event_child_exit(event_child_ctx *ctx, int code, int clean)
 static void event_child_exit(event_child_ctx *ctx, int code, int clean)
 {
     ctx->retained->mpm->mpm_state = AP_MPMQ_STOPPING;
-    ap_run_child_stopping(ctx->pchild, !ctx->dying);
+    ap_run_child_stopping(ctx->pchild, !IS(ctx, dying));
     if (clean) {
         apr_pool_destroy(ctx->pchild);
         exit(code);
@@ -1021,7 +1026,7 @@ static int stop_workers(event_child_ctx *ctx, worker_info *workers)
     ctx->stop_workers = 1;
     apr_thread_cond_broadcast(ctx->work);
     while (ctx->running_workers > 0) {
-        if (ctx->dying) {
+        if (IS(ctx, dying)) {
             apr_time_t now = apr_time_now();
             if (now >= deadline) {
                 break;
@@ -1056,13 +1061,13 @@ static void leave_with_parent(event_child_ctx *ctx, pid_t parent)
                      "bucketed: prctl(PR_SET_PDEATHSIG)");
     }
     if (getppid() != parent) {
-        ctx->leaving = 1;
+        SET(ctx, leaving);
     }
 }
 
 static void wait_for_signals(event_child_ctx *ctx, const sigset_t *set)
 {
-    while (!ctx->event_done) {
+    while (!IS(ctx, event_done)) {
         struct timespec ts;
         int sig;
 
@@ -1078,10 +1083,10 @@ static void wait_for_signals(event_child_ctx *ctx, const sigset_t *set)
             continue;
         }
         if (sig == SIGTERM || sig == SIGHUP) {
-            ctx->dying = 1;
+            SET(ctx, dying);
         }
         else {
-            ctx->leaving = 1;
+            SET(ctx, leaving);
         }
         wake_event_thread(ctx);
     }
@@ -1183,7 +1188,7 @@ void event_child_main(server_rec *s, bucketed_config *conf,
                          "thread %d", i);
             /* Resource shortage: the workers made so far are stopped. */
             workers[i].thread = NULL;
-            ctx->dying = 1;
+            SET(ctx, dying);
             stop_workers(ctx, workers);
             event_child_exit(ctx, APEXIT_CHILDSICK, 0);
         }
@@ -1196,7 +1201,7 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_ALERT, rv, s, "bucketed: "
                      "apr_thread_create: unable to create the event thread");
-        ctx->dying = 1;
+        SET(ctx, dying);
         stop_workers(ctx, workers);
         event_child_exit(ctx, APEXIT_CHILDSICK, 0);
     }
@@ -1204,7 +1209,7 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     wait_for_signals(ctx, &stop_signals);
     apr_thread_join(&thread_rv, event_thread);
     clean = stop_workers(ctx, workers);
-    event_child_exit(ctx, ctx->sick ? APEXIT_CHILDSICK : 0, clean);
+    event_child_exit(ctx, IS(ctx, sick) ? APEXIT_CHILDSICK : 0, clean);
 }
 
 #else /* !__linux__ */

@@ -1,7 +1,8 @@
 /*
  * mod_mpm_bucketed.c: the bucketed MPM's table of contents. Prefork's
- * process model (one connection per child process), with the children
- * split into listener buckets that each own their own listening sockets.
+ * process model (one connection per child process), or event's
+ * (ChildModel event), with the children split into listener buckets that
+ * each own their own listening sockets.
  *
  *   directives.c        the command table
  *   bucket_plan.c       how many buckets, which sockets each owns  (pure)
@@ -15,6 +16,9 @@
  *   parent.c            the parent: spawning, maintenance, restarts
  *   child.c             the child: serve what its bucket accepts
  *   child_accept.c      the child: waiting for a connection
+ *   event_child.c       ChildModel event: event thread and workers
+ *   event_queue.c       its timeout lists and connection states    (pure)
+ *   event_limits.c      its directives and accept rule             (pure)
  *
  * This file wires hooks: configuration checks, listener set-up and the
  * answers to ap_mpm_query().
