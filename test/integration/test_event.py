@@ -27,12 +27,13 @@ from pathlib import Path
 
 import pytest
 
-from httpd_fixture import (APACHE_MODULES, CGI_BODY, HTTP_TIMEOUT,
+from httpd_fixture import (APACHE_MODULES, CGI_BODY, HTTP_TIMEOUT, Httpd,
                            INDEX_BODY, LOOPBACK, STOP_TIMEOUT, BackgroundGet,
                            Load, LoadResult, Timeout, alive, children_of,
                            connection_refused, free_ports, http_get,
                            listening_inodes, socket_inodes_of, wait_until)
 from httpd_fixture import make_httpd  # noqa: F401 (fixture)
+from test_signals import wait_generation
 
 EVENT = "ChildModel event\n"
 RESTARTS = 5
@@ -50,24 +51,21 @@ def module_line(name, so):
     return f"LoadModule {name}_module {APACHE_MODULES}/{so}"
 
 
-class KeepAliveLoad:
-    """`threads` clients, each on one persistent connection, GETting `/`
-    over and over until stop(). A request fails unless it answers 200 with
-    the index body. A reused connection the server closed while idle
-    (between requests, as on a graceful restart or stop) is reopened and
-    the request made again, once, as HTTP clients do for idempotent
-    requests; such retries are counted, and a retry that fails, or any
-    failure on a fresh connection, is a failure."""
+class KeepAliveLoad(Load):
+    """Load's clients, each on one persistent connection, GETting `/` over
+    and over until stop() (after at least `minimum` requests in all). A
+    request fails unless it answers 200 with the index body. A reused
+    connection the server closed while idle (between requests, as on a
+    graceful restart or stop) is reopened and the request made again,
+    once, as HTTP clients do for idempotent requests; such retries are
+    counted, and a retry that fails, or any failure on a fresh connection,
+    is a failure."""
 
-    def __init__(self, ports, threads=4, seconds=90):
-        self.ports = list(ports)
-        self.threads = threads
-        self.seconds = seconds
-        self.result = LoadResult()
+    def __init__(self, ports, threads=4, seconds=90, minimum=0):
+        super().__init__(ports, count=10 ** 9, threads=threads,
+                         seconds=seconds, minimum=minimum)
         self.retries = 0
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._workers = []
 
     def _request(self, conn):
         conn.request("GET", "/")
@@ -77,10 +75,12 @@ class KeepAliveLoad:
             return f"status {resp.status}, body {body[:80]!r}"
         return None
 
-    def _work(self, port, deadline):
+    def _work(self, deadline):
+        port = self.ports[next(self._tickets) % len(self.ports)]
         conn = None
         reused = False
-        while not self._stop.is_set() and time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (
+                self._stop.is_set() and self.result.total >= self.minimum):
             if conn is None:
                 conn = http.client.HTTPConnection(LOOPBACK, port,
                                                   timeout=HTTP_TIMEOUT)
@@ -104,25 +104,6 @@ class KeepAliveLoad:
             reused = True
         if conn is not None:
             conn.close()
-
-    def start(self):
-        deadline = time.monotonic() + self.seconds
-        for i in range(self.threads):
-            t = threading.Thread(target=self._work,
-                                 args=(self.ports[i % len(self.ports)],
-                                       deadline), daemon=True)
-            t.start()
-            self._workers.append(t)
-        return self
-
-    def done(self):
-        return self.result.total
-
-    def stop(self):
-        self._stop.set()
-        for t in self._workers:
-            t.join(self.seconds + HTTP_TIMEOUT + 5)
-        return self.result
 
 
 def open_keepalive(port, count):
@@ -243,11 +224,6 @@ def test_keepalive_timeout_closes_idle_connection(make_httpd):
 
 # ---------------------------------------------------------------- lifecycle
 
-def wait_generation(server, generation):
-    wait_until(lambda: server.status()["generation"] == generation, 20,
-               what=f"generation {generation}")
-
-
 def test_graceful_restart_under_load_loses_nothing(make_httpd):
     server = event_server(make_httpd, "BucketCount 2\nThreadsPerChild 8\n"
                                       "StartServers 4\n"
@@ -263,7 +239,7 @@ def test_graceful_restart_under_load_loses_nothing(make_httpd):
 
     close_load = Load(server.ports, count=10 ** 6, threads=4, seconds=90,
                       minimum=1000).start()
-    ka_load = KeepAliveLoad(server.ports, threads=4).start()
+    ka_load = KeepAliveLoad(server.ports, threads=4, minimum=1000).start()
     for i in range(1, RESTARTS + 1):
         done = close_load.done() + ka_load.done()
         wait_until(lambda: close_load.done() + ka_load.done() > done + 200,
@@ -371,14 +347,11 @@ def test_max_connections_per_child_under_load(make_httpd):
                                       "MinSpareThreads 4\n"
                                       "MaxSpareThreads 32\n"
                                       "MaxConnectionsPerChild 100\n"
-                                      'CustomLog logs/access.log "%P %>s"')
+                                      + Httpd.PID_LOG)
     server.start()
     result = Load(server.ports, count=3000, threads=8).run()
     assert result.failed == 0, result.errors
-    served_by = collections.Counter(
-        line.split()[0]
-        for line in (server.root / "logs" / "access.log").read_text()
-        .splitlines())
+    served_by = server.served_by_child()
     print(f"{result}; {len(served_by)} children served, at most "
           f"{max(served_by.values())} connections each")
     assert sum(served_by.values()) >= 3000

@@ -130,6 +130,10 @@ void bucket_stats_count_accept(bucketed_retained *retained, int bucket);
 void bucket_stats_register(void);
 
 /* child.c */
+/* A child's pool (pchild), with an allocator of its own; a child that
+ * cannot have one exits sick. */
+apr_pool_t *child_pool_create(server_rec *s);
+
 /* parent: the pid of the parent process, 0 when the parent itself serves
  * (-X). */
 void child_main(server_rec *s, bucketed_config *conf,

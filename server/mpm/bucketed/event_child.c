@@ -49,6 +49,7 @@
 #include "mpm_common.h"
 
 #include "bucketed.h"
+#include "child_accept.h"
 #include "event_queue.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
@@ -75,11 +76,14 @@ typedef struct {
     int fd;
 } ev_listener;
 
+/* What a connection waits for in the event thread; each has its own
+ * timeout list. */
 typedef enum {
-    WAIT_NONE,
     WAIT_KEEPALIVE,                  /* next request, KeepAliveTimeout */
     WAIT_IO,                         /* write completion, Timeout */
-    WAIT_LINGER                      /* lingering close */
+    WAIT_LINGER,                     /* lingering close */
+    NUM_WAITS,
+    WAIT_NONE = NUM_WAITS            /* with a worker, or queued for one */
 } wait_e;
 
 typedef struct ev_conn ev_conn;
@@ -131,9 +135,7 @@ typedef struct event_child_ctx {
     int listening;                   /* listeners in the epoll set */
 
     /* Event thread only. */
-    timer_queue keepalive_q;
-    timer_queue io_q;
-    timer_queue linger_q;
+    timer_queue queues[NUM_WAITS];   /* by wait_e */
     int served;                      /* connections accepted */
     char linger_buf[LINGER_BUF_SIZE];
 
@@ -535,14 +537,7 @@ static void set_listening(event_child_ctx *ctx, int on)
 
 static timer_queue *queue_of(event_child_ctx *ctx, wait_e wait)
 {
-    switch (wait) {
-    case WAIT_KEEPALIVE:
-        return &ctx->keepalive_q;
-    case WAIT_IO:
-        return &ctx->io_q;
-    default:
-        return &ctx->linger_q;
-    }
+    return &ctx->queues[wait];
 }
 
 static void remove_timer(event_child_ctx *ctx, ev_conn *ec)
@@ -666,16 +661,16 @@ static void expire(event_child_ctx *ctx, apr_time_t now)
 {
     event_timer *t;
 
-    while ((t = timer_queue_pop_expired(&ctx->keepalive_q, now)) != NULL) {
+    while ((t = timer_queue_pop_expired(&ctx->queues[WAIT_KEEPALIVE], now)) != NULL) {
         linger_in_worker(ctx, CONN_OF(t), 0);
     }
-    while ((t = timer_queue_pop_expired(&ctx->io_q, now)) != NULL) {
+    while ((t = timer_queue_pop_expired(&ctx->queues[WAIT_IO], now)) != NULL) {
         ev_conn *ec = CONN_OF(t);
         ap_log_cerror(APLOG_MARK, APLOG_DEBUG, 0, ec->c, "bucketed: write "
                       "completion timed out");
         linger_in_worker(ctx, ec, 1);
     }
-    while ((t = timer_queue_pop_expired(&ctx->linger_q, now)) != NULL) {
+    while ((t = timer_queue_pop_expired(&ctx->queues[WAIT_LINGER], now)) != NULL) {
         close_conn(ctx, CONN_OF(t));
     }
 }
@@ -685,7 +680,7 @@ static void close_keepalive(event_child_ctx *ctx)
 {
     event_timer *t;
 
-    while ((t = ctx->keepalive_q.head) != NULL) {
+    while ((t = ctx->queues[WAIT_KEEPALIVE].head) != NULL) {
         linger_in_worker(ctx, CONN_OF(t), 0);
     }
 }
@@ -693,29 +688,14 @@ static void close_keepalive(event_child_ctx *ctx)
 /* SIGTERM: whatever waits is closed at once. */
 static void close_all_waiting(event_child_ctx *ctx)
 {
-    timer_queue *qs[3];
-    int i;
+    int w;
 
-    qs[0] = &ctx->keepalive_q;
-    qs[1] = &ctx->io_q;
-    qs[2] = &ctx->linger_q;
-    for (i = 0; i < 3; i++) {
+    for (w = 0; w < NUM_WAITS; w++) {
         event_timer *t;
-        while ((t = qs[i]->head) != NULL) {
+        while ((t = ctx->queues[w].head) != NULL) {
             close_in_event_thread(ctx, CONN_OF(t));
         }
     }
-}
-
-static apr_status_t accept_one(ap_listen_rec *lr, apr_socket_t **csd,
-                               apr_pool_t *ptrans)
-{
-    void *accepted = NULL;
-    apr_status_t rv = lr->accept_func ? lr->accept_func(&accepted, lr, ptrans)
-                                      : ap_unixd_accept(&accepted, lr, ptrans);
-
-    *csd = accepted;
-    return rv;
 }
 
 /* Whether one more connection may be accepted now. */
@@ -728,7 +708,7 @@ static int may_accept(event_child_ctx *ctx)
     }
     lock(ctx);
     idle = ctx->idle_workers - ctx->queued;
-    conns = ctx->connections - ctx->linger_q.count;
+    conns = ctx->connections - ctx->queues[WAIT_LINGER].count;
     unlock(ctx);
     return event_may_accept(conns, idle, ctx->threads,
                             ctx->conf->async_factor);
@@ -747,7 +727,7 @@ static void accept_ready(event_child_ctx *ctx, ev_listener *l)
             SET(ctx, leaving);
             return;
         }
-        rv = accept_one(l->lr, &csd, ptrans);
+        rv = child_accept_on(l->lr, &csd, ptrans);
         if (rv != APR_SUCCESS || csd == NULL) {
             put_pool(ctx, ptrans);
             if (rv == APR_EGENERAL) {
@@ -760,6 +740,7 @@ static void accept_ready(event_child_ctx *ctx, ev_listener *l)
         bucket_stats_count_accept(ctx->retained, ctx->bucket);
         ec = apr_pcalloc(ptrans, sizeof(*ec));
         ec->kind = EV_CONN;
+        ec->wait = WAIT_NONE;
         ec->ptrans = ptrans;
         ec->csd = csd;
         apr_os_sock_get(&ec->fd, csd);
@@ -786,23 +767,19 @@ static void publish_counts(event_child_ctx *ctx)
     lock(ctx);
     ps->connections = ctx->connections;
     unlock(ctx);
-    ps->keep_alive = ctx->keepalive_q.count;
-    ps->write_completion = ctx->io_q.count;
-    ps->lingering_close = ctx->linger_q.count;
+    ps->keep_alive = ctx->queues[WAIT_KEEPALIVE].count;
+    ps->write_completion = ctx->queues[WAIT_IO].count;
+    ps->lingering_close = ctx->queues[WAIT_LINGER].count;
     ps->suspended = 0;
 }
 
 static int epoll_timeout_ms(event_child_ctx *ctx, apr_time_t now)
 {
     apr_time_t next = now + EVENT_TICK;
-    timer_queue *qs[3];
-    int i;
+    int w;
 
-    qs[0] = &ctx->keepalive_q;
-    qs[1] = &ctx->io_q;
-    qs[2] = &ctx->linger_q;
-    for (i = 0; i < 3; i++) {
-        apr_time_t e = timer_queue_next_expiry(qs[i]);
+    for (w = 0; w < NUM_WAITS; w++) {
+        apr_time_t e = timer_queue_next_expiry(&ctx->queues[w]);
         if (e != 0 && e < next) {
             next = e;
         }
@@ -1097,7 +1074,6 @@ void event_child_main(server_rec *s, bucketed_config *conf,
                       pid_t parent)
 {
     event_child_ctx *ctx;
-    apr_allocator_t *allocator;
     apr_thread_mutex_t *alloc_mutex;
     apr_pool_t *pchild;
     apr_threadattr_t *attr;
@@ -1109,21 +1085,7 @@ void event_child_main(server_rec *s, bucketed_config *conf,
 
     block_stop_signals(&stop_signals);
     retained->mpm->mpm_state = AP_MPMQ_STARTING;
-    rv = apr_allocator_create(&allocator);
-    if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, s,
-                     "bucketed: apr_allocator_create in child");
-        exit(APEXIT_CHILDSICK);
-    }
-    apr_allocator_max_free_set(allocator, ap_max_mem_free);
-    rv = apr_pool_create_ex(&pchild, s->process->pconf, NULL, allocator);
-    if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, s,
-                     "bucketed: apr_pool_create_ex in child");
-        exit(APEXIT_CHILDSICK);
-    }
-    apr_allocator_owner_set(allocator, pchild);
-    apr_pool_tag(pchild, "pchild");
+    pchild = child_pool_create(s);
     /* Threads create and destroy transaction pools under pchild. */
     rv = apr_thread_mutex_create(&alloc_mutex, APR_THREAD_MUTEX_DEFAULT,
                                  pchild);
@@ -1132,7 +1094,7 @@ void event_child_main(server_rec *s, bucketed_config *conf,
                      "bucketed: apr_thread_mutex_create in child");
         exit(APEXIT_CHILDSICK);
     }
-    apr_allocator_mutex_set(allocator, alloc_mutex);
+    apr_allocator_mutex_set(apr_pool_allocator_get(pchild), alloc_mutex);
 
     ctx = apr_pcalloc(pchild, sizeof(*ctx));
     ctx->s = s;
@@ -1147,9 +1109,9 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     ctx->epoll_fd = ctx->wake_fd = -1;
     ctx->spare_pools = apr_pcalloc(pchild, sizeof(apr_pool_t *)
                                            * (ctx->threads + SPARE_POOLS));
-    timer_queue_init(&ctx->keepalive_q);
-    timer_queue_init(&ctx->io_q);
-    timer_queue_init(&ctx->linger_q);
+    for (i = 0; i < NUM_WAITS; i++) {
+        timer_queue_init(&ctx->queues[i]);
+    }
     for (i = 0; i < ctx->threads; i++) {
         ap_update_child_status_from_indexes(slot, i, SERVER_STARTING, NULL);
     }
