@@ -222,6 +222,139 @@ def test_keepalive_timeout_closes_idle_connection(make_httpd):
     assert waited < HTTP_TIMEOUT
 
 
+def read_response(sock, received=b""):
+    """One HTTP/1.1 response with a Content-Length from sock: (head,
+    body, bytes received after it)."""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(65536)
+        assert chunk, received[:200]
+        received += chunk
+    head, first = received.split(b"\r\n\r\n", 1)
+    length = int([line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:")][0])
+    rest = bytearray(first)
+    while len(rest) < length:
+        chunk = sock.recv(1 << 20)
+        assert chunk, (head, len(rest), length)
+        rest += chunk
+    return head, bytes(rest[:length]), bytes(rest[length:])
+
+
+def status_fields(port):
+    """mod_status's ?auto page as a dict."""
+    _, text = http_get(port, "/server-status?auto")
+    return dict(line.split(": ", 1) for line in text.decode().splitlines()
+                if ": " in line)
+
+
+STATUS = (module_line("status", "mod_status.so") + "\n"
+          "<Location /server-status>\n  SetHandler server-status\n"
+          "</Location>\n")
+
+
+def test_pipelined_requests_answered_in_order(make_httpd):
+    server = event_server(make_httpd, "ThreadsPerChild 2\n"
+                                      "MaxRequestWorkers 4\n")
+    server.start()
+    (server.root / "htdocs" / "other.txt").write_bytes(b"other\n")
+    with socket.create_connection((LOOPBACK, server.ports[0]),
+                                  timeout=HTTP_TIMEOUT) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                  b"GET /other.txt HTTP/1.1\r\nHost: localhost\r\n\r\n"
+                  b"GET / HTTP/1.1\r\nHost: localhost\r\n"
+                  b"Connection: close\r\n\r\n")
+        head, body, rest = read_response(s)
+        assert head.startswith(b"HTTP/1.1 200") and body == INDEX_BODY
+        head, body, rest = read_response(s, rest)
+        assert head.startswith(b"HTTP/1.1 200") and body == b"other\n"
+        head, body, rest = read_response(s, rest)
+        assert head.startswith(b"HTTP/1.1 200") and body == INDEX_BODY
+        assert rest == b"" and s.recv(4096) == b""
+
+
+def test_write_completion_to_slow_reader_then_keepalive(make_httpd):
+    """A response much larger than the socket buffers to a client that
+    does not read for a while: the rest is written in write completion
+    (no thread held while the socket is full), all of it arrives, and the
+    connection then serves its next request. (The file goes out with
+    sendfile: read into memory, or mapped, it counts against the core
+    output filter's in-memory threshold, which blocks the worker
+    instead.)"""
+    server = event_server(make_httpd, "ThreadsPerChild 2\n"
+                                      "MaxRequestWorkers 4\n"
+                                      "EnableMMAP off\nEnableSendfile on\n" + STATUS)
+    server.start()
+    port = server.ports[0]
+    # Larger than what the socket buffers of both ends can hold.
+    big = os.urandom(64 * 1024 * 1024)
+    (server.root / "htdocs" / "big.bin").write_bytes(big)
+    with socket.create_connection((LOOPBACK, port),
+                                  timeout=HTTP_TIMEOUT) as s:
+        s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        # Not reading: the server's output stalls; once the handler is
+        # done the connection waits writable in the event thread.
+        wait_until(lambda: int(status_fields(port)["ConnsAsyncWriting"])
+                   >= 1, 20, what="a connection in write completion")
+        head, body, rest = read_response(s)
+        assert head.startswith(b"HTTP/1.1 200")
+        assert hashlib.sha256(body).digest() == hashlib.sha256(big).digest()
+        s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        head, body, rest = read_response(s, rest)
+        assert head.startswith(b"HTTP/1.1 200") and body == INDEX_BODY
+
+
+def test_write_completion_timeout_closes(make_httpd):
+    """A client that never reads is dropped after Timeout."""
+    server = event_server(make_httpd, "ThreadsPerChild 2\n"
+                                      "MaxRequestWorkers 4\nTimeout 2\n"
+                                      "EnableMMAP off\nEnableSendfile on\n" + STATUS)
+    server.start()
+    port = server.ports[0]
+    (server.root / "htdocs" / "big.bin").write_bytes(
+        os.urandom(8 * 1024 * 1024))
+    with socket.create_connection((LOOPBACK, port),
+                                  timeout=HTTP_TIMEOUT) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        wait_until(lambda: int(status_fields(port)["ConnsAsyncWriting"])
+                   >= 1, 20, what="a connection in write completion")
+        # Timeout later it is gone from the server (only the status
+        # request's own connection is left).
+        wait_until(lambda: int(status_fields(port)["ConnsTotal"]) <= 1
+                   and int(status_fields(port)["ConnsAsyncWriting"]) == 0,
+                   20, what="the stalled connection to be closed")
+
+
+def test_full_child_stops_accepting_and_bucket_covers(make_httpd):
+    """Children of 2 threads that may hold 2 + 1 x idle workers
+    connections: 16 idle keep-alive connections fill several children;
+    each full one stops accepting (mod_status shows it) and the bucket
+    gets more children, so every connection is served."""
+    server = event_server(make_httpd, "BucketCount 1\nThreadsPerChild 2\n"
+                                      "MaxRequestWorkers 32\n"
+                                      "StartServers 1\n"
+                                      "MinSpareThreads 1\n"
+                                      "MaxSpareThreads 32\n"
+                                      "AsyncRequestWorkerFactor 1\n"
+                                      "KeepAliveTimeout 60\n" + STATUS)
+    server.start()
+    port = server.ports[0]
+    idle = open_keepalive(port, 16)
+    try:
+        # At most 4 connections per child: at least 4 children now.
+        assert len(children_of(server.pid)) >= 4
+        _, page = http_get(port, "/server-status")
+        # The async table's "accepting" column says no for a full child.
+        assert b"<td>no</td>" in page
+        for c in idle:
+            c.request("GET", "/")
+            r = c.getresponse()
+            assert (r.status, r.read()) == (200, INDEX_BODY)
+    finally:
+        for c in idle:
+            c.close()
+
+
 # ---------------------------------------------------------------- lifecycle
 
 def test_graceful_restart_under_load_loses_nothing(make_httpd):
@@ -261,6 +394,49 @@ def test_graceful_restart_under_load_loses_nothing(make_httpd):
     assert listening_inodes(port) == sockets_before
     wait_until(lambda: not first_children & set(children_of(server.pid)),
                20, what="the first generation's children to leave")
+
+
+def thread_counts(server):
+    """{child pid: its threads}."""
+    counts = {}
+    for child in children_of(server.pid):
+        try:
+            counts[child] = len(os.listdir(f"/proc/{child}/task"))
+        except FileNotFoundError:
+            pass
+    return counts
+
+
+def test_graceful_restart_switches_child_model(make_httpd):
+    event_config = EVENT + "ThreadsPerChild 4\nMaxRequestWorkers 16\n"
+    server = make_httpd(directives=event_config)
+    server.start()
+    generation = server.status()["generation"]
+    load = Load(server.ports, count=10 ** 6, threads=4, seconds=90,
+                minimum=500).start()
+    # To the prefork model: single-threaded children only.
+    server.write_config("")
+    server.signal(signal.SIGUSR1)
+    wait_generation(server, generation + 1)
+    wait_until(lambda: set(thread_counts(server).values()) == {1}, 20,
+               what="only prefork-model children")
+    done = load.done()
+    wait_until(lambda: load.done() > done + 200, 20,
+               what="requests served by the prefork model")
+    # And back: an event thread and four workers per child.
+    server.write_config(event_config)
+    server.signal(signal.SIGUSR1)
+    wait_generation(server, generation + 2)
+    wait_until(lambda: set(thread_counts(server).values()) == {6}, 20,
+               what="only event-model children")
+    done = load.done()
+    wait_until(lambda: load.done() > done + 200, 20,
+               what="requests served by the event model again")
+    result = load.stop()
+    print(f"event -> prefork -> event under load: {result}")
+    assert result.failed == 0, result.errors
+    assert "changing ServerLimit to 256 from original value of 16" \
+        in server.error_log()
 
 
 def test_graceful_stop_finishes_slow_request(make_httpd):
@@ -374,11 +550,7 @@ def test_one_process_mode_serves(make_httpd):
 def test_mod_status_shows_async_table(make_httpd):
     server = event_server(make_httpd, "ThreadsPerChild 4\n"
                                       "MaxRequestWorkers 8\n"
-                                      "KeepAliveTimeout 60\n"
-                          + module_line("status", "mod_status.so") + "\n"
-                          "<Location /server-status>\n"
-                          "  SetHandler server-status\n"
-                          "</Location>\n")
+                                      "KeepAliveTimeout 60\n" + STATUS)
     server.start()
     port = server.ports[0]
     status, body = http_get(port, "/server-status")
@@ -386,13 +558,8 @@ def test_mod_status_shows_async_table(make_httpd):
     assert b"Async connections" in body
     idle = open_keepalive(port, 3)
     try:
-        def keepalive_count():
-            _, text = http_get(port, "/server-status?auto")
-            fields = dict(line.split(": ", 1) for line in
-                          text.decode().splitlines() if ": " in line)
-            return int(fields.get("ConnsAsyncKeepAlive", "0"))
-        assert wait_until(lambda: keepalive_count() >= 3, 10,
-                          what="3 keep-alive connections in mod_status")
+        wait_until(lambda: int(status_fields(port)["ConnsAsyncKeepAlive"])
+                   >= 3, 10, what="3 keep-alive connections in mod_status")
     finally:
         for c in idle:
             c.close()
