@@ -128,6 +128,10 @@ def test_serves_and_says_threaded(make_httpd):
     assert "Server MPM:     bucketed" in version.output
     assert "threaded:     yes (fixed thread count)" in version.output
     assert "forked:     yes (variable process count)" in version.output
+    check = server.command("-t")
+    assert check.returncode == 0, check.output
+    assert ("ChildModel event: each child has an event thread and 4 worker "
+            "threads (MaxRequestWorkers 16 is 4 children)") in check.output
     modules = server.command("-M")
     assert modules.returncode == 0, modules.output
     assert "mpm_bucketed_module (shared)" in modules.output
@@ -470,18 +474,41 @@ def test_graceful_stop_finishes_slow_request(make_httpd):
     assert "caught SIGWINCH, shutting down gracefully" in server.error_log()
 
 
+def test_graceful_shutdown_timeout_ends_slow_request(make_httpd):
+    server = event_server(make_httpd, "ThreadsPerChild 2\n"
+                                      "MaxRequestWorkers 4\n"
+                                      "GracefulShutdownTimeout 1\n", cgi=True)
+    server.start()
+    children = children_of(server.pid)
+    slow = BackgroundGet(server.ports[0], "/cgi-bin/slow.cgi?5")
+    wait_until(server.cgi_in_flight, 10, what="the slow CGI to start")
+    server.signal(signal.SIGWINCH)
+    assert server.wait_exit(STOP_TIMEOUT) == 0
+    assert not [pid for pid in children if alive(pid)]
+    # GracefulShutdownTimeout ended the wait: the request was cut.
+    with pytest.raises((OSError, http.client.HTTPException)):
+        slow.result()
+    # The script itself (no longer watched by a child) ends on its own.
+    wait_until(lambda: not server.cgi_in_flight(), 20,
+               what="the CGI script to end")
+
+
 def test_stop_ends_children_with_busy_workers(make_httpd):
     server = event_server(make_httpd, "ThreadsPerChild 2\n"
                                       "MaxRequestWorkers 4\n", cgi=True)
     server.start()
     children = children_of(server.pid)
-    slow = BackgroundGet(server.ports[0], "/cgi-bin/slow.cgi?30")
+    slow = BackgroundGet(server.ports[0], "/cgi-bin/slow.cgi?5")
     wait_until(server.cgi_in_flight, 10, what="the slow CGI to start")
     server.signal(signal.SIGTERM)
     assert server.wait_exit() == 0
     assert not [pid for pid in children if alive(pid)]
     with pytest.raises((OSError, http.client.HTTPException)):
         slow.result()
+    # A busy worker cannot run its pool's cleanups (the child leaves
+    # without them after 1 s): the script ends on its own.
+    wait_until(lambda: not server.cgi_in_flight(), 20,
+               what="the CGI script to end")
 
 
 def bucket_of_child(server, child):

@@ -235,9 +235,19 @@ static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
 static const char *describe_plan(apr_pool_t *p, const bucketed_config *conf,
                                  int num_listeners)
 {
-    return bucket_plan_describe(p, &conf->plan, num_listeners,
-                                conf->limits.max_workers,
-                                conf->kernel.epoll_exclusive);
+    const char *plan = bucket_plan_describe(p, &conf->plan, num_listeners,
+                                            conf->limits.max_workers,
+                                            conf->kernel.epoll_exclusive);
+
+    if (conf->child_model != CHILD_MODEL_EVENT) {
+        return plan;
+    }
+    /* The plan counts children; say what they are made of. */
+    return apr_psprintf(p, "%s; ChildModel event: each child has an event "
+                        "thread and %d worker threads (MaxRequestWorkers %d "
+                        "is %d children)", plan,
+                        conf->threads.threads_per_child,
+                        conf->threads.max_workers, conf->limits.max_workers);
 }
 
 static void log_plan(server_rec *s, const bucketed_config *conf,
