@@ -18,7 +18,7 @@ import os
 import shutil
 import signal
 import socket
-import struct
+import ssl
 import subprocess
 import sys
 import threading
@@ -607,6 +607,58 @@ def test_h2c_through_mod_http2(make_httpd):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "5000 succeeded, 0 failed, 0 errored" in out.stdout
     assert "h2c" in out.stdout
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
+def test_tls_keepalive_through_mod_ssl(make_httpd, tmp_path):
+    """TLS connections kept alive in the event thread between requests
+    (mod_ssl's filters on the async path), and closed with its pre-close
+    hook when the keep-alive ends."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
+                    "-nodes", "-subj", "/CN=localhost", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    key.chmod(0o644)
+    (tls_port,) = free_ports(1)
+    server = event_server(make_httpd, "ThreadsPerChild 2\n"
+                                      "MaxRequestWorkers 4\n"
+                                      "KeepAliveTimeout 2\n"
+                          + module_line("ssl", "mod_ssl.so") + "\n"
+                          + module_line("socache_shmcb",
+                                        "mod_socache_shmcb.so") + "\n"
+                          f"Listen {LOOPBACK}:{tls_port} https\n"
+                          f"<VirtualHost {LOOPBACK}:{tls_port}>\n"
+                          "  SSLEngine on\n"
+                          f"  SSLCertificateFile {cert}\n"
+                          f"  SSLCertificateKeyFile {key}\n"
+                          "</VirtualHost>\n")
+    server.start()
+    context = ssl.create_default_context(cafile=str(cert))
+    context.check_hostname = False
+    # More connections than worker threads, each kept alive.
+    conns = [http.client.HTTPSConnection(LOOPBACK, tls_port,
+                                         timeout=HTTP_TIMEOUT,
+                                         context=context)
+             for _ in range(6)]
+    try:
+        for _ in range(5):
+            for c in conns:
+                c.request("GET", "/")
+                r = c.getresponse()
+                assert (r.status, r.read()) == (200, INDEX_BODY)
+    finally:
+        for c in conns:
+            c.close()
+    # After KeepAliveTimeout the server ends an idle TLS connection with
+    # a clean close (close_notify, then EOF), not a reset.
+    with socket.create_connection((LOOPBACK, tls_port),
+                                  timeout=HTTP_TIMEOUT) as raw:
+        with context.wrap_socket(raw) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            head, body, rest = read_response(s)
+            assert body == INDEX_BODY
+            assert s.recv(4096) == b""
 
 
 PHP_SO = APACHE_MODULES / "libphp8.2.so"

@@ -46,6 +46,7 @@
 #include "http_core.h"
 #include "http_log.h"
 #include "http_main.h"
+#include "http_vhost.h"
 #include "mpm_common.h"
 
 #include "bucketed.h"
@@ -339,6 +340,9 @@ static int create_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
     ec->c->current_thread = thd;
     ec->cs->state = CONN_STATE_PROCESSING;
     ec->cs->sense = CONN_SENSE_DEFAULT;
+    /* The virtual host of the address the connection came to (mod_ssl
+     * picks its certificate from it), as ap_process_connection() does. */
+    ap_update_vhost_given_ip(ec->c);
     rc = ap_pre_connection(ec->c, ec->csd);
     if (rc != OK && rc != DONE) {
         ap_log_cerror(APLOG_MARK, APLOG_DEBUG, 0, ec->c,
