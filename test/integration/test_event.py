@@ -572,6 +572,33 @@ def test_one_process_mode_serves(make_httpd):
     assert server.stop() == 0
 
 
+@pytest.mark.parametrize("threads,children", [(2, 2), (2, 3), (4, 2)])
+def test_request_proxied_to_own_server_is_served(make_httpd, threads,
+                                                 children):
+    """A worker proxying to its own server waits for another worker: a
+    child with no idle worker stops accepting, so the inner request goes
+    to a child that has one (or one the bucket gets) instead of waiting
+    behind its own proxy for Timeout and a 502."""
+    server = make_httpd(listens=8)
+    target = server.ports[-1]
+    server.write_config(
+        EVENT + f"ThreadsPerChild {threads}\n"
+        f"MaxRequestWorkers {threads * children}\n"
+        f"ServerLimit {children}\nStartServers {children}\n"
+        "MinSpareThreads 1\nMaxSpareThreads 64\nTimeout 20\n"
+        + module_line("proxy", "mod_proxy.so") + "\n"
+        + module_line("proxy_http", "mod_proxy_http.so") + "\n"
+        f"ProxyPass /proxied/ http://{LOOPBACK}:{target}/ timeout=20\n")
+    server.start()
+    # Each proxied request takes two workers.
+    concurrency = threads * children // 2
+    result = Load([server.ports[0]], count=60, threads=concurrency,
+                  path="/proxied/index.html").run()
+    print(f"{threads} threads x {children} children: {result}")
+    assert result.failed == 0, result.errors
+    assert result.ok == 60
+
+
 # ---------------------------------------------------------------- modules
 
 def test_mod_status_shows_async_table(make_httpd):

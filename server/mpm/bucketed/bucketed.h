@@ -59,6 +59,9 @@ typedef struct {
     bucket_plan plan;
     ap_listen_rec **bucket_listeners;   /* per bucket: its sockets */
     apr_proc_mutex_t **accept_mutex;    /* per bucket; NULL = one socket */
+    int *bucket_nudge;               /* ChildModel event, per bucket: an
+                                      * eventfd every child of the bucket
+                                      * watches (event_child.c); -1 = none */
 } bucketed_config;
 
 /* What the parent knows of one scoreboard slot, in its own memory: a child
@@ -140,6 +143,11 @@ void child_main(server_rec *s, bucketed_config *conf,
                 bucketed_retained *retained, int slot, int bucket,
                 pid_t parent)
     __attribute__((noreturn));
+
+/* event_child.c: one eventfd per bucket in pconf, for the bucket's
+ * children to wake each other (ChildModel event). */
+apr_status_t event_nudges_create(apr_pool_t *pconf, server_rec *s,
+                                 bucketed_config *conf);
 
 /* event_child.c: a child of ChildModel event (threads, async
  * keep-alive); arguments as for child_main. */

@@ -58,7 +58,7 @@ APLOG_USE_MODULE(mpm_bucketed);
 #ifdef __linux__
 
 /* What an epoll event's data points at starts with one of these. */
-enum { EV_WAKE = 1, EV_LISTENER, EV_CONN };
+enum { EV_WAKE = 1, EV_NUDGE, EV_LISTENER, EV_CONN };
 
 /* Lingering close: how long the client gets to close its side. */
 #define LINGER_SHORT_SEC 2
@@ -131,6 +131,8 @@ typedef struct event_child_ctx {
     int epoll_fd;
     int wake_fd;                     /* eventfd */
     int wake_kind;                   /* EV_WAKE, for the epoll data */
+    int nudge_fd;                    /* the bucket's eventfd */
+    int nudge_kind;                  /* EV_NUDGE */
     ev_listener *listeners;
     int num_listeners;
     int listening;                   /* listeners in the epoll set */
@@ -718,7 +720,10 @@ static int may_accept(event_child_ctx *ctx)
                             ctx->conf->async_factor);
 }
 
-static void accept_ready(event_child_ctx *ctx, ev_listener *l)
+/* Accepts from one listener while this child may take connections.
+ * Returns 1 when it stopped with connections possibly left in the queue
+ * (no EAGAIN seen), 0 when the queue is empty or accepting failed. */
+static int accept_ready(event_child_ctx *ctx, ev_listener *l)
 {
     while (may_accept(ctx)) {
         apr_pool_t *ptrans = get_pool(ctx);
@@ -729,7 +734,7 @@ static void accept_ready(event_child_ctx *ctx, ev_listener *l)
         if (ptrans == NULL) {
             SET(ctx, sick);
             SET(ctx, leaving);
-            return;
+            return 1;
         }
         rv = child_accept_on(l->lr, &csd, ptrans);
         if (rv != APR_SUCCESS || csd == NULL) {
@@ -739,7 +744,7 @@ static void accept_ready(event_child_ctx *ctx, ev_listener *l)
                 SET(ctx, sick);
                 SET(ctx, leaving);
             }
-            return;
+            return 0;
         }
         bucket_stats_count_accept(ctx->retained, ctx->bucket);
         ec = apr_pcalloc(ptrans, sizeof(*ec));
@@ -759,8 +764,42 @@ static void accept_ready(event_child_ctx *ctx, ev_listener *l)
                          "child %" APR_PID_T_FMT " reached "
                          "MaxConnectionsPerChild, leaving", getpid());
             SET(ctx, leaving);
-            return;
+            return 1;
         }
+    }
+    return 1;
+}
+
+/* Another child of the bucket could not take all the connections it was
+ * woken for: try every socket, if this child can take any. Returns
+ * whether connections may still be waiting. */
+static int accept_nudged(event_child_ctx *ctx)
+{
+    int i, left = 0;
+
+    if (!ctx->listening || !may_accept(ctx)) {
+        return 0;
+    }
+    for (i = 0; i < ctx->num_listeners; i++) {
+        left |= accept_ready(ctx, &ctx->listeners[i]);
+    }
+    return left;
+}
+
+/* EPOLLEXCLUSIVE wakes one waiting child per new connection, and a child
+ * woken for several may take fewer (it filled up, or is leaving); the
+ * others would stay in the accept queue until the next connection wakes
+ * someone. So such a child wakes every child of its bucket, and those
+ * that can take connections try. */
+static void nudge_bucket(event_child_ctx *ctx)
+{
+    uint64_t one = 1;
+
+    if (ctx->nudge_fd >= 0 && write(ctx->nudge_fd, &one, sizeof(one)) < 0
+        && errno != EAGAIN) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     "bucketed: write to bucket %d's eventfd", ctx->bucket);
     }
 }
 
@@ -805,7 +844,7 @@ static void *APR_THREAD_FUNC event_thread_main(apr_thread_t *thd, void *arg)
 {
     event_child_ctx *ctx = arg;
     struct epoll_event events[64];
-    int stopping = 0;
+    int stopping = 0, declined;
 
     for (;;) {
         apr_time_t now = apr_time_now();
@@ -865,15 +904,27 @@ static void *APR_THREAD_FUNC event_thread_main(apr_thread_t *thd, void *arg)
         /* Hand-backs first: a connection a worker just returned must be
          * in its list before its events or timeouts are looked at. */
         take_handbacks(ctx, now);
+        /* New connections before the connections waiting here, so that
+         * these do not take the workers a new connection was woken for. */
+        declined = 0;
         for (i = 0; i < n; i++) {
             int kind = *(int *)events[i].data.ptr;
 
-            if (kind == EV_LISTENER && ctx->listening) {
-                accept_ready(ctx, events[i].data.ptr);
+            if (kind == EV_LISTENER) {
+                declined |= !ctx->listening
+                            || accept_ready(ctx, events[i].data.ptr);
             }
-            else if (kind == EV_CONN) {
+            else if (kind == EV_NUDGE) {
+                declined |= accept_nudged(ctx);
+            }
+        }
+        for (i = 0; i < n; i++) {
+            if (*(int *)events[i].data.ptr == EV_CONN) {
                 conn_ready(ctx, events[i].data.ptr);
             }
+        }
+        if (declined) {
+            nudge_bucket(ctx);
         }
         expire(ctx, now);
     }
@@ -943,6 +994,17 @@ static apr_status_t setup_epoll(event_child_ctx *ctx)
         err = errno;
         ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
                      "bucketed: epoll_ctl for the eventfd");
+        return err;
+    }
+    ctx->nudge_fd = ctx->conf->bucket_nudge[ctx->bucket];
+    ctx->nudge_kind = EV_NUDGE;
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.ptr = &ctx->nudge_kind;
+    if (epoll_ctl(ctx->epoll_fd, EPOLL_CTL_ADD, ctx->nudge_fd, &ev) < 0) {
+        err = errno;
+        ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
+                     "bucketed: epoll_ctl for bucket %d's eventfd",
+                     ctx->bucket);
         return err;
     }
     for (lr = ctx->conf->bucket_listeners[ctx->bucket]; lr; lr = lr->next) {
@@ -1110,7 +1172,7 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     ctx->threads = conf->threads.threads_per_child;
     ctx->thread_limit = retained->first_thread_limit;
     ctx->generation = retained->mpm->my_generation;
-    ctx->epoll_fd = ctx->wake_fd = -1;
+    ctx->epoll_fd = ctx->wake_fd = ctx->nudge_fd = -1;
     ctx->spare_pools = apr_pcalloc(pchild, sizeof(apr_pool_t *)
                                            * (ctx->threads + SPARE_POOLS));
     for (i = 0; i < NUM_WAITS; i++) {
@@ -1178,7 +1240,53 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     event_child_exit(ctx, IS(ctx, sick) ? APEXIT_CHILDSICK : 0, clean);
 }
 
+static apr_status_t close_nudges(void *data)
+{
+    bucketed_config *conf = data;
+    int b;
+
+    for (b = 0; b < conf->plan.num_buckets; b++) {
+        if (conf->bucket_nudge[b] >= 0) {
+            close(conf->bucket_nudge[b]);
+        }
+    }
+    return APR_SUCCESS;
+}
+
+apr_status_t event_nudges_create(apr_pool_t *pconf, server_rec *s,
+                                 bucketed_config *conf)
+{
+    int b;
+
+    conf->bucket_nudge = apr_palloc(pconf, sizeof(int)
+                                           * conf->plan.num_buckets);
+    for (b = 0; b < conf->plan.num_buckets; b++) {
+        conf->bucket_nudge[b] = -1;
+    }
+    apr_pool_cleanup_register(pconf, conf, close_nudges,
+                              apr_pool_cleanup_null);
+    for (b = 0; b < conf->plan.num_buckets; b++) {
+        conf->bucket_nudge[b] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (conf->bucket_nudge[b] < 0) {
+            int err = errno;
+            ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, err, s,
+                         "bucketed: eventfd for bucket %d", b);
+            return err;
+        }
+    }
+    return APR_SUCCESS;
+}
+
 #else /* !__linux__ */
+
+apr_status_t event_nudges_create(apr_pool_t *pconf, server_rec *s,
+                                 bucketed_config *conf)
+{
+    (void)pconf;
+    (void)s;
+    (void)conf;
+    return APR_SUCCESS;
+}
 
 void event_child_main(server_rec *s, bucketed_config *conf,
                       bucketed_retained *retained, int slot, int bucket,

@@ -307,6 +307,10 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
     if (bucket_listeners_open(pconf, s, conf, retained) != OK) {
         return !OK;
     }
+    if (conf->child_model == CHILD_MODEL_EVENT
+        && event_nudges_create(pconf, s, conf) != APR_SUCCESS) {
+        return !OK;
+    }
     rv = bucket_stats_init(retained, s);
     if (rv != APR_SUCCESS) {
         return !OK;
