@@ -28,10 +28,12 @@ from pathlib import Path
 import pytest
 
 from httpd_fixture import (APACHE_MODULES, CGI_BODY, HTTP_TIMEOUT, Httpd,
-                           INDEX_BODY, LOOPBACK, STOP_TIMEOUT, BackgroundGet,
+                           INDEX_BODY, LOOPBACK, NOREUSEPORT_SO,
+                           STOP_TIMEOUT, BackgroundGet,
                            Load, LoadResult, Timeout, alive, children_of,
                            connection_refused, free_ports, http_get,
-                           listening_inodes, socket_inodes_of, wait_until)
+                           listening_inodes, need_build, socket_inodes_of,
+                           wait_until)
 from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 from test_signals import wait_generation
 
@@ -443,6 +445,22 @@ def test_graceful_restart_switches_child_model(make_httpd):
         in server.error_log()
 
 
+def test_restart_keeps_sockets_and_serves(make_httpd):
+    server = event_server(make_httpd, "BucketCount 2\nThreadsPerChild 4\n"
+                                      "MaxRequestWorkers 16\n")
+    server.start()
+    port = server.ports[0]
+    sockets_before = listening_inodes(port)
+    first_children = set(children_of(server.pid))
+    generation = server.status()["generation"]
+    server.signal(signal.SIGHUP)
+    wait_generation(server, generation + 1)
+    assert "SIGHUP received.  Attempting to restart" in server.error_log()
+    assert listening_inodes(port) == sockets_before
+    assert not first_children & set(children_of(server.pid))
+    assert Load(server.ports, count=200, threads=4).run().failed == 0
+
+
 def test_graceful_stop_finishes_slow_request(make_httpd):
     server = event_server(make_httpd, "BucketCount 1\nThreadsPerChild 4\n"
                                       "MaxRequestWorkers 8\n"
@@ -597,6 +615,41 @@ def test_request_proxied_to_own_server_is_served(make_httpd, threads,
     print(f"{threads} threads x {children} children: {result}")
     assert result.failed == 0, result.errors
     assert result.ok == 60
+
+
+def test_children_move_to_busy_bucket_without_reuseport(make_httpd):
+    """One bucket per Listen (no SO_REUSEPORT): with every thread of the
+    busy address's bucket taken, that bucket gets children beyond its
+    share: the four free slots, then one moved from the quiet bucket
+    (which keeps one, and keeps serving)."""
+    need_build(NOREUSEPORT_SO)
+    server = make_httpd(listens=2, cgi=True, preload=NOREUSEPORT_SO)
+    server.write_config(EVENT + "ThreadsPerChild 2\nMaxRequestWorkers 16\n"
+                        "ServerLimit 8\nStartServers 4\n"
+                        "MinSpareThreads 2\nMaxSpareThreads 8\n")
+    server.start()
+    status = server.status()
+    assert status["strategy"] == "listen" and status["buckets"] == 2
+    load = Load([server.ports[0]], count=10 ** 6, threads=24, seconds=60,
+                path="/cgi-bin/slow.cgi?0.3", body=(CGI_BODY + "\n").encode())
+    load.start()
+    try:
+        def busy_bucket_grew():
+            buckets = server.status(server.ports[1])["buckets_list"]
+            busy = [b for b in buckets
+                    if f"{LOOPBACK}:{server.ports[0]}" in b["listen"]][0]
+            return busy["children"] >= 7 and busy
+        busy = wait_until(busy_bucket_grew, 60,
+                          what="the busy bucket to get 7 of the 8 children")
+        # The quiet address still answers.
+        assert http_get(server.ports[1]) == (200, INDEX_BODY)
+        quiet = [b for b in server.status(server.ports[1])["buckets_list"]
+                 if b is not busy and b["bucket"] != busy["bucket"]][0]
+        assert quiet["children"] >= 1
+    finally:
+        result = load.stop()
+    print(f"busy bucket {busy}; {result}")
+    assert result.failed == 0, result.errors
 
 
 # ---------------------------------------------------------------- modules
