@@ -59,9 +59,7 @@ typedef struct {
     bucket_plan plan;
     ap_listen_rec **bucket_listeners;   /* per bucket: its sockets */
     apr_proc_mutex_t **accept_mutex;    /* per bucket; NULL = one socket */
-    int *bucket_nudge;               /* ChildModel event, per bucket: an
-                                      * eventfd every child of the bucket
-                                      * watches (event_child.c); -1 = none */
+    int *bucket_nudge;               /* ChildModel event: retained->nudge */
 } bucketed_config;
 
 /* What the parent knows of one scoreboard slot, in its own memory: a child
@@ -107,6 +105,10 @@ typedef struct {
     retained_socket *sockets;
     apr_shm_t *counters_shm;
     bucket_counter *counters;        /* first_server_limit entries */
+    int *nudge;                      /* ChildModel event: per bucket, the
+                                      * eventfd its children wake each other
+                                      * with, shared by the generations;
+                                      * first_server_limit entries */
 } bucketed_retained;
 
 extern module AP_MODULE_DECLARE_DATA mpm_bucketed_module;
@@ -144,10 +146,11 @@ void child_main(server_rec *s, bucketed_config *conf,
                 pid_t parent)
     __attribute__((noreturn));
 
-/* event_child.c: one eventfd per bucket in pconf, for the bucket's
- * children to wake each other (ChildModel event). */
-apr_status_t event_nudges_create(apr_pool_t *pconf, server_rec *s,
-                                 bucketed_config *conf);
+/* event_child.c: one eventfd per bucket for the bucket's children to
+ * wake each other (ChildModel event), kept across restarts so that old
+ * and new children of a bucket share it. */
+apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
+                                 bucketed_retained *retained);
 
 /* event_child.c: a child of ChildModel event (threads, async
  * keep-alive); arguments as for child_main. */

@@ -1240,51 +1240,43 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     event_child_exit(ctx, IS(ctx, sick) ? APEXIT_CHILDSICK : 0, clean);
 }
 
-static apr_status_t close_nudges(void *data)
+apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
+                                 bucketed_retained *retained)
 {
-    bucketed_config *conf = data;
     int b;
 
-    for (b = 0; b < conf->plan.num_buckets; b++) {
-        if (conf->bucket_nudge[b] >= 0) {
-            close(conf->bucket_nudge[b]);
+    /* Buckets never outnumber ServerLimit, fixed at the first start. */
+    if (retained->nudge == NULL) {
+        retained->nudge = apr_palloc(s->process->pool, sizeof(int)
+                                     * retained->first_server_limit);
+        for (b = 0; b < retained->first_server_limit; b++) {
+            retained->nudge[b] = -1;
         }
     }
-    return APR_SUCCESS;
-}
-
-apr_status_t event_nudges_create(apr_pool_t *pconf, server_rec *s,
-                                 bucketed_config *conf)
-{
-    int b;
-
-    conf->bucket_nudge = apr_palloc(pconf, sizeof(int)
-                                           * conf->plan.num_buckets);
     for (b = 0; b < conf->plan.num_buckets; b++) {
-        conf->bucket_nudge[b] = -1;
-    }
-    apr_pool_cleanup_register(pconf, conf, close_nudges,
-                              apr_pool_cleanup_null);
-    for (b = 0; b < conf->plan.num_buckets; b++) {
-        conf->bucket_nudge[b] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (conf->bucket_nudge[b] < 0) {
+        if (retained->nudge[b] >= 0) {
+            continue;
+        }
+        retained->nudge[b] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (retained->nudge[b] < 0) {
             int err = errno;
             ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, err, s,
                          "bucketed: eventfd for bucket %d", b);
             return err;
         }
     }
+    conf->bucket_nudge = retained->nudge;
     return APR_SUCCESS;
 }
 
 #else /* !__linux__ */
 
-apr_status_t event_nudges_create(apr_pool_t *pconf, server_rec *s,
-                                 bucketed_config *conf)
+apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
+                                 bucketed_retained *retained)
 {
-    (void)pconf;
     (void)s;
     (void)conf;
+    (void)retained;
     return APR_SUCCESS;
 }
 

@@ -308,7 +308,7 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
         return !OK;
     }
     if (conf->child_model == CHILD_MODEL_EVENT
-        && event_nudges_create(pconf, s, conf) != APR_SUCCESS) {
+        && event_nudges_create(s, conf, retained) != APR_SUCCESS) {
         return !OK;
     }
     rv = bucket_stats_init(retained, s);
