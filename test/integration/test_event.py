@@ -258,6 +258,28 @@ STATUS = (module_line("status", "mod_status.so") + "\n"
           "</Location>\n")
 
 
+# MaxKeepAliveRequests counts the requests after the first, as stock
+# prefork and event count them (both close after the fourth here).
+@pytest.mark.parametrize("directives,served", [("KeepAlive Off", 1),
+                                                ("MaxKeepAliveRequests 3", 4)])
+def test_keepalive_limits_close_the_connection(make_httpd, directives,
+                                               served):
+    server = event_server(make_httpd, "ThreadsPerChild 2\n"
+                                      "MaxRequestWorkers 4\n"
+                          + directives + "\n")
+    server.start()
+    with socket.create_connection((LOOPBACK, server.ports[0]),
+                                  timeout=HTTP_TIMEOUT) as s:
+        rest = b""
+        for _ in range(served):
+            s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            head, body, rest = read_response(s, rest)
+            assert head.startswith(b"HTTP/1.1 200") and body == INDEX_BODY
+        # The last response said so, and the server closed its side.
+        assert b"Connection: close" in head
+        assert rest == b"" and s.recv(4096) == b""
+
+
 def test_pipelined_requests_answered_in_order(make_httpd):
     server = event_server(make_httpd, "ThreadsPerChild 2\n"
                                       "MaxRequestWorkers 4\n")
