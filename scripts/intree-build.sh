@@ -217,15 +217,25 @@ unpack() {
     ls "$work/src"/httpd-*/configure.in
 }
 
-# Copies the MPM's sources and build files, not the objects the apxs build
-# leaves beside them (make would take those as up to date).
+# Copies the MPM's directory whole, as a user would (cp -r). The apxs build
+# (scripts/build.sh, run before this in scripts/test.sh) compiles under
+# objs/ and leaves the directory as it is in git; anything generated in it
+# (httpd's make would take objects as up to date and stops at a .deps
+# directory) fails the step instead of being filtered out.
 add_mpm() {
-    local to=$srcdir/server/mpm/bucketed
-    mkdir "$to"
-    find "$top/server/mpm/bucketed" -maxdepth 1 -type f \
-        \( -name '*.c' -o -name '*.h' -o -name 'config*.m4' -o -name Makefile.in \) \
-        -exec cp {} "$to/" \;
-    ls -l "$to"
+    local from=$top/server/mpm/bucketed generated
+    if [ -f "$top/mod_mpm_bucketed.so" ]; then
+        echo "the apxs build has run in $top: copying after it"
+    fi
+    generated=$(find "$from" -mindepth 1 \( -name '.*' -o -name '*.o' -o -name '*.lo' \
+                  -o -name '*.slo' -o -name '*.la' -o -name '*.so' -o -name '*.a' \) -print)
+    if [ -n "$generated" ]; then
+        echo "$from holds build products (left by an older build? git clean -fdX there):" >&2
+        echo "$generated" >&2
+        return 1
+    fi
+    cp -r "$from" "$srcdir/server/mpm/"
+    ls -lA "$srcdir/server/mpm/bucketed"
 }
 
 regenerate() {

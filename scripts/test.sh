@@ -1,10 +1,12 @@
 #!/bin/sh
 # Runs every test: cmocka unit tests, integration tests against the real httpd with
-# the module loaded, the bench harness smoke test, and the in-tree httpd builds.
+# the module loaded, the bench harness smoke test, bucketed on a real 5.10 kernel
+# in a qemu guest, and the in-tree httpd builds.
 set -eu
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 scripts/build.sh
 make check
+test/kernels/run --short    # bucketed on Debian's 5.10 kernel in a qemu guest
 scripts/intree-build.sh static
 scripts/intree-build.sh shared

@@ -14,22 +14,70 @@ KERNEL_LEVELS = {
 }
 
 
+# What a workload requests: the small static file, or the slow handler (a
+# mod_lua page that sleeps, see configs.py), which holds a process per
+# request for its whole duration.
+STATIC = "static"
+SLOW = "slow"
+
+# The skewed workloads fix wrk's threads at 10, so that each thread (and its
+# share of the connections) is 10 % of the load: 90/10 is then 9 threads on
+# one port and 1 on the other.
+SKEW_THREADS = 10
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
     title: str
     listen_count: int        # Listen statements (ports) the servers get
     keep_alive: bool         # False: every request on a new connection
+    # Percent of wrk's threads, so of the connections, on each port.
+    split: tuple = (100,)
+    handler: str = STATIC
+    wrk_threads: int = 0     # fixed thread count; 0: --threads
+    # Same-round req/s ratio against stock prefork that bucketed must keep
+    # (issue 8), or None where no target was set.
+    target_vs_prefork: float = None
+
+    @property
+    def skewed(self):
+        return self.name in WORKLOAD_GROUPS["skew"]
 
 
-WORKLOADS = {
-    "w1": Workload("w1", "one Listen, Connection: close (accept path)",
-                   listen_count=1, keep_alive=False),
-    "w2": Workload("w2", "two Listen ports, load split evenly, "
-                   "Connection: close", listen_count=2, keep_alive=False),
-    "w3": Workload("w3", "one Listen, keep-alive", listen_count=1,
-                   keep_alive=True),
+def _skew(name, split, handler, what, target=1.0):
+    document = "the static file" if handler == STATIC \
+        else "the slow handler"
+    return Workload(name, f"two Listen ports, {what}, {document}, "
+                          f"Connection: close", listen_count=2,
+                    keep_alive=False, split=split, handler=handler,
+                    wrk_threads=SKEW_THREADS, target_vs_prefork=target)
+
+
+WORKLOADS = {workload.name: workload for workload in (
+    Workload("w1", "one Listen, Connection: close (accept path)",
+             listen_count=1, keep_alive=False),
+    Workload("w2", "two Listen ports, load split evenly, Connection: close",
+             listen_count=2, keep_alive=False, split=(50, 50)),
+    Workload("w3", "one Listen, keep-alive", listen_count=1,
+             keep_alive=True),
+    _skew("skew-all-static", (100, 0), STATIC, "all load on one"),
+    _skew("skew-90-static", (90, 10), STATIC, "load split 90/10"),
+    # The even split must keep what buckets buy (W2's gain).
+    _skew("skew-even-static", (50, 50), STATIC, "load split evenly",
+          target=1.5),
+    _skew("skew-all-slow", (100, 0), SLOW, "all load on one"),
+    _skew("skew-90-slow", (90, 10), SLOW, "load split 90/10"),
+    _skew("skew-even-slow", (50, 50), SLOW, "load split evenly"),
+)}
+
+# Names that stand for several workloads on the command line.
+WORKLOAD_GROUPS = {
+    "skew": ("skew-all-static", "skew-90-static", "skew-even-static",
+             "skew-all-slow", "skew-90-slow", "skew-even-slow"),
 }
+# What runs when --workloads is not given (the skewed ones on request).
+DEFAULT_WORKLOADS = ("w1", "w2", "w3")
 
 
 @dataclass(frozen=True)
@@ -41,6 +89,8 @@ class ServerSpec:
     directives: tuple = ()         # extra httpd directives
     # Kernel levels where this row means nothing, with the reason shown.
     not_applicable: dict = field(default_factory=dict)
+    # What it can serve (STATIC, SLOW).
+    handlers: tuple = (STATIC, SLOW)
 
 
 SERVERS = {spec.name: spec for spec in (
@@ -68,11 +118,20 @@ SERVERS = {spec.name: spec for spec in (
                {NATIVE: "with SO_REUSEPORT, auto picks reuseport: same as "
                         "the bucketed-reuseport row"}),
     ServerSpec("nginx", "nginx, listen reuseport (reference ceiling)",
-               "nginx"),
+               "nginx", handlers=(STATIC,)),
 )}
 
 # Baselines for the run-by-run ratios.
 RATIO_BASELINES = ("prefork", "event")
+# The servers a workload's target_vs_prefork is meant for: bucketed as
+# configured in practice. bucketed-single (one bucket, stock prefork's
+# arrangement) is shown as a reference, not judged.
+TARGET_SERVERS = ("bucketed-reuseport", "bucketed-listen", "bucketed-auto")
+# Why a server that cannot serve a handler is left out of its workloads.
+HANDLER_NOT_SUPPORTED = {
+    SLOW: "the slow handler is an httpd module (mod_lua); nginx has no "
+          "equivalent without third-party modules",
+}
 
 
 def server_label(spec, level):

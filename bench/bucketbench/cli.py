@@ -13,8 +13,10 @@ import sys
 import tempfile
 import time
 
-from . import environment, memory, report
-from .catalog import KERNEL_LEVELS, NATIVE, NO_REUSEPORT, SERVERS, WORKLOADS
+from . import environment, load, memory, overhead, report
+from .catalog import (DEFAULT_WORKLOADS, HANDLER_NOT_SUPPORTED, KERNEL_LEVELS,
+                      NATIVE, NO_REUSEPORT, SERVERS, SLOW, WORKLOAD_GROUPS,
+                      WORKLOADS)
 from .configs import EVENT_THREADS_PER_CHILD, MIN_SPARE_SERVERS
 from .net import Timeout, port_is_free
 from .runner import Plan, Progress, Runner
@@ -26,13 +28,15 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 DOCS_PAGE = os.path.join(REPO_DIR, "docs", "benchmarks.md")
 DOCS_BEGIN = "<!-- bench/run --publish: generated tables begin -->"
 DOCS_END = "<!-- bench/run --publish: generated tables end -->"
+SKEW_DOCS_BEGIN = "<!-- bench/run --publish skew: generated tables begin -->"
+SKEW_DOCS_END = "<!-- bench/run --publish skew: generated tables end -->"
 
 DEFAULTS = {"concurrency": [50, 400, 1000, 2000], "runs": 5, "duration": 2,
-            "warmup": 1, "slots": 1024}
+            "warmup": 1, "slots": 1024, "slow_slots": 64}
 # --quick checks that everything runs, within 3 minutes; its numbers are
 # too short-lived to quote, hence no warm-up either.
 QUICK = {"concurrency": [200], "runs": 2, "duration": 1, "warmup": 0,
-         "slots": 256}
+         "slots": 256, "slow_slots": 64}
 MEMORY_DEFAULTS = {"restarts": 100, "requests": 200, "slots": 64}
 MEMORY_MAX_SLOTS = 4096
 MEMORY_MAX_RESTARTS = 10000
@@ -42,12 +46,18 @@ class UsageError(Exception):
     """Bad input: reported with exit status 2 before any load is sent."""
 
 
-def _names(text, known, what):
-    names = [name.strip() for name in text.split(",") if name.strip()]
+def _names(text, known, what, groups=None):
+    """The names in a comma-separated list, each group name replaced by
+    the names it stands for."""
+    names = []
+    for name in (name.strip() for name in text.split(",")):
+        for member in (groups or {}).get(name, (name,) if name else ()):
+            if member not in names:
+                names.append(member)
     unknown = [name for name in names if name not in known]
     if unknown:
         raise UsageError(f"unknown {what} {', '.join(unknown)}; known: "
-                         f"{', '.join(known)}")
+                         f"{', '.join([*known, *(groups or {})])}")
     if not names:
         raise UsageError(f"no {what} given")
     return names
@@ -88,7 +98,8 @@ def parse_args(argv):
         description="Benchmarks stock prefork/event, bucketed and nginx "
                     "serving one small static file on loopback.",
         epilog="bench/run memory [options]: the memory checks instead "
-               "(bench/run memory --help). python3 -m bucketbench, run in "
+               "(bench/run memory --help); bench/run overhead [options]: "
+               "the cost of the metrics. python3 -m bucketbench, run in "
                "bench/ or with PYTHONPATH=bench, is the same command.")
     parser.add_argument("--quick", action="store_true",
                         help=f"small plan for development, about 3 minutes: "
@@ -98,8 +109,10 @@ def parse_args(argv):
                              "with what can run here, and exit")
     parser.add_argument("--servers", default=",".join(SERVERS),
                         help="comma-separated server names (default: all)")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS),
-                        help="comma-separated workloads (default: all)")
+    parser.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS),
+                        help=f"comma-separated workloads (default: "
+                             f"{','.join(DEFAULT_WORKLOADS)}; 'skew' stands "
+                             f"for the skewed two-Listen workloads)")
     parser.add_argument("--levels", default=f"{NATIVE},{NO_REUSEPORT}",
                         help="kernel feature levels (default: both)")
     parser.add_argument("--concurrency",
@@ -117,8 +130,14 @@ def parse_args(argv):
                         help=f"request slots of every server (default "
                              f"{DEFAULTS['slots']}; a multiple of "
                              f"{EVENT_THREADS_PER_CHILD})")
+    parser.add_argument("--slow-slots", type=int,
+                        help=f"request slots of every server in the slow "
+                             f"handler's workloads (default "
+                             f"{DEFAULTS['slow_slots']}; a multiple of "
+                             f"{EVENT_THREADS_PER_CHILD})")
     parser.add_argument("--threads", type=int, default=2,
-                        help="wrk threads (default 2)")
+                        help="wrk threads (default 2; the skewed workloads "
+                             "always use 10)")
     parser.add_argument("--timeout", type=int, default=2,
                         help="wrk request timeout in seconds (default 2)")
     parser.add_argument("--base-port", type=int,
@@ -142,7 +161,7 @@ def parse_args(argv):
     parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
     args = parser.parse_args(argv)
     preset = QUICK if args.quick else DEFAULTS
-    for key in ("runs", "duration", "warmup", "slots"):
+    for key in ("runs", "duration", "warmup", "slots", "slow_slots"):
         if getattr(args, key) is None:
             setattr(args, key, preset[key])
     args.concurrency = _numbers(args.concurrency, "--concurrency") \
@@ -152,7 +171,8 @@ def parse_args(argv):
 
 def _validate(args):
     args.servers = _names(args.servers, list(SERVERS), "server")
-    args.workloads = _names(args.workloads, list(WORKLOADS), "workload")
+    args.workloads = _names(args.workloads, list(WORKLOADS), "workload",
+                            WORKLOAD_GROUPS)
     args.levels = _names(args.levels, list(KERNEL_LEVELS), "kernel level")
     if args.runs < 1 or args.duration < 1 or args.warmup < 0:
         raise UsageError("--runs and --duration must be at least 1, "
@@ -163,14 +183,21 @@ def _validate(args):
         raise UsageError(f"every --concurrency must be at least --threads "
                          f"({args.threads}): wrk gives each thread its "
                          f"share of the connections")
-    if "w2" in args.workloads and args.threads % 2:
-        raise UsageError("w2 splits wrk's threads between two ports: "
-                         "--threads must be even")
-    if args.slots < EVENT_THREADS_PER_CHILD \
-            or args.slots % EVENT_THREADS_PER_CHILD:
-        raise UsageError(f"--slots must be a multiple of "
-                         f"{EVENT_THREADS_PER_CHILD} (event's threads per "
-                         f"child), got {args.slots}")
+    _validate_splits(args)
+    for option, slots in (("--slots", args.slots),
+                          ("--slow-slots", args.slow_slots)):
+        if slots < EVENT_THREADS_PER_CHILD \
+                or slots % EVENT_THREADS_PER_CHILD:
+            raise UsageError(f"{option} must be a multiple of "
+                             f"{EVENT_THREADS_PER_CHILD} (event's threads "
+                             f"per child), got {slots}")
+    lua = os.path.join(args.modules_dir, "mod_lua.so")
+    slow = [name for name in args.workloads
+            if WORKLOADS[name].handler == SLOW]
+    if slow and not os.path.exists(lua):
+        raise UsageError(f"{lua} not found: the slow handler of "
+                         f"{', '.join(slow)} needs mod_lua (package "
+                         f"apache2-bin)")
     if not shutil.which(args.wrk):
         raise UsageError(f"wrk not found ({args.wrk}): install it "
                          f"(apt-get install wrk) or pass --wrk PATH")
@@ -178,6 +205,27 @@ def _validate(args):
         raise UsageError(f"nginx not found ({args.nginx}): install it "
                          f"(apt-get install nginx), pass --nginx PATH, or "
                          f"leave it out of --servers")
+
+
+def _validate_splits(args):
+    """Each workload's split of the load must be a whole number of wrk
+    threads, and every thread of a split workload must get the same number
+    of connections, or the split would not be what its name says."""
+    for name in args.workloads:
+        workload = WORKLOADS[name]
+        threads = workload.wrk_threads or args.threads
+        why = load.split_error(workload.split, threads)
+        if why:
+            raise UsageError(f"workload {name}: {why}: pick another "
+                             f"--threads")
+        if len(workload.split) < 2:
+            continue
+        uneven = [c for c in args.concurrency if c % threads]
+        if uneven:
+            raise UsageError(f"workload {name} splits its connections over "
+                             f"{threads} wrk threads: every --concurrency "
+                             f"must be a multiple of {threads}, got "
+                             f"{uneven[0]}")
 
 
 def _check_ports(base_port, server_count):
@@ -214,6 +262,14 @@ def _select_servers(args, tools):
                                 "reason": spec.not_applicable[level]})
             else:
                 by_level[level].append(spec)
+    for spec in runnable:
+        for handler, reason in HANDLER_NOT_SUPPORTED.items():
+            left_out = [name for name in args.workloads
+                        if WORKLOADS[name].handler == handler
+                        and handler not in spec.handlers]
+            if left_out:
+                skipped.append({"server": spec.name, "kernel_level": None,
+                                "workloads": left_out, "reason": reason})
     return by_level, skipped
 
 
@@ -225,9 +281,14 @@ def list_catalog(tools):
         print(f"  {spec.name:20} {spec.label} [{state}]")
         for level, why in spec.not_applicable.items():
             print(f"  {'':20} not run at {level}: {why}")
-    print("workloads:")
+        for handler, why in HANDLER_NOT_SUPPORTED.items():
+            if handler not in spec.handlers:
+                print(f"  {'':20} not run with the {handler} handler: {why}")
+    print("workloads (default: " + ",".join(DEFAULT_WORKLOADS) + "):")
     for workload in WORKLOADS.values():
         print(f"  {workload.name:20} {workload.title}")
+    for group, members in WORKLOAD_GROUPS.items():
+        print(f"  {group:20} stands for {','.join(members)}")
     print("kernel levels:")
     for level, text in KERNEL_LEVELS.items():
         print(f"  {level:20} {text}")
@@ -248,7 +309,8 @@ def _save_server_files(scratch_dir, out_dir):
             continue
         target = os.path.join(out_dir, "servers", name)
         os.makedirs(target, exist_ok=True)
-        for file_name in ("httpd.conf", "nginx.conf", "error_log"):
+        for file_name in ("httpd.conf", "nginx.conf", "error_log",
+                          "wrk.lua"):
             path = os.path.join(source, file_name)
             if os.path.exists(path):
                 shutil.copy(path, target)
@@ -283,32 +345,47 @@ def rebuild_report(out_dir):
     print(f"report: {os.path.join(out_dir, 'report.md')}", file=sys.stderr)
 
 
-def publish(out_dir):
-    """--publish: puts an earlier run's tables into docs/benchmarks.md
-    between its markers and its plots into docs/img/bench-*.png. The text
-    around the markers (the reading of the numbers) stays as written."""
-    meta, records = _load_run(out_dir)
-    points = report.summarize(records)
+def _replace_generated(begin, end, text):
+    """Puts text between the lines begin and end of docs/benchmarks.md."""
     try:
         with open(DOCS_PAGE) as handle:
             page = handle.read()
-        head, rest = page.split(DOCS_BEGIN, 1)
-        _, tail = rest.split(DOCS_END, 1)
+        head, rest = page.split(begin, 1)
+        _, tail = rest.split(end, 1)
     except (OSError, ValueError):
-        raise UsageError(f"{DOCS_PAGE} needs the lines {DOCS_BEGIN} and "
-                         f"{DOCS_END} around the generated part") from None
+        raise UsageError(f"{DOCS_PAGE} needs the lines {begin} and "
+                         f"{end} around the generated part") from None
+    with open(DOCS_PAGE, "w") as handle:
+        handle.write(f"{head}{begin}\n{text}\n{end}{tail}")
+
+
+def publish(out_dir):
+    """--publish: puts an earlier run's tables into docs/benchmarks.md
+    between its markers and its plots into docs/img/bench-*.png. The text
+    around the markers (the reading of the numbers) stays as written. A
+    run of skewed workloads only goes to the skewed-load section, as its
+    side-by-side tables (the full tables stay in its report.md)."""
+    meta, records = _load_run(out_dir)
+    points = report.summarize(records)
+    options = meta["options"]
+    if all(WORKLOADS[name].skewed for name in options["workloads"]):
+        text = "\n".join(report.context_lines(meta, "###")) + "\n" \
+            + report.skew_section(points, options, "###",
+                                  "The skewed workloads side by side")
+        _replace_generated(SKEW_DOCS_BEGIN, SKEW_DOCS_END, text)
+        print(f"updated {DOCS_PAGE}", file=sys.stderr)
+        return
     image_dir = os.path.join(os.path.dirname(DOCS_PAGE), "img")
-    os.makedirs(image_dir, exist_ok=True)
     images = {}
-    for level, workload, _ in report.workload_groups(points,
-                                                     meta["options"]):
+    groups = list(report.workload_groups(points, options))
+    os.makedirs(image_dir, exist_ok=True)
+    for level, workload, _ in groups:
         name = f"bench-{workload}-{level}.png"
         shutil.copy(os.path.join(out_dir, f"plot-{workload}-{level}.png"),
                     os.path.join(image_dir, name))
         images[(level, workload)] = f"img/{name}"
     tables = report.render_markdown(meta, points, images, top_level=3)
-    with open(DOCS_PAGE, "w") as handle:
-        handle.write(f"{head}{DOCS_BEGIN}\n{tables}\n{DOCS_END}{tail}")
+    _replace_generated(DOCS_BEGIN, DOCS_END, tables)
     print(f"updated {DOCS_PAGE}", file=sys.stderr)
 
 
@@ -341,7 +418,8 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                 servers=by_level, concurrency=args.concurrency,
                 runs=args.runs, duration_s=args.duration,
                 warmup_s=args.warmup, threads=args.threads,
-                timeout_s=args.timeout, base_port=args.base_port)
+                timeout_s=args.timeout, base_port=args.base_port,
+                slow_slots=args.slow_slots)
     runs_bucketed = any(spec.mpm == "bucketed"
                         for specs in by_level.values() for spec in specs)
     meta = {"started_at": time.strftime("%Y-%m-%d %H:%M:%S %z"),
@@ -350,6 +428,7 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                 "servers": args.servers, "concurrency": args.concurrency,
                 "runs": args.runs, "duration_s": args.duration,
                 "warmup_s": args.warmup, "slots": args.slots,
+                "slow_slots": args.slow_slots,
                 "wrk_threads": args.threads, "timeout_s": args.timeout,
                 "base_port": args.base_port, "quick": args.quick},
             "machine": environment.machine_facts(tools),
@@ -359,9 +438,7 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
             # Filled in at the end; a run cut short keeps these nulls.
             "wall_time_s": None, "load_average_at_end": None}
     for entry in skipped:
-        where = f" at {entry['kernel_level']}" if entry["kernel_level"] else ""
-        print(f"skipping {entry['server']}{where}: {entry['reason']}",
-              file=sys.stderr)
+        print(f"skipping {report.skip_text(entry)}", file=sys.stderr)
 
     os.makedirs(args.out, exist_ok=True)
     _write_meta(args.out, meta)
@@ -447,10 +524,31 @@ def memory_main(argv):
     return 0
 
 
+def overhead_main(argv):
+    """bench/run overhead (overhead.py): the exit status."""
+    parser = argparse.ArgumentParser(prog="bench/run overhead",
+                                     description=overhead.DESCRIPTION)
+    overhead.add_arguments(parser)
+    _add_server_options(parser)
+    args = parser.parse_args(argv)
+    overhead.check_arguments(parser, args)
+    _terminate_on_sigterm()
+    scratch_dir = _scratch_dir("bucketbench-overhead-")
+    try:
+        return overhead.run(_tools(args, wrk=args.wrk), scratch_dir, args)
+    except (ServerError, Timeout, OSError) as error:
+        print(f"bench/run overhead: {error}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(scratch_dir, ignore_errors=True)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["memory"]:
         return memory_main(argv[1:])
+    if argv[:1] == ["overhead"]:
+        return overhead_main(argv[1:])
     try:
         args = parse_args(argv)
         tools = _tools(args, nginx=args.nginx, wrk=args.wrk)

@@ -12,11 +12,24 @@ server can work on at once:
 - nginx: one worker per core, each with S connection slots, so any single
   worker can hold all S at once: headroom for reuseport's uneven hash split.
 All of them: one 15-byte static file, no access log, listen backlog 511,
-unlimited keep-alive requests with a 5 s keep-alive timeout."""
+unlimited keep-alive requests with a 5 s keep-alive timeout.
+
+The slow handler (workloads with handler "slow"; httpd only) is a mod_lua
+page that sleeps SLOW_HANDLER_MS in the process serving it, as a PHP page
+under mod_php would, before answering: it holds a request slot for that
+long at almost no CPU cost, so the slots, not the 2 cores, bound what a
+server serves. A CGI that sleeps was tried first: on 2 cores its
+fork+exec per request made the CPU the limit (350-530 req/s against the
+1,280 that 64 slots of 50 ms allow) and hid how slots are shared."""
+
+from .catalog import SLOW
 
 DOC_NAME = "hello.txt"
 DOC_BODY = b"Hello, bucket!\n"
 STATUS_PATH = "/bucketed-status"
+SLOW_NAME = "slow.lua"
+SLOW_BODY = b"slow page done\n"
+SLOW_HANDLER_MS = 50
 
 EVENT_THREADS_PER_CHILD = 32
 # prefork and bucketed keep this many idle children: the fewest slots.
@@ -56,6 +69,25 @@ def httpd_capacity(mpm, slots):
     ]
 
 
+def document(handler):
+    """(file name, body) of what a workload of this handler requests."""
+    return (SLOW_NAME, SLOW_BODY) if handler == SLOW \
+        else (DOC_NAME, DOC_BODY)
+
+
+def slow_handler_script():
+    """The slow handler's Lua source: sleep, then a short text answer."""
+    body = SLOW_BODY.decode().replace("\n", "\\n")
+    return (f"-- Written by bucketbench: the slow handler "
+            f"(bench/bucketbench/configs.py).\n"
+            f"function handle(r)\n"
+            f"    r.usleep({SLOW_HANDLER_MS * 1000})\n"
+            f"    r.content_type = \"text/plain\"\n"
+            f"    r:puts(\"{body}\")\n"
+            f"    return apache2.OK\n"
+            f"end\n")
+
+
 def httpd_processes(mpm, slots):
     """Processes an httpd runs once started: the parent and its children."""
     if mpm == "event":
@@ -64,14 +96,16 @@ def httpd_processes(mpm, slots):
 
 
 def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
-                 slots, directives=(), status_module=None, run_as=None):
+                 slots, directives=(), status_module=None, run_as=None,
+                 slow_handler=False):
     """httpd.conf for one server.
 
     root: the server's private directory (ServerRoot, logs, pid, runtime);
     mpm_module: path of the MPM's .so; module_paths: name -> .so path of the
-    other modules (authz_core, mime); status_module: path of
-    mod_bucketed_status.so, or None; run_as: (user, group) when started as
-    root, which httpd then switches its children to."""
+    other modules (authz_core, mime, and lua with slow_handler);
+    status_module: path of mod_bucketed_status.so, or None; run_as: (user,
+    group) when started as root, which httpd then switches its children to;
+    slow_handler: serve SLOW_NAME in the document root as a Lua handler."""
     lines = [
         f"ServerRoot {_quote(root)}",
         f"DefaultRuntimeDir {_quote(root + '/run')}",
@@ -101,6 +135,12 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
         "    Require all granted",
         "</Directory>",
     ]
+    if slow_handler:
+        # One Lua state per process, kept across requests.
+        lines += ["LuaScope server",
+                  f"<Files {_quote(SLOW_NAME)}>",
+                  "    SetHandler lua-script",
+                  "</Files>"]
     lines += httpd_capacity(mpm, slots)
     lines += list(directives)
     if status_module:

@@ -28,11 +28,13 @@ class Tools:
             return os.path.join(self.bucketed_dir, BUCKETED_MODULES[0])
         return os.path.join(self.modules_dir, f"mod_mpm_{mpm}.so")
 
-    def httpd_modules(self):
+    def httpd_modules(self, slow_handler=False):
         """The modules every httpd under test loads besides its MPM:
-        authz_core for `Require all granted`, mime for the Content-Type."""
+        authz_core for `Require all granted`, mime for the Content-Type;
+        and lua for the slow handler."""
+        names = ("authz_core", "mime") + (("lua",) if slow_handler else ())
         return {name: os.path.join(self.modules_dir, f"mod_{name}.so")
-                for name in ("authz_core", "mime")}
+                for name in names}
 
     @property
     def status_module(self):

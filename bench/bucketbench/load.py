@@ -1,9 +1,12 @@
 """Load generation with wrk: one bounded run against one server.
 
 A Lua script does two things wrk cannot do from its command line: `setup`
-gives each wrk thread its own server address (two Listen ports get the
-threads alternately, so each port gets half the connections), and `done`
-prints the totals and latency percentiles as one JSON line."""
+gives each wrk thread its own server address, and `done` prints the totals
+and latency percentiles as one JSON line. wrk gives every thread the same
+number of connections, so a workload's split of the load between its ports
+(e.g. 90/10) is a split of the threads (9 threads on one port, 1 on the
+other): see thread_ports(). One wrk process, so one latency histogram
+over both ports."""
 
 import json
 import os
@@ -20,6 +23,7 @@ WRK_GRACE_S = 30
 
 LUA_TEMPLATE = """\
 -- Written by bucketbench for one run; see bench/bucketbench/load.py.
+-- The port of each thread, in the order wrk sets them up.
 local ports = {%(ports)s}
 local threads_set_up = 0
 
@@ -50,20 +54,59 @@ end
 """
 
 
+class SplitError(ValueError):
+    """A split of the load that wrk's threads cannot make exactly."""
+
+
+def split_error(split, threads):
+    """Why `threads` wrk threads cannot carry `split` (percent per port)
+    exactly, or None when they can."""
+    if sum(split) != 100 or min(split) < 0:
+        return f"the split {split} must be percentages adding up to 100"
+    uneven = [pct for pct in split if pct * threads % 100]
+    if uneven:
+        return (f"{threads} wrk thread(s) cannot carry the split "
+                f"{'/'.join(map(str, split))} exactly "
+                f"({uneven[0]} % of {threads} is not a whole thread)")
+    return None
+
+
+def thread_ports(ports, split, threads):
+    """The port of each of wrk's threads: split[i] percent of the threads
+    (so of the connections) on ports[i], the ports' threads in turn. Ports
+    with a 0 % share get no thread (they still exist: the server listens
+    on them). SplitError when the threads cannot make the split."""
+    if len(split) != len(ports):
+        raise SplitError(f"{len(ports)} port(s) but a split of "
+                         f"{len(split)}: {split}")
+    why = split_error(split, threads)
+    if why:
+        raise SplitError(why)
+    remaining = [pct * threads // 100 for pct in split]
+    order = []
+    while any(remaining):
+        for index, left in enumerate(remaining):
+            if left:
+                order.append(ports[index])
+                remaining[index] -= 1
+    return order
+
+
 def lua_script(ports):
-    """The Lua script for a run against these ports."""
+    """The Lua script for a run: ports[i] is the port of thread i (see
+    thread_ports); with fewer ports than threads they are taken in turn."""
     quoted = ", ".join(f'"{port}"' for port in ports)
     return LUA_TEMPLATE % {"ports": quoted, "marker": RESULT_MARKER}
 
 
 def wrk_command(wrk, *, ports, connections, threads, duration_s, timeout_s,
-                keep_alive, script_path):
+                keep_alive, script_path, document=configs.DOC_NAME):
     command = [wrk, "-t", str(threads), "-c", str(connections),
                "-d", f"{duration_s}s", "--timeout", f"{timeout_s}s",
                "-s", script_path]
     if not keep_alive:
         command += ["-H", "Connection: close"]
-    return command + [f"http://127.0.0.1:{ports[0]}/{configs.DOC_NAME}"]
+    return command + [f"http://127.0.0.1:{ports[0]}/{document}"]
 
 
 def parse_result(stdout):

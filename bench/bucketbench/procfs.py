@@ -107,6 +107,19 @@ def _cmdline(pid):
         return None
 
 
+def uids(pid):
+    """(real, effective, saved, filesystem) uid of a process, from the Uid
+    line of /proc/<pid>/status; None when it is gone."""
+    try:
+        status = _read(f"/proc/{pid}/status")
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("Uid:"):
+            return tuple(int(uid) for uid in line.split()[1:])
+    return None
+
+
 def processes_mentioning(text):
     """Live processes whose command line contains text (e.g. the path of a
     test's own configuration file: nobody else's processes match it)."""

@@ -4,7 +4,8 @@ import json
 from collections import defaultdict
 
 from . import stats
-from .catalog import KERNEL_LEVELS, NATIVE, RATIO_BASELINES, WORKLOADS
+from .catalog import (KERNEL_LEVELS, NATIVE, RATIO_BASELINES,
+                      TARGET_SERVERS, WORKLOADS)
 
 LATENCY_KEYS = ("p50", "p90", "p99", "p99.9", "max")
 ERROR_KINDS = ("connect", "read", "write", "timeout", "non_2xx")
@@ -34,6 +35,9 @@ def _bucket_summary(runs):
                 "bucket": bucket["bucket"], "listen": bucket.get("listen"),
                 "accepted": 0})
             entry["accepted"] += bucket["accepted"]
+            # Children move between buckets: the last run's end shows where
+            # they went.
+            entry["children_at_end"] = bucket.get("children")
     latest = with_buckets[-1]
     return {"strategy": latest["strategy"],
             "bucket_count": latest["bucket_count"],
@@ -192,6 +196,8 @@ def bucket_table(points):
             continue
         accepted = ", ".join(
             f"{b['accepted']:,}" + (f" ({b['listen']})" if b["listen"] else "")
+            + (f" [{b['children_at_end']} children at end]"
+               if b.get("children_at_end") is not None else "")
             for b in buckets["accepted"])
         spread = buckets["spread_median"]
         rows.append([p["label"], buckets["strategy"] or "?",
@@ -222,6 +228,114 @@ def sweep_table(points, concurrencies, cell):
 def level_title(level):
     emulated = "" if level == NATIVE else " (emulated)"
     return f"{level}{emulated}"
+
+
+def skip_text(entry):
+    """One skipped server as a sentence: what, where, why."""
+    where = f" at {entry['kernel_level']}" if entry["kernel_level"] else ""
+    workloads = entry.get("workloads")
+    if workloads:
+        where += f" in {', '.join(workloads)}"
+    return f"{entry['server']}{where}: {entry['reason']}"
+
+
+def target_verdicts(points):
+    """Issue 8's targets, point by point: for each workload with a
+    target_vs_prefork and each server meant to meet it (TARGET_SERVERS),
+    the median same-round ratio against stock prefork, the per-round
+    ratios, the target and whether the median reaches it (None when there
+    is no ratio to judge: no prefork run or no successful run)."""
+    verdicts = []
+    for p in points:
+        target = WORKLOADS[p["workload"]].target_vs_prefork
+        if target is None or p["server"] not in TARGET_SERVERS:
+            continue
+        ratio = p["ratios"].get("prefork") or {}
+        median = ratio.get("median")
+        verdicts.append({
+            "kernel_level": p["kernel_level"], "workload": p["workload"],
+            "concurrency": p["concurrency"], "server": p["server"],
+            "label": p["label"], "ratio": median,
+            "per_round": ratio.get("per_round", []), "target": target,
+            "met": None if median is None else median >= target})
+    return verdicts
+
+
+def _verdict_line(verdict):
+    state = {True: "met", False: "**NOT met**", None: "not judged"}[
+        verdict["met"]]
+    rounds = verdict["per_round"]
+    spread = (f"; rounds {min(rounds):.2f}-{max(rounds):.2f}x"
+              if rounds else "")
+    # Three decimals: a median of 0.996 must not read as 1.00 and fail.
+    ratio = "n/a" if verdict["ratio"] is None else f"{verdict['ratio']:.3f}x"
+    return (f"- {state}: {verdict['label']}, {verdict['workload']}, "
+            f"{level_title(verdict['kernel_level'])} "
+            f"c={verdict['concurrency']}: {ratio} stock prefork (target "
+            f">= {verdict['target']:.2f}x{spread})")
+
+
+def _errors_cell(point):
+    errors = sum(point["errors"].values())
+    return f"{errors:,} / {point['success']:,}"
+
+
+def skew_section(points, options, heading="##",
+                 title="Skewed Listen load (issue 8)"):
+    """The skewed-Listen workloads side by side: per kernel level and
+    concurrency one table per measure (rows: servers, columns: the skew
+    workloads), then the targets of issue 8. Empty without skew points."""
+    names = [n for n in options["workloads"] if WORKLOADS[n].skewed]
+    skew = [p for p in points if p["workload"] in names]
+    if not skew:
+        return ""
+    lines = [f"{heading} {title}", "",
+             f"Two Listen ports; wrk's {WORKLOADS[names[0]].wrk_threads} "
+             "threads share the connections between them (all: every "
+             "thread on the first port; 90/10: 9 threads and 1; even: 5 "
+             "and 5). Static: the 15-byte file with --slots "
+             f"{options['slots']} request slots per server; slow: a page "
+             "that sleeps 50 ms in the serving process, with --slow-slots "
+             f"{options.get('slow_slots')}. Columns are the workloads.", ""]
+    measures = (
+        ("Median of same-round req/s ratios against stock prefork "
+         "(median req/s):",
+         lambda p: f"{_fmt_ratio(p, 'prefork')} ({_fmt(p['rps']['median'])})"
+         if p["server"] != "prefork" else f"– ({_fmt(p['rps']['median'])})"),
+        ("Median p99 latency, ms:", lambda p: _fmt_ms(p["latency_ms"]["p99"])),
+        ("Errors (connect+read+write+timeout+non-2xx) / successful "
+         "responses, all rounds:", _errors_cell),
+    )
+    for level in options["levels"]:
+        for concurrency in options["concurrency"]:
+            at = [p for p in skew if p["kernel_level"] == level
+                  and p["concurrency"] == concurrency]
+            if not at:
+                continue
+            present = [n for n in names if any(p["workload"] == n
+                                               for p in at)]
+            lines += [f"{heading}# {level_title(level)}, c={concurrency}", ""]
+            for title, cell in measures:
+                lines += [title, "", _cross_table(at, present, cell), ""]
+    verdicts = target_verdicts(skew)
+    if verdicts:
+        met = sum(1 for v in verdicts if v["met"])
+        lines += [f"Targets (bucketed >= stock prefork on every split, the "
+                  f"even static split >= 1.5x; medians of same-round "
+                  f"ratios): {met} of {len(verdicts)} met.", ""]
+        lines += [_verdict_line(v) for v in verdicts] + [""]
+    return "\n".join(lines)
+
+
+def _cross_table(points, workloads, cell):
+    """Rows: servers (labels, in running order); columns: workloads."""
+    by_label = {}
+    for p in points:
+        by_label.setdefault(p["label"], {})[p["workload"]] = p
+    rows = [[label] + [cell(by_w[w]) if w in by_w else "–"
+                       for w in workloads]
+            for label, by_w in by_label.items()]
+    return _table(["Configuration"] + list(workloads), rows)
 
 
 def _log_block(tail):
@@ -266,15 +380,11 @@ def _module_lines(modules):
             for name, info in modules.items()]
 
 
-def render_markdown(meta, points, plots, top_level=1):
-    """report.md: the run's context, then per kernel level and workload a
-    sweep overview, its plot, and per concurrency the tables. plots maps
-    (level, workload) to an image path; top_level is the heading level of
-    the title (2 when the report sits inside another document)."""
+def context_lines(meta, heading="#"):
+    """The title and what a reader needs to judge the numbers: machine,
+    kernel, versions, load, modules, options, method."""
     options = meta["options"]
-    skipped = meta["skipped"]
-    h1, h2, h3 = ("#" * (top_level + depth) for depth in range(3))
-    lines = [f"{h1} bucketbench report {meta['started_at']}", "",
+    lines = [f"{heading} bucketbench report {meta['started_at']}", "",
              f"- machine: {meta['machine']['cpu_model']}, "
              f"{meta['machine']['cores']} cores, "
              f"{meta['machine']['memory_gb']} GB, {meta['machine']['os']}",
@@ -302,12 +412,25 @@ def render_markdown(meta, points, plots, top_level=1):
               f"({options['timeout_s']} s) are counted as timeouts, not "
               "in the latencies. Errors are totals over all runs; non-2xx "
               "counts HTTP status >= 400 as wrk does.", ""]
+    return lines
+
+
+def render_markdown(meta, points, plots, top_level=1):
+    """report.md: the run's context, then per kernel level and workload a
+    sweep overview, its plot, and per concurrency the tables. plots maps
+    (level, workload) to an image path; top_level is the heading level of
+    the title (2 when the report sits inside another document)."""
+    options = meta["options"]
+    skipped = meta["skipped"]
+    h1, h2, h3 = ("#" * (top_level + depth) for depth in range(3))
+    lines = context_lines(meta, h1)
     if skipped:
         lines += [f"{h2} Skipped", ""]
-        lines += [f"- {s['server']}"
-                  + (f" at {s['kernel_level']}" if s["kernel_level"] else "")
-                  + f": {s['reason']}" for s in skipped]
+        lines += [f"- {skip_text(s)}" for s in skipped]
         lines.append("")
+    skew = skew_section(points, options, h2)
+    if skew:
+        lines += [skew, ""]
     for level, workload, group in workload_groups(points, options):
         lines += [f"{h2} {workload.upper()} {WORKLOADS[workload].title}"
                   f" — {level_title(level)}", "",

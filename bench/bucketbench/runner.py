@@ -17,8 +17,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import bucket_status, load, procfs
-from .catalog import WORKLOADS, server_label
+from . import bucket_status, configs, load, procfs
+from .catalog import SLOW, WORKLOADS, server_label
 from .net import free_ports
 from .server import HTTP_TIMEOUT_S, Server, ServerError
 
@@ -42,16 +42,33 @@ class Plan:
     threads: int
     timeout_s: int
     base_port: int = None
+    slow_slots: int = None   # slots for the slow handler's workloads
+
+    def servers_for(self, level, workload):
+        """The servers of a level that can serve the workload."""
+        return [spec for spec in self.servers[level]
+                if workload.handler in spec.handlers]
+
+    def slots_for(self, workload, default):
+        """Request slots of every server in this workload: the slow handler
+        has its own (few, so that they and not the CPU bound throughput)."""
+        return self.slow_slots if workload.handler == SLOW \
+            and self.slow_slots else default
+
+    def threads_for(self, workload):
+        return workload.wrk_threads or self.threads
+
+    def _server_workloads(self):
+        return sum(len(self.servers_for(level, WORKLOADS[name]))
+                   for level in self.levels for name in self.workloads)
 
     def count_runs(self):
-        return sum(len(self.servers[level]) for level in self.levels) \
-            * len(self.workloads) * len(self.concurrency) * self.runs
+        return self._server_workloads() * len(self.concurrency) * self.runs
 
     def count_warmups(self):
         if not self.warmup_s:
             return 0
-        return sum(len(self.servers[level]) for level in self.levels) \
-            * len(self.workloads)
+        return self._server_workloads()
 
     def count_start_phases(self):
         return len(self.levels) * len(self.workloads)
@@ -138,12 +155,14 @@ class Runner:
         fails to come up is left stopped, and its runs say why."""
         began = time.monotonic()
         servers = []
-        for index, spec in enumerate(self.plan.servers[level]):
+        slots = self.plan.slots_for(workload, self.tools.slots)
+        for index, spec in enumerate(self.plan.servers_for(level, workload)):
             workdir = os.path.join(self.scratch_dir,
                                    f"{level}-{workload.name}-{spec.name}")
             server = Server(spec, level,
                             self._ports(index, workload.listen_count),
-                            workdir, self.tools)
+                            workdir, self.tools, slots=slots,
+                            handler=workload.handler)
             server.launch()
             self.running.append(server)
             servers.append(server)
@@ -181,15 +200,18 @@ class Runner:
     # ---- runs ----
 
     def _wrk_command(self, server, workload, concurrency, duration_s):
+        threads = self.plan.threads_for(workload)
         script = os.path.join(server.workdir, "wrk.lua")
         if not os.path.exists(script):
             with open(script, "w") as handle:
-                handle.write(load.lua_script(server.ports))
+                handle.write(load.lua_script(load.thread_ports(
+                    server.ports, workload.split, threads)))
         return load.wrk_command(
             self.tools.wrk, ports=server.ports, connections=concurrency,
-            threads=self.plan.threads, duration_s=duration_s,
+            threads=threads, duration_s=duration_s,
             timeout_s=self.plan.timeout_s, keep_alive=workload.keep_alive,
-            script_path=script)
+            script_path=script,
+            document=configs.document(workload.handler)[0])
 
     def _warm_up(self, server, workload):
         if not server.alive() or not self.plan.warmup_s:
@@ -250,6 +272,8 @@ class Runner:
                   "server": server.spec.name,
                   "label": server_label(server.spec, level),
                   "round": round_no, "ports": server.ports,
+                  "split": list(workload.split),
+                  "handler": workload.handler, "slots": server.slots,
                   "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         # A server found down died after its last run (or never came up):
         # that run was measured fine, so this one says it, and restarts it.

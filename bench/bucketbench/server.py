@@ -12,7 +12,7 @@ import sys
 import time
 
 from . import configs, procfs
-from .catalog import NO_REUSEPORT
+from .catalog import NO_REUSEPORT, SLOW, STATIC
 from .net import Timeout, http_get
 
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -46,14 +46,21 @@ def run_as_user():
 
 class Server:
     """One configured server. start() and stop() may be called repeatedly:
-    a server that died is started afresh on the same ports."""
+    a server that died is started afresh on the same ports.
 
-    def __init__(self, spec, level, ports, workdir, tools):
+    slots: its request slots (default: the harness's --slots); handler:
+    what the workload requests (catalog.STATIC or SLOW); with SLOW the
+    server also serves the slow handler."""
+
+    def __init__(self, spec, level, ports, workdir, tools, slots=None,
+                 handler=STATIC):
         self.spec = spec
         self.level = level
         self.ports = ports
         self.workdir = workdir
         self.tools = tools
+        self.slots = slots or tools.slots
+        self.handler = handler
         self.process = None
         self.expected_processes = 0
         # Failed starts since the last good one, and the latest error.
@@ -72,7 +79,11 @@ class Server:
         os.chmod(docroot, 0o755)
         with open(os.path.join(docroot, configs.DOC_NAME), "wb") as doc:
             doc.write(configs.DOC_BODY)
-        slots = self.tools.slots
+        slow = self.handler == SLOW
+        if slow:
+            with open(os.path.join(docroot, configs.SLOW_NAME), "w") as doc:
+                doc.write(configs.slow_handler_script())
+        slots = self.slots
         if self.spec.kind == "nginx":
             text = configs.nginx_config(
                 root=self.workdir, docroot=docroot, ports=self.ports,
@@ -87,11 +98,11 @@ class Server:
                 root=self.workdir, docroot=docroot, ports=self.ports,
                 mpm=self.spec.mpm,
                 mpm_module=self.tools.mpm_module(self.spec.mpm),
-                module_paths=self.tools.httpd_modules(),
+                module_paths=self.tools.httpd_modules(slow),
                 slots=slots, directives=self.spec.directives,
                 status_module=self.tools.status_module
                 if self.spec.mpm == "bucketed" else None,
-                run_as=run_as_user())
+                run_as=run_as_user(), slow_handler=slow)
             self.expected_processes = configs.httpd_processes(self.spec.mpm,
                                                               slots)
             self.config_path = os.path.join(self.workdir, "httpd.conf")
@@ -144,7 +155,8 @@ class Server:
                 start_new_session=True)
 
     def wait_ready(self):
-        """Waits until every port serves the document and all processes are
+        """Waits until every port serves the workload's document (the slow
+        handler too, so a broken mod_lua stops here) and all processes are
         up; stops the server and raises ServerError if that fails."""
         try:
             self._wait_ready()
@@ -162,11 +174,11 @@ class Server:
     def _wait_ready(self):
         deadline = time.monotonic() + START_TIMEOUT_S
         pending_ports = list(self.ports)
+        name, expected = configs.document(self.handler)
         while pending_ports:
             self._check_alive("while starting")
             try:
-                status, body = http_get(pending_ports[0],
-                                        "/" + configs.DOC_NAME,
+                status, body = http_get(pending_ports[0], "/" + name,
                                         timeout=HTTP_TIMEOUT_S)
             except OSError as error:
                 # Not listening yet: keep trying until the deadline.
@@ -177,10 +189,10 @@ class Server:
                     ) from None
                 time.sleep(0.1)
                 continue
-            if status != 200 or body != configs.DOC_BODY:
+            if status != 200 or body != expected:
                 # It answers, wrongly: waiting will not fix the configuration.
                 raise ServerError(
-                    f"{self.spec.name}: GET /{configs.DOC_NAME} on port "
+                    f"{self.spec.name}: GET /{name} on port "
                     f"{pending_ports[0]} answered HTTP {status} "
                     f"({len(body)} bytes)")
             pending_ports.pop(0)

@@ -1,10 +1,13 @@
-"""Shared setup of the bench tests: where the repository and the build are.
+"""Shared setup of the bench tests: where the repository and the build are,
+and raw run records for the summary's tests.
 
 BUCKETED_TOP: the source tree (default: two levels above this file).
 BUCKETED_BUILD: where `make` left its artifacts (default: BUCKETED_TOP)."""
 import os
 
 import pytest
+
+from bucketbench import report
 
 TOP = os.path.abspath(os.environ.get(
     "BUCKETED_TOP", os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -19,3 +22,28 @@ def top():
 @pytest.fixture
 def build():
     return BUILD
+
+
+def _run_record(server, round_no, rps, ok=True, workload="w1",
+                concurrency=50):
+    """A raw run record with just the fields the summary reads."""
+    record = {"kernel_level": "native", "workload": workload,
+              "concurrency": concurrency, "server": server, "label": server,
+              "round": round_no, "ok": ok, "error": None if ok else "boom",
+              "error_log_tail": None, "restarted": False}
+    if ok:
+        record.update({
+            "rps": rps, "requests": int(rps), "success": int(rps),
+            "errors": dict.fromkeys(report.ERROR_KINDS, 1),
+            "latency_ms": dict.fromkeys(report.LATENCY_KEYS, rps / 1000),
+            "server_cpu_s": 1.0, "client_cpu_s": 0.5, "other_cpu_s": 0.0,
+            "server_pss_bytes": 2 ** 20, "server_processes": 3,
+            "buckets": None})
+    return record
+
+
+@pytest.fixture
+def run_record():
+    """Makes raw run records: run_record(server, round, rps, ok=True,
+    workload="w1", concurrency=50)."""
+    return _run_record

@@ -40,13 +40,28 @@ def test_status_page_bucket_without_listeners():
     assert status["buckets_list"][0]["children"] == 0
 
 
+def test_status_page_appended_fields():
+    status = bucket_status.parse_status(
+        "buckets=1\nsteering=hash\nbucket=0 sockets=1 listen=127.0.0.1:80 "
+        "children=2 idle=1 busy=1 accepted=7 queue=3 max_queue=5 "
+        "backlog=511\n")
+    assert status["steering"] == "hash"
+    bucket = status["buckets_list"][0]
+    assert (bucket["accepted"], bucket["queue"], bucket["max_queue"],
+            bucket["backlog"]) == (7, 3, 5, 511)
+    assert "drops" not in bucket
+
+
 def test_accepted_delta_and_spread():
     before = bucket_status.parse_status(STATUS_PAGE)
     after = bucket_status.parse_status(
         STATUS_PAGE.replace("accepted=1234", "accepted=1334")
-                   .replace("accepted=1000", "accepted=1300"))
+                   .replace("children=3 idle=3 busy=0 accepted=1000",
+                            "children=5 idle=5 busy=0 accepted=1300"))
     delta = bucket_status.accepted_delta(before, after)
     assert [b["accepted"] for b in delta["buckets"]] == [100, 300]
+    # Children as the second snapshot has them (they move between buckets).
+    assert [b["children"] for b in delta["buckets"]] == [3, 5]
     assert delta["buckets"][0]["listen"] == "127.0.0.1:8080 [::1]:8081"
     assert delta["strategy"] == "reuseport" and delta["bucket_count"] == 2
     assert delta["spread"] == pytest.approx(1.0)   # (300 - 100) / 200

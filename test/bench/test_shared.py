@@ -121,6 +121,23 @@ def test_zombie_counts_in_the_tree_not_among_live_children():
     assert child.pid not in procfs.process_tree(os.getpid())
 
 
+def test_uids_follow_an_identity_change():
+    assert procfs.uids(os.getpid())[:3] == os.getresuid()
+    assert procfs.uids(2 ** 22 + 1) is None       # above the highest pid_max
+    if os.geteuid() != 0:
+        pytest.fail("must run as root to change a child's identity")
+    nobody = 65534
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys; os.setresuid(%d, %d, %d); "
+         "sys.stdin.read()" % (nobody, nobody, nobody)], stdin=subprocess.PIPE)
+    try:
+        net.wait_until(lambda: procfs.uids(child.pid) == (nobody,) * 4,
+                       TIMEOUT_S, what="the child to become nobody")
+    finally:
+        child.communicate(b"", timeout=TIMEOUT_S)
+    assert procfs.uids(child.pid) is None
+
+
 def test_memory_of_this_process():
     fields = procfs.smaps_rollup_kb(os.getpid())
     assert fields["Pss"] > 0 and fields["Rss"] >= fields["Pss"]

@@ -119,7 +119,66 @@ def test_one_point_without_reuseport(top, build, tmp_path):
     assert "no-reuseport (emulated)" in text
 
 
+def test_one_skewed_point(top, build, tmp_path):
+    """One point of a skewed workload with the slow handler: wrk's threads
+    split 90/10 across the two ports, every answer is the slow page's, the
+    report has the side-by-side section, and nginx sits it out."""
+    out = tmp_path / "out"
+    done = bench(top, build, "--workloads", "skew-90-slow", "--levels",
+                 catalog.NATIVE, "--servers", "prefork,bucketed-listen,nginx",
+                 "--concurrency", "20", "--runs", "1", "--duration", "1",
+                 "--warmup", "0", "--slow-slots", "32", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["meta"]["options"]["slow_slots"] == 32
+    assert {"server": "nginx", "kernel_level": None,
+            "workloads": ["skew-90-slow"],
+            "reason": catalog.HANDLER_NOT_SUPPORTED[catalog.SLOW]} \
+        in summary["skipped"]
+    points = {p["server"]: p for p in summary["points"]}
+    assert "nginx" not in points
+    for point in points.values():
+        assert point["ok_runs"] == 1, point["failures"]
+        # wrk counts answers other than 2xx; the slow page answered all.
+        assert point["success"] > 0 and point["errors"]["non_2xx"] == 0
+
+    raw = {}
+    for path in (out / "raw").iterdir():
+        record = check_run_record(path)
+        raw[record["server"]] = record
+    record = raw["prefork"]
+    assert record["split"] == [90, 10] and record["handler"] == "slow"
+    assert record["slots"] == 32
+    command = record["wrk_command"]
+    assert command[command.index("-t") + 1] == "10"
+    assert command[-1].endswith("/slow.lua")
+    busy, quiet = record["ports"]
+    script = (out / "servers" / "native-skew-90-slow-prefork" /
+              "wrk.lua").read_text()
+    assert script.count(f'"{busy}"') == 9 and script.count(f'"{quiet}"') == 1
+
+    if "bucketed-listen" in points:
+        # One bucket per Listen: a bucket's accepted count is its port's.
+        buckets = points["bucketed-listen"]["buckets"]["accepted"]
+        by_port = {int(b["listen"].rsplit(":", 1)[1]): b["accepted"]
+                   for b in buckets}
+        busy, quiet = raw["bucketed-listen"]["ports"]
+        assert by_port[busy] > by_port[quiet] > 0, buckets
+        assert all(b["children_at_end"] >= 1 for b in buckets), buckets
+    text = (out / "report.md").read_text()
+    assert "## Skewed Listen load (issue 8)" in text
+    assert "| Configuration | skew-90-slow |" in text
+
+
 @pytest.mark.parametrize("args, message", [
+    (["--workloads", "skew-90-static", "--concurrency", "25"],
+     "must be a multiple of 10, got 25"),
+    (["--workloads", "w2", "--threads", "3"],
+     "cannot carry the split 50/50"),
+    (["--workloads", "skew", "--slow-slots", "40"],
+     "--slow-slots must be a multiple of 32"),
+    (["--workloads", "skew-all-slow", "--modules-dir", "/nonexistent"],
+     "needs mod_lua"),
     (["--servers", "prefork,apache1"], "unknown server apache1"),
     (["--workloads", "w9"], "unknown workload w9"),
     (["--levels", "ancient"], "unknown kernel level ancient"),

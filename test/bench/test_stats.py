@@ -69,24 +69,8 @@ def test_per_thousand():
     assert stats.per_thousand(2.0, 0) is None
 
 
-def _record(server, round_no, rps, ok=True):
-    """A raw run record with just the fields the summary reads."""
-    record = {"kernel_level": "native", "workload": "w1", "concurrency": 50,
-              "server": server, "label": server, "round": round_no,
-              "ok": ok, "error": None if ok else "boom",
-              "error_log_tail": None, "restarted": False}
-    if ok:
-        record.update({
-            "rps": rps, "requests": int(rps), "success": int(rps),
-            "errors": dict.fromkeys(report.ERROR_KINDS, 1),
-            "latency_ms": dict.fromkeys(report.LATENCY_KEYS, rps / 1000),
-            "server_cpu_s": 1.0, "client_cpu_s": 0.5, "other_cpu_s": 0.0,
-            "server_pss_bytes": 2 ** 20, "server_processes": 3,
-            "buckets": None})
-    return record
-
-
-def test_summary_takes_ratios_round_by_round():
+def test_summary_takes_ratios_round_by_round(run_record):
+    _record = run_record
     records = [
         _record("prefork", 1, 100), _record("event", 1, 50),
         _record("bucketed", 1, 300),

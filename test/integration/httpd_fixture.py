@@ -34,7 +34,7 @@ from bucketbench.net import (  # noqa: F401 (re-exported)
 from bucketbench.procfs import (  # noqa: F401 (re-exported)
     alive, children_of, kill_until_gone, listening_inodes,
     proc_listening_inodes, processes_mentioning, socket_inodes_of,
-    ss_listening, stop_process)
+    ss_listening, stop_process, uids)
 
 TOP = Path(os.environ.get("BUCKETED_TOP")
            or Path(__file__).resolve().parent.parent.parent)
@@ -273,10 +273,14 @@ class Httpd:
         waits until every bucket has a child answering."""
         assert self.proc is None, "already started"
         out = open(self.stdout_path, "wb")
+        # Stock prefork and event stop by signalling their whole process
+        # group, which would take pytest with them: they get a session of
+        # their own.
         self.proc = subprocess.Popen(
             [HTTPD_BIN, "-f", str(self.conf), "-DFOREGROUND", *extra_args],
             env=self.env(), stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL)
+            stdin=subprocess.DEVNULL,
+            start_new_session=self.mpm != "bucketed")
         out.close()
         if wait:
             self.wait_ready()

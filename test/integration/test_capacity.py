@@ -52,9 +52,11 @@ def skewed_load(server):
                 body=CGI_BODY)
 
 
-def run_skewed(server, buckets):
+def run_skewed(server, buckets, until):
     """Loads port 0 until the children serving it exceed one bucket's even
-    share and nearly every child is busy; the quiet port keeps answering."""
+    share and nearly every child is busy; the quiet port keeps answering.
+    Returns the first status page (asked on the quiet port) for which
+    until(status) holds, waited for while the load runs."""
     even_share = MAX_WORKERS // buckets
     load = skewed_load(server).start()
     try:
@@ -67,11 +69,17 @@ def run_skewed(server, buckets):
         # The quiet port is still answered while the busy one takes
         # (nearly) everything.
         assert http_get(server.ports[1])[0] == 200
-        status = server.status(server.ports[1])
+        status = wait_until(lambda: until_status(server, until), 60,
+                            what="the status page to show it")
     finally:
         result = load.stop()
     assert result.failed == 0, result.errors
     return status
+
+
+def until_status(server, until):
+    status = server.status(server.ports[1])
+    return status if until(status) else None
 
 
 def capacity_config(server_root, extra=""):
@@ -85,11 +93,11 @@ def test_busy_port_uses_every_bucket_with_reuseport(make_httpd):
     server.write_config(capacity_config(server.root, "BucketCount 2\n"))
     server.start()
     assert server.status()["strategy"] == "reuseport"
-    status = run_skewed(server, 2)
+    # Both buckets' children served the busy port.
+    status = run_skewed(server, 2, lambda st: all(
+        b["accepted"] > 0 for b in st["buckets_list"]))
     print(f"served the busy port: {len(served_by(server)[server.ports[0]])} "
           f"children; buckets {status['buckets_list']}")
-    # Both buckets' children served the busy port.
-    assert all(b["accepted"] > 0 for b in status["buckets_list"])
 
 
 def test_children_move_to_busy_bucket_without_reuseport(make_httpd):
@@ -100,14 +108,18 @@ def test_children_move_to_busy_bucket_without_reuseport(make_httpd):
     status = server.status()
     assert status["strategy"] == "listen"
     assert status["buckets"] == 2
-    status = run_skewed(server, 2)
-    busy_bucket, quiet_bucket = sorted(
-        status["buckets_list"],
-        key=lambda b: f"{LOOPBACK}:{server.ports[0]}" not in b["listen"])
-    print(f"busy bucket {busy_bucket}, quiet bucket {quiet_bucket}")
-    assert busy_bucket["children"] > MAX_WORKERS // 2
-    # The quiet bucket gave children away but kept one idle.
-    assert quiet_bucket["idle"] >= 1
+    def busy_and_quiet(st):
+        return sorted(st["buckets_list"], key=lambda b: f"{LOOPBACK}:"
+                      f"{server.ports[0]}" not in b["listen"])
+
+    def moved(st):
+        busy_bucket, quiet_bucket = busy_and_quiet(st)
+        # More than its even share in the busy bucket; the quiet bucket
+        # gave children away but kept one idle.
+        return (busy_bucket["children"] > MAX_WORKERS // 2
+                and quiet_bucket["idle"] >= 1)
+    status = run_skewed(server, 2, moved)
+    print("busy bucket {}, quiet bucket {}".format(*busy_and_quiet(status)))
     assert re.search(r"children move between buckets", server.error_log())
 
 

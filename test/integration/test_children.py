@@ -44,11 +44,15 @@ def bucket_sockets_of(server, child):
 
 
 def bucket_sockets(server):
-    """{listening socket inode: [child pids holding it]}."""
+    """{listening socket inode: [child pids holding it]} once every child
+    holds exactly one (a child holds them all from its fork until it closes
+    the other buckets' ones), else None."""
     held = collections.defaultdict(list)
     for child in children_of(server.pid):
-        for inode in bucket_sockets_of(server, child):
-            held[inode].append(child)
+        mine = bucket_sockets_of(server, child)
+        if len(mine) != 1:
+            return None
+        held[mine.pop()].append(child)
     return held
 
 
@@ -59,9 +63,15 @@ def test_killed_child_replaced_in_its_bucket(make_httpd):
     server = make_httpd(directives="BucketCount 2\nStartServers 6\n"
                                    "MinSpareServers 2\nMaxSpareServers 8")
     server.start()
-    counts = per_bucket(server.status(), "children")
-    assert counts == [3, 3]
-    for inode, pids in sorted(bucket_sockets(server).items()):
+    counts = [3, 3]
+    # All six started, each past the point where it keeps only its own
+    # bucket's socket.
+    wait_until(lambda: per_bucket(server.status(), "children") == counts, 10,
+               what=f"{counts} children per bucket")
+    held = wait_until(lambda: bucket_sockets(server), 10,
+                      what="every child to keep one socket")
+    assert len(held) == 2 and sorted(map(len, held.values())) == counts, held
+    for inode, pids in sorted(held.items()):
         before = set(children_of(server.pid))
         victim = pids[0]
         seen = {}
@@ -99,9 +109,14 @@ def test_idle_surplus_trimmed_in_each_bucket(make_httpd):
     # MinSpareServers 2 is 1 per bucket.
     server = make_httpd(directives="BucketCount 2\nStartServers 12\n"
                                    "MinSpareServers 2\nMaxSpareServers 4")
-    server.start()
+    # The start-up population is seen as the parent forks it, not after
+    # wait_ready(): maintenance trims one idle child per bucket a second
+    # from a second after the start, so a slow first answer (a loaded
+    # machine) could otherwise miss the twelve.
+    server.start(wait=False)
     wait_until(lambda: len(children_of(server.pid)) == 12, 10,
                what="the 12 start-up children")
+    server.wait_ready()
     history = []
 
     def trimmed():
@@ -136,5 +151,6 @@ def test_max_connections_per_child_recycles(make_httpd):
     assert sum(served_by.values()) >= REQUESTS
     assert max(served_by.values()) <= 50
     assert len(served_by) >= REQUESTS // 50
-    assert first - set(children_of(server.pid)), "no child was recycled"
+    wait_until(lambda: first - set(children_of(server.pid)), 10,
+               what="a first child to be recycled")
     assert all(n > 0 for n in per_bucket(server.status(), "accepted"))

@@ -4,6 +4,7 @@ values httpd merely adjusts pass with a warning; and what a running server
 does with a configuration that changes under it (a bad one, a new
 ServerLimit) on graceful restart.
 """
+import re
 import signal
 
 import pytest
@@ -122,3 +123,20 @@ def test_server_limit_change_refused_on_restart(make_httpd):
            "allowed during restart" in log, log
     assert not server.exited()
     assert http_get(server.ports[0]) == (200, INDEX_BODY)
+
+
+def test_listen_tcp_defer_accept_as_httpd_has_it(make_httpd):
+    # directives.c registers ListenTCPDeferAccept only where httpd has it
+    # (2.4.66 and later): a feature test that went wrong would drop it here.
+    server = make_httpd()
+    version = server.command("-v").output
+    match = re.search(r"Apache/2\.4\.(\d+)", version)
+    assert match, version
+    server.write_config("ListenTCPDeferAccept 5")
+    result = server.command("-t")
+    if int(match.group(1)) >= 66:
+        assert result.returncode == 0, result.output
+        assert "Syntax OK" in result.output
+    else:
+        assert result.returncode != 0, result.output
+        assert "Invalid command 'ListenTCPDeferAccept'" in result.output

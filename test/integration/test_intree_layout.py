@@ -1,13 +1,22 @@
 """server/mpm/bucketed carries what httpd's build expects of an MPM directory,
-and its object list for httpd's build (config3.m4) names the same sources
-as the apxs build's MPM_SOURCES (Makefile.am). scripts/intree-build.sh
-builds it in a real httpd tree; this only keeps the two lists in step."""
+its object list for httpd's build (config3.m4) names the same sources as the
+apxs build's MPM_SOURCES (Makefile.am), and the apxs build leaves the source
+directories as they are, so that server/mpm/bucketed can be copied into an
+httpd tree whole. scripts/intree-build.sh copies it after the apxs build
+(scripts/test.sh runs them in that order) and builds httpd with it."""
 import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
+
 TOP = Path(os.environ.get("BUCKETED_TOP") or Path(__file__).resolve().parents[2])
+BUILD = Path(os.environ.get("BUCKETED_BUILD") or TOP)
 MPM_DIR = TOP / "server/mpm/bucketed"
+# The source directories the apxs build compiles from, relative to TOP.
+SOURCE_DIRS = ("server/mpm/bucketed", "modules")
 
 
 def makefile_variables(text):
@@ -49,3 +58,31 @@ def test_httpd_build_files():
     assert "APACHE_MPM_MODULE(bucketed, $enable_mpm_bucketed," in (MPM_DIR / "config3.m4").read_text()
     assert (MPM_DIR / "Makefile.in").read_text() == "include $(top_srcdir)/build/special.mk\n"
     assert (MPM_DIR / "mpm_default.h").is_file()
+
+
+def test_build_leaves_source_directories_as_they_were():
+    built = BUILD / "mod_mpm_bucketed.so"
+    assert built.is_file(), f"no {built}: build first (scripts/build.sh or make)"
+    sources = [f for d in SOURCE_DIRS for f in (TOP / d).rglob("*.[ch]")]
+    stale = [str(f.relative_to(TOP)) for f in sources
+             if f.stat().st_mtime > built.stat().st_mtime]
+    assert not stale, f"{built} is older than {stale}: this would check no build"
+
+    if shutil.which("git") is None or subprocess.run(
+            ["git", "-C", str(TOP), "rev-parse", "--is-inside-work-tree"],
+            capture_output=True).returncode != 0:
+        pytest.skip(f"{TOP} is not a git checkout: cannot tell generated files")
+    status = subprocess.run(
+        ["git", "-C", str(TOP), "status", "--porcelain", "--ignored", "--", *SOURCE_DIRS],
+        capture_output=True, text=True, check=True).stdout.splitlines()
+    # "!!" marks what .gitignore ignores: objects, .libs/, .deps/, *.la.
+    generated = [line[3:] for line in status if line.startswith("!! ")]
+    assert not generated, ("generated files in the source directories (httpd's make "
+                           "would take them as its own): %s; if an older build left them, "
+                           "remove them with git clean -fdX %s" % (generated, " ".join(SOURCE_DIRS)))
+
+    if BUILD.resolve() != TOP.resolve():
+        # A VPATH build must not mirror the source directories either.
+        written = [str(f.relative_to(BUILD)) for d in SOURCE_DIRS if (BUILD / d).exists()
+                   for f in (BUILD / d).rglob("*")]
+        assert not written, f"the build wrote {written} under {BUILD}"

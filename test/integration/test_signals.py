@@ -18,6 +18,10 @@ from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 RESTARTS = 5
 
 
+def at_least(count, pids):
+    return pids if len(pids) >= count else None
+
+
 def wait_generation(server, generation):
     wait_until(lambda: server.status()["generation"] == generation, 20,
                what=f"generation {generation}")
@@ -113,7 +117,8 @@ def test_graceful_stop_when_request_lands_before_accept(make_httpd):
                                    "MaxRequestWorkers 1\n"
                                    "MinSpareServers 1\nMaxSpareServers 2")
     server.start()
-    child = children_of(server.pid)[0]
+    (child,) = wait_until(lambda: children_of(server.pid), 10,
+                          what="the one child")
     gdb_log = server.root / "gdb.txt"
     gdb = subprocess.Popen(
         ["gdb", "-q", "-nx", "-p", str(child), "-ex", "break accept4",
@@ -148,8 +153,8 @@ def test_graceful_stop_when_request_lands_before_accept(make_httpd):
 def test_stop_leaves_no_process(make_httpd):
     server = make_httpd(directives="BucketCount 2\nStartServers 6")
     server.start()
-    children = children_of(server.pid)
-    assert len(children) >= 6
+    children = wait_until(lambda: at_least(6, children_of(server.pid)), 10,
+                          what="the six start-up children")
     server.signal(signal.SIGTERM)
     assert server.wait_exit() == 0
     assert not [pid for pid in [server.pid, *children] if alive(pid)]

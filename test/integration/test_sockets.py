@@ -86,16 +86,18 @@ def test_every_bucket_has_a_socket_per_port(make_httpd, listens):
     assert every_inode <= socket_inodes_of(server.pid)
 
     def bucket_sets():
+        """The children's socket sets, once every child holds its bucket's
+        only and the children of all four buckets are there."""
         held = set()
         for child in children_of(server.pid):
             mine = socket_inodes_of(child) & every_inode
             if len(mine) != listens:
                 return None
             held.add(frozenset(mine))
-        return held
+        return held if len(held) == 4 else None
     held = wait_until(bucket_sets, 10,
-                      what=f"every child to hold {listens} socket(s)")
-    assert len(held) == 4, held
+                      what=f"every child to hold {listens} socket(s), "
+                           f"children in all 4 buckets")
     assert set().union(*held) == every_inode
     assert_serves(server)
 

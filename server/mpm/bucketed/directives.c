@@ -362,12 +362,19 @@ const command_rec bucketed_cmds[] = {
         "Send buffer size in bytes"),
     AP_INIT_TAKE1("ReceiveBufferSize", set_receive_buffer_size, NULL,
         RSRC_CONF, "Receive buffer size in bytes"),
-    /* The rest of LISTEN_COMMANDS (httpd 2.4.68 and later), unwrapped. */
+    /* The rest of LISTEN_COMMANDS, unwrapped. */
     AP_INIT_TAKE_ARGV("Listen", ap_set_listener, NULL, RSRC_CONF,
         "A port number or a numeric IP address and a port number, and an "
         "optional protocol"),
+    /* ListenTCPDeferAccept came with httpd 2.4.66 without a module magic
+     * number bump (ap_mmn.h's last entry, 20120211.142, is from 2.4.64 and
+     * still current in 2.4.71), so the MMN cannot tell. mpm_common.h's
+     * DEFAULT_TCP_DEFER_ACCEPT came with it: where that is missing, so is
+     * ap_set_listentcpdeferaccept. */
+#ifdef DEFAULT_TCP_DEFER_ACCEPT
     AP_INIT_TAKE1("ListenTCPDeferAccept", ap_set_listentcpdeferaccept, NULL,
         RSRC_CONF, "Value set for the socket option TCP_DEFER_ACCEPT if it "
         "is set"),
+#endif
     { NULL }
 };

@@ -12,7 +12,10 @@
  *   kernel_features.c   kernel versions and the features log line  (pure)
  *   kernel_probe.c      trying what the kernel offers
  *   bucket_listeners.c  opening and keeping the per-bucket sockets
- *   bucket_stats.c      per-bucket counters for bucketed-status
+ *   queue_watch.c       accept-queue history and warnings          (pure)
+ *   bucket_stats.c      shared counters, the parent's published census
+ *   bucket_queue.c      the parent's accept-queue samples
+ *   bucket_report.c     the report for mod_bucketed_status
  *   parent.c            the parent: spawning, maintenance, restarts
  *   child.c             the child: serve what its bucket accepts
  *   child_accept.c      the child: waiting for a connection
@@ -311,7 +314,10 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
         && event_nudges_create(s, conf, retained) != APR_SUCCESS) {
         return !OK;
     }
-    rv = bucket_stats_init(retained, s);
+    rv = bucket_stats_init(pconf, s, conf, retained);
+    if (rv == APR_SUCCESS) {
+        rv = bucket_queue_init(pconf, s, conf);
+    }
     if (rv != APR_SUCCESS) {
         return !OK;
     }
@@ -369,7 +375,9 @@ static int bucketed_query(int query_code, int *result, apr_status_t *rv)
         *result = event;
         break;
     case AP_MPMQ_HAS_SERF:
+#ifdef AP_MPMQ_CAN_WAITIO   /* httpd 2.4.63 and later */
     case AP_MPMQ_CAN_WAITIO:
+#endif
         *result = 0;
         break;
     case AP_MPMQ_MAX_REQUESTS_DAEMON:
@@ -407,7 +415,7 @@ static void bucketed_register_hooks(apr_pool_t *p)
     ap_hook_mpm(parent_run, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_mpm_query(bucketed_query, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_mpm_get_name(bucketed_get_name, NULL, NULL, APR_HOOK_MIDDLE);
-    bucket_stats_register();
+    bucket_report_register();
 }
 
 AP_DECLARE_MODULE(mpm_bucketed) = {
