@@ -12,6 +12,7 @@ Environment:
 Nothing here sleeps for synchronisation: every wait is wait_until() on an
 observable condition with a bounded timeout.
 """
+import collections
 import http.client
 import itertools
 import os
@@ -353,6 +354,17 @@ class Httpd:
                             what=f"processes of {self.conf} to go")
 
     # -- logs
+
+    # CustomLog line that served_by_child() reads.
+    PID_LOG = 'CustomLog logs/access.log "%P %>s"'
+
+    def served_by_child(self):
+        """Counter {child pid: requests}, from the access log written with
+        PID_LOG."""
+        return collections.Counter(
+            line.split()[0]
+            for line in (self.root / "logs" / "access.log").read_text()
+            .splitlines())
 
     def error_log(self):
         try:

@@ -71,7 +71,11 @@ static void read_bucket(apr_pool_t *p, const bucketed_config *conf,
     if (pub->census != NULL) {
         bs->idle = (int)apr_atomic_read32(&pub->census[b].idle);
         bs->busy = (int)apr_atomic_read32(&pub->census[b].busy);
-        bs->children = bs->idle + bs->busy;
+        /* The census counts units: children, or under ChildModel event
+         * worker threads, ThreadsPerChild to a child. */
+        bs->children = (bs->idle + bs->busy)
+                       / (conf->threads.threads_per_child > 0
+                          ? conf->threads.threads_per_child : 1);
     }
 }
 

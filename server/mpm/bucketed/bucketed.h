@@ -20,6 +20,7 @@
 #include "bucket_maint.h"
 #include "bucket_plan.h"
 #include "directive_check.h"
+#include "event_limits.h"
 #include "exit_policy.h"
 #include "kernel_probe.h"
 #include "queue_watch.h"
@@ -81,12 +82,21 @@ typedef struct {
     int send_buffer_size;            /* SendBufferSize; 0 = system default */
     int receive_buffer_size;         /* ReceiveBufferSize */
     int one_process;                 /* -X / -DONE_PROCESS / -DDEBUG */
+    child_model_e child_model;       /* ChildModel */
+    thread_limits thread_configured; /* the event model's own directives as
+                                      * written (ServerLimit, StartServers,
+                                      * MaxRequestWorkers: in configured) */
+    thread_limits threads;           /* ChildModel event: effective */
+    int async_factor;                /* AsyncRequestWorkerFactor x 16 */
+    const char *prefork_only_seen;   /* first directive of one model only */
+    const char *event_only_seen;
 
     /* Decided at check_config, built at open_logs. */
     kernel_features kernel;
     bucket_plan plan;
     ap_listen_rec **bucket_listeners;   /* per bucket: its sockets */
     apr_proc_mutex_t **accept_mutex;    /* per bucket; NULL = one socket */
+    int *bucket_nudge;               /* ChildModel event: retained->nudge */
     bucket_published published;         /* written by the parent only */
     struct bucket_queue_state *queue;   /* the parent's own sampling state */
 } bucketed_config;
@@ -122,6 +132,9 @@ typedef struct {
 typedef struct {
     ap_unixd_mpm_retained_data *mpm;
     int first_server_limit;          /* sizes the tables; fixed at start */
+    int first_thread_limit;          /* the scoreboard's threads per slot
+                                      * (1 when started in ChildModel
+                                      * prefork); fixed at start */
     int max_daemons_limit;           /* 1 + highest slot ever used */
     child_slot *slots;               /* first_server_limit entries */
     int *spawn_rate;                 /* per bucket */
@@ -130,6 +143,10 @@ typedef struct {
     apr_pool_t *socket_pool;         /* retained sockets live here */
     retained_socket *sockets;
     bucket_counter *counters;        /* first_server_limit entries */
+    int *nudge;                      /* ChildModel event: per bucket, the
+                                      * eventfd its children wake each other
+                                      * with, shared by the generations;
+                                      * first_server_limit entries */
 } bucketed_retained;
 
 extern module AP_MODULE_DECLARE_DATA mpm_bucketed_module;
@@ -171,11 +188,28 @@ void bucket_queue_sample(server_rec *s, bucketed_config *conf);
 void bucket_report_register(void);
 
 /* child.c */
+/* A child's pool (pchild), with an allocator of its own; a child that
+ * cannot have one exits sick. */
+apr_pool_t *child_pool_create(server_rec *s);
+
 /* parent: the pid of the parent process, 0 when the parent itself serves
  * (-X). */
 void child_main(server_rec *s, bucketed_config *conf,
                 bucketed_retained *retained, int slot, int bucket,
                 pid_t parent)
+    __attribute__((noreturn));
+
+/* event_child.c: one eventfd per bucket for the bucket's children to
+ * wake each other (ChildModel event), kept across restarts so that old
+ * and new children of a bucket share it. */
+apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
+                                 bucketed_retained *retained);
+
+/* event_child.c: a child of ChildModel event (threads, async
+ * keep-alive); arguments as for child_main. */
+void event_child_main(server_rec *s, bucketed_config *conf,
+                      bucketed_retained *retained, int slot, int bucket,
+                      pid_t parent)
     __attribute__((noreturn));
 
 /* parent.c */

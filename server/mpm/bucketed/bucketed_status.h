@@ -39,9 +39,9 @@ typedef struct {
     int sockets;                 /* listening sockets the bucket owns */
     const char *listen;          /* their addresses, space separated */
     int children;                /* live children of the current
-                                  * generation: idle + busy, from the
-                                  * parent's census */
-    int idle;
+                                  * generation, from the parent's census */
+    int idle;                    /* idle / busy children; under ChildModel
+                                  * event, worker threads */
     int busy;
     apr_uint32_t accepted;       /* connections accepted since the last
                                   * (re)start */
