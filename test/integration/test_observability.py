@@ -184,9 +184,19 @@ class HeldConnections:
 
 # ---------------------------------------------------------------- tests
 
-def test_mod_status_shows_every_bucket_and_counts_add_up(make_httpd):
-    server = make_httpd(directives="BucketCount 3\nStartServers 6\n"
-                                   + STATUS_DIRECTIVES)
+MODEL_DIRECTIVES = {
+    "prefork": "",
+    "event": "ChildModel event\nThreadsPerChild 4\n",
+}
+# Workers per child: the census counts children, idle and busy workers.
+MODEL_THREADS = {"prefork": 1, "event": 4}
+
+
+@pytest.mark.parametrize("model", sorted(MODEL_DIRECTIVES))
+def test_mod_status_shows_every_bucket_and_counts_add_up(make_httpd, model):
+    server = make_httpd(directives=MODEL_DIRECTIVES[model]
+                        + "BucketCount 3\nStartServers 6\n"
+                        + STATUS_DIRECTIVES)
     server.start()
     port = server.ports[0]
     before, buckets = sampled(port, 3)
@@ -196,8 +206,8 @@ def test_mod_status_shows_every_bucket_and_counts_add_up(make_httpd):
     assert before["BucketedBuckets"] == "3"
     for number, bucket in buckets.items():
         assert bucket["Sockets"] == 1
-        assert bucket["Children"] == bucket["IdleWorkers"] \
-            + bucket["BusyWorkers"]
+        assert bucket["Children"] * MODEL_THREADS[model] \
+            == bucket["IdleWorkers"] + bucket["BusyWorkers"]
         entry = bucket["sockets"][0]
         assert entry["Listen"] == f"{LOOPBACK}:{port}"
         assert entry["Backlog"] == 511
@@ -227,7 +237,8 @@ def test_mod_status_shows_every_bucket_and_counts_add_up(make_httpd):
     rows = html_bucket_rows(html)
     assert [row[0] for row in rows] == [0, 1, 2]
     assert sum(row[4] for row in rows) == total_accepted(buckets) + 1
-    assert all(row[1] == row[2] + row[3] for row in rows)
+    assert all(row[1] * MODEL_THREADS[model] == row[2] + row[3]
+               for row in rows)
     assert "n/a (AcceptFilter)" in html
     assert "<th>Srv</th><th>PID</th>" in html          # mod_status's table
     assert "Scoreboard Key" in html
@@ -428,10 +439,12 @@ class Prometheus:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def test_prometheus_scrapes_bucket_metrics(make_httpd):
+@pytest.mark.parametrize("model", sorted(MODEL_DIRECTIVES))
+def test_prometheus_scrapes_bucket_metrics(make_httpd, model):
     assert shutil.which("prometheus"), \
         "prometheus not found: scripts/deps.sh installs it"
-    server = make_httpd(directives="BucketCount 2\n" + STATUS_DIRECTIVES)
+    server = make_httpd(directives=MODEL_DIRECTIVES[model] + "BucketCount 2\n"
+                        + STATUS_DIRECTIVES)
     server.start()
     port = server.ports[0]
     sampled(port, 2)
