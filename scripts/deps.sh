@@ -3,8 +3,9 @@
 set -eu
 packages="apache2 apache2-dev libapr1-dev libaprutil1-dev libcmocka-dev libpcre2-dev
   gcc make autoconf automake libtool pkg-config curl iproute2 procps dpkg-dev
-  wrk nginx python3 python3-pytest python3-matplotlib valgrind git
-  qemu-system-x86 busybox-static cpio util-linux libapache2-mod-php8.2 bpftool"
+  wrk nginx python3 python3-pytest python3-matplotlib valgrind nghttp2-client git
+  qemu-system-x86 busybox-static cpio util-linux libapache2-mod-php8.2 prometheus
+  bpftool"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
@@ -27,7 +28,8 @@ for p in apache2 libapache2-mod-php8.2; do
     fi
 done
 # Debian starts the stock services on install (and libapache2-mod-php8.2 switches the
-# live apache2 to prefork and enables php8.2); bucketed's scripts use private configs.
-for svc in apache2 nginx; do
+# live apache2 to prefork and enables php8.2); bucketed's scripts use private configs
+# (the observability tests run their own Prometheus on a loopback port).
+for svc in apache2 nginx prometheus; do
     if command -v service >/dev/null 2>&1; then service "$svc" stop >/dev/null 2>&1 || true; fi
 done

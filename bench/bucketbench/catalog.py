@@ -91,6 +91,8 @@ class ServerSpec:
     not_applicable: dict = field(default_factory=dict)
     # What it can serve (STATIC, SLOW).
     handlers: tuple = (STATIC, SLOW)
+    # bucketed's ChildModel; "" for the stock MPMs and nginx.
+    child_model: str = ""
 
 
 SERVERS = {spec.name: spec for spec in (
@@ -112,6 +114,10 @@ SERVERS = {spec.name: spec for spec in (
     ServerSpec("bucketed-single", "bucketed, BucketStrategy single",
                "httpd", "bucketed",
                ("BucketStrategy single", "BucketCount auto")),
+    ServerSpec("bucketed-event", "bucketed, ChildModel event, "
+               "BucketStrategy auto", "httpd", "bucketed",
+               ("BucketStrategy auto", "BucketCount auto"),
+               child_model="event"),
     ServerSpec("bucketed-auto", "bucketed, BucketStrategy auto",
                "httpd", "bucketed",
                ("BucketStrategy auto", "BucketCount auto"),
@@ -126,7 +132,8 @@ RATIO_BASELINES = ("prefork", "event")
 # The servers a workload's target_vs_prefork is meant for: bucketed as
 # configured in practice. bucketed-single (one bucket, stock prefork's
 # arrangement) is shown as a reference, not judged.
-TARGET_SERVERS = ("bucketed-reuseport", "bucketed-listen", "bucketed-auto")
+TARGET_SERVERS = ("bucketed-reuseport", "bucketed-listen", "bucketed-auto",
+                  "bucketed-event")
 # Why a server that cannot serve a handler is left out of its workloads.
 HANDLER_NOT_SUPPORTED = {
     SLOW: "the slow handler is an httpd module (mod_lua); nginx has no "

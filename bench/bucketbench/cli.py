@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 
-from . import environment, load, memory, report
+from . import environment, load, memory, overhead, report
 from .catalog import (DEFAULT_WORKLOADS, HANDLER_NOT_SUPPORTED, KERNEL_LEVELS,
                       NATIVE, NO_REUSEPORT, SERVERS, SLOW, WORKLOAD_GROUPS,
                       WORKLOADS)
@@ -98,7 +98,8 @@ def parse_args(argv):
         description="Benchmarks stock prefork/event, bucketed and nginx "
                     "serving one small static file on loopback.",
         epilog="bench/run memory [options]: the memory checks instead "
-               "(bench/run memory --help). python3 -m bucketbench, run in "
+               "(bench/run memory --help); bench/run overhead [options]: "
+               "the cost of the metrics. python3 -m bucketbench, run in "
                "bench/ or with PYTHONPATH=bench, is the same command.")
     parser.add_argument("--quick", action="store_true",
                         help=f"small plan for development, about 3 minutes: "
@@ -523,10 +524,31 @@ def memory_main(argv):
     return 0
 
 
+def overhead_main(argv):
+    """bench/run overhead (overhead.py): the exit status."""
+    parser = argparse.ArgumentParser(prog="bench/run overhead",
+                                     description=overhead.DESCRIPTION)
+    overhead.add_arguments(parser)
+    _add_server_options(parser)
+    args = parser.parse_args(argv)
+    overhead.check_arguments(parser, args)
+    _terminate_on_sigterm()
+    scratch_dir = _scratch_dir("bucketbench-overhead-")
+    try:
+        return overhead.run(_tools(args, wrk=args.wrk), scratch_dir, args)
+    except (ServerError, Timeout, OSError) as error:
+        print(f"bench/run overhead: {error}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(scratch_dir, ignore_errors=True)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["memory"]:
         return memory_main(argv[1:])
+    if argv[:1] == ["overhead"]:
+        return overhead_main(argv[1:])
     try:
         args = parse_args(argv)
         tools = _tools(args, nginx=args.nginx, wrk=args.wrk)

@@ -45,11 +45,17 @@ def _quote(path):
     return '"' + path.replace('"', '\\"') + '"'
 
 
-def httpd_capacity(mpm, slots):
-    """The MPM directives that give an httpd `slots` request slots."""
-    if mpm == "event":
+def _threaded(mpm, child_model):
+    return mpm == "event" or child_model == "event"
+
+
+def httpd_capacity(mpm, slots, child_model=""):
+    """The MPM directives that give an httpd `slots` request slots;
+    child_model: bucketed's ChildModel ("" for the stock MPMs)."""
+    model = [f"ChildModel {child_model}"] if child_model else []
+    if _threaded(mpm, child_model):
         children = slots // EVENT_THREADS_PER_CHILD
-        return [
+        return model + [
             f"ServerLimit {children}",
             f"StartServers {children}",
             f"ThreadLimit {EVENT_THREADS_PER_CHILD}",
@@ -59,7 +65,7 @@ def httpd_capacity(mpm, slots):
             f"MaxSpareThreads {slots}",
             "MaxConnectionsPerChild 0",
         ]
-    return [
+    return model + [
         f"ServerLimit {slots}",
         f"StartServers {slots}",
         f"MaxRequestWorkers {slots}",
@@ -88,16 +94,16 @@ def slow_handler_script():
             f"end\n")
 
 
-def httpd_processes(mpm, slots):
+def httpd_processes(mpm, slots, child_model=""):
     """Processes an httpd runs once started: the parent and its children."""
-    if mpm == "event":
+    if _threaded(mpm, child_model):
         return 1 + slots // EVENT_THREADS_PER_CHILD
     return 1 + slots
 
 
 def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
                  slots, directives=(), status_module=None, run_as=None,
-                 slow_handler=False):
+                 slow_handler=False, child_model=""):
     """httpd.conf for one server.
 
     root: the server's private directory (ServerRoot, logs, pid, runtime);
@@ -141,7 +147,7 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
                   f"<Files {_quote(SLOW_NAME)}>",
                   "    SetHandler lua-script",
                   "</Files>"]
-    lines += httpd_capacity(mpm, slots)
+    lines += httpd_capacity(mpm, slots, child_model)
     lines += list(directives)
     if status_module:
         lines += [f"<Location {STATUS_PATH}>",

@@ -102,9 +102,10 @@ class Server:
                 slots=slots, directives=self.spec.directives,
                 status_module=self.tools.status_module
                 if self.spec.mpm == "bucketed" else None,
-                run_as=run_as_user(), slow_handler=slow)
-            self.expected_processes = configs.httpd_processes(self.spec.mpm,
-                                                              slots)
+                run_as=run_as_user(), slow_handler=slow,
+                child_model=self.spec.child_model)
+            self.expected_processes = configs.httpd_processes(
+                self.spec.mpm, slots, self.spec.child_model)
             self.config_path = os.path.join(self.workdir, "httpd.conf")
         with open(self.config_path, "w") as conf:
             conf.write(text)

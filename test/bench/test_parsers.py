@@ -40,6 +40,18 @@ def test_status_page_bucket_without_listeners():
     assert status["buckets_list"][0]["children"] == 0
 
 
+def test_status_page_appended_fields():
+    status = bucket_status.parse_status(
+        "buckets=1\nsteering=hash\nbucket=0 sockets=1 listen=127.0.0.1:80 "
+        "children=2 idle=1 busy=1 accepted=7 queue=3 max_queue=5 "
+        "backlog=511\n")
+    assert status["steering"] == "hash"
+    bucket = status["buckets_list"][0]
+    assert (bucket["accepted"], bucket["queue"], bucket["max_queue"],
+            bucket["backlog"]) == (7, 3, 5, 511)
+    assert "drops" not in bucket
+
+
 def test_accepted_delta_and_spread():
     before = bucket_status.parse_status(STATUS_PAGE)
     after = bucket_status.parse_status(
@@ -79,3 +91,22 @@ def test_lua_script_gives_threads_the_ports_in_turn():
     script = load.lua_script([8080, 8081])
     assert 'local ports = {"8080", "8081"}' in script
     assert load.RESULT_MARKER in script
+
+
+def test_bucketed_event_row_gets_event_capacity():
+    """The bucketed-event row: ChildModel event, then stock event's thread
+    directives for the same request slots, and one process per
+    ThreadsPerChild slots."""
+    from bucketbench import catalog, configs
+
+    spec = catalog.SERVERS["bucketed-event"]
+    assert spec.mpm == "bucketed" and spec.child_model == "event"
+    lines = configs.httpd_capacity(spec.mpm, 256, spec.child_model)
+    assert lines[0] == "ChildModel event"
+    assert lines[1:] == configs.httpd_capacity("event", 256)
+    assert configs.httpd_processes(spec.mpm, 256, spec.child_model) \
+        == configs.httpd_processes("event", 256)
+    # The prefork-model rows keep one process per slot and no ChildModel.
+    prefork_lines = configs.httpd_capacity("bucketed", 256)
+    assert not any(line.startswith("ChildModel") for line in prefork_lines)
+    assert configs.httpd_processes("bucketed", 256) == 257

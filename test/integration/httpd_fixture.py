@@ -12,6 +12,7 @@ Environment:
 Nothing here sleeps for synchronisation: every wait is wait_until() on an
 observable condition with a bounded timeout.
 """
+import collections
 import http.client
 import itertools
 import os
@@ -274,10 +275,14 @@ class Httpd:
         waits until every bucket has a child answering."""
         assert self.proc is None, "already started"
         out = open(self.stdout_path, "wb")
+        # Stock prefork and event stop by signalling their whole process
+        # group, which would take pytest with them: they get a session of
+        # their own.
         self.proc = subprocess.Popen(
             [HTTPD_BIN, "-f", str(self.conf), "-DFOREGROUND", *extra_args],
             env=self.env(), stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL)
+            stdin=subprocess.DEVNULL,
+            start_new_session=self.mpm != "bucketed")
         out.close()
         if wait:
             self.wait_ready()
@@ -351,6 +356,17 @@ class Httpd:
                             what=f"processes of {self.conf} to go")
 
     # -- logs
+
+    # CustomLog line that served_by_child() reads.
+    PID_LOG = 'CustomLog logs/access.log "%P %>s"'
+
+    def served_by_child(self):
+        """Counter {child pid: requests}, from the access log written with
+        PID_LOG."""
+        return collections.Counter(
+            line.split()[0]
+            for line in (self.root / "logs" / "access.log").read_text()
+            .splitlines())
 
     def error_log(self):
         try:

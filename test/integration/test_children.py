@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from httpd_fixture import (Load, Timeout, children_of, listening_inodes,
+from httpd_fixture import (Httpd, Load, Timeout, children_of, listening_inodes,
                            socket_inodes_of, wait_until)
 from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
@@ -139,16 +139,13 @@ def test_idle_surplus_trimmed_in_each_bucket(make_httpd):
 def test_max_connections_per_child_recycles(make_httpd):
     server = make_httpd(directives="BucketCount 2\nStartServers 4\n"
                                    "MaxConnectionsPerChild 50\n"
-                                   'CustomLog logs/access.log "%P %>s"')
+                                   + Httpd.PID_LOG)
     server.start()
     first = set(children_of(server.pid))
     result = Load(server.ports, count=REQUESTS, threads=8).run()
     assert result.failed == 0, result.errors
 
-    served_by = collections.Counter(
-        line.split()[0]
-        for line in (server.root / "logs" / "access.log").read_text()
-        .splitlines())
+    served_by = server.served_by_child()
     print(f"{result}; {len(served_by)} children served, at most "
           f"{max(served_by.values())} connections each")
     assert sum(served_by.values()) >= REQUESTS

@@ -20,6 +20,7 @@
  * allowed to grow unless held[] says otherwise. */
 typedef struct {
     int nb;
+    int unit;                 /* 0: one child is one unit (prefork) */
     bucket_census census[MAX_B];
     int may_grow[MAX_B];
     int rate[MAX_B];
@@ -48,6 +49,7 @@ static void run_any_pass(pass_t *p, int min_spare, int max_spare,
     bucket_maint_input in;
 
     in.num_buckets = p->nb;
+    in.unit = p->unit ? p->unit : 1;
     in.census = p->census;
     in.may_grow = p->may_grow;
     in.min_spare = min_spare;
@@ -504,10 +506,10 @@ static void test_skewed_load_simulation(void **state)
 static void test_census_tally(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0 }, { SLOT_BUSY, 1 }, { SLOT_EMPTY, 0 },
-        { SLOT_REPLACING, 1 }, { SLOT_LEAVING, 0 }, { SLOT_IDLE, 1 },
-        { SLOT_BUSY, 0 }, { SLOT_EMPTY, 1 }, { SLOT_IDLE, 7 },
-        { SLOT_EMPTY, 0 },
+        { SLOT_IDLE, 0, 1 }, { SLOT_BUSY, 1, 0 }, { SLOT_EMPTY, 0, 0 },
+        { SLOT_REPLACING, 1, 0 }, { SLOT_LEAVING, 0, 0 },
+        { SLOT_IDLE, 1, 1 }, { SLOT_BUSY, 0, 0 }, { SLOT_EMPTY, 1, 0 },
+        { SLOT_IDLE, 7, 1 }, { SLOT_EMPTY, 0, 0 },
     };
     bucket_census census[2];
     int free_slots;
@@ -515,13 +517,103 @@ static void test_census_tally(void **state)
     (void)state;
     /* Slot 9 is beyond MaxRequestWorkers 9: not free; bucket 7 does not
      * exist (a plan with fewer buckets): counted nowhere. */
-    free_slots = bucket_census_tally(slots, 10, 9, 2, census);
+    free_slots = bucket_census_tally(slots, 10, 9, 2, 1, census);
     assert_int_equal(free_slots, 2);
     assert_int_equal(census[0].idle, 1);
     assert_int_equal(census[0].busy, 1);
     /* A replacement on its way counts as idle in its new bucket. */
     assert_int_equal(census[1].idle, 2);
     assert_int_equal(census[1].busy, 1);
+}
+
+/* ---- ChildModel event: units are threads, a child brings 25 ---- */
+
+static void test_census_threads(void **state)
+{
+    static const slot_view slots[] = {
+        { SLOT_IDLE, 0, 20 }, { SLOT_BUSY, 0, 0 }, { SLOT_REPLACING, 1, 0 },
+        { SLOT_IDLE, 1, 3 }, { SLOT_LEAVING, 1, 25 }, { SLOT_EMPTY, 0, 0 },
+    };
+    bucket_census census[2];
+    int free_slots;
+
+    (void)state;
+    free_slots = bucket_census_tally(slots, 6, 6, 2, 25, census);
+    assert_int_equal(free_slots, 1);
+    assert_int_equal(census[0].idle, 20);
+    assert_int_equal(census[0].busy, 5 + 25);
+    /* The replacement brings a whole child's threads; the leaving child
+     * counts nowhere. */
+    assert_int_equal(census[1].idle, 25 + 3);
+    assert_int_equal(census[1].busy, 22);
+}
+
+static void test_threads_spawn_and_stop(void **state)
+{
+    pass_t p;
+    int idle[2] = { 10, 200 };
+
+    (void)state;
+    /* MinSpareThreads 75 / MaxSpareThreads 250 over 2 buckets: 38 and 37
+     * minimum, 125 maximum each. */
+    setup_pass(&p, 2, idle, NULL);
+    p.unit = 25;
+    run_pass(&p, 75, 250, 4);
+    assert_int_equal(p.d[0].spawn, 1);
+    assert_int_equal(p.d[0].idle_after, 35);
+    assert_int_equal(p.d[0].stop, 0);
+    /* 200 idle threads above 125: one child (25 threads) stops. */
+    assert_int_equal(p.d[1].stop, 1);
+    assert_int_equal(p.d[1].idle_after, 175);
+    assert_int_equal(p.d[1].spawn, 0);
+}
+
+static void test_threads_no_flip_flop(void **state)
+{
+    pass_t p;
+    int idle[1];
+    int i;
+
+    (void)state;
+    /* MaxSpareThreads barely above MinSpareThreads: the share is kept a
+     * child's threads above the minimum, so a stop never makes the bucket
+     * short and a spawn never makes it surplus. */
+    for (i = 0; i <= 100; i++) {
+        idle[0] = i;
+        setup_pass(&p, 1, idle, NULL);
+        p.unit = 25;
+        run_pass(&p, 30, 31, 10);
+        if (p.d[0].stop) {
+            CASE_CHECK("stop leaves the minimum", p.d[0].idle_after >= 30);
+        }
+        if (p.d[0].spawn) {
+            CASE_CHECK("spawn stays below the maximum",
+                       p.d[0].idle_after <= 30 + 25);
+        }
+    }
+}
+
+static void test_threads_move(void **state)
+{
+    pass_t p;
+    int idle[2] = { 0, 40 };
+    int idle_rich[2] = { 0, 60 };
+
+    (void)state;
+    /* No free slot: bucket 1 can give a child only if it keeps at least
+     * as many idle threads as bucket 0 will have. */
+    setup_pass(&p, 2, idle, NULL);
+    p.unit = 25;
+    run_pass(&p, 10, 100, 0);
+    assert_int_equal(p.num_moves, 0);
+    setup_pass(&p, 2, idle_rich, NULL);
+    p.unit = 25;
+    run_pass(&p, 10, 100, 0);
+    assert_int_equal(p.num_moves, 1);
+    assert_int_equal(p.moves[0].from, 1);
+    assert_int_equal(p.moves[0].to, 0);
+    assert_int_equal(p.d[0].idle_after, 25);
+    assert_int_equal(p.d[1].idle_after, 35);
 }
 
 static void test_start_children(void **state)
@@ -558,6 +650,10 @@ int main(void)
         POOL_TEST(test_decide_properties),
         POOL_TEST(test_skewed_load_simulation),
         POOL_TEST(test_census_tally),
+        POOL_TEST(test_census_threads),
+        POOL_TEST(test_threads_spawn_and_stop),
+        POOL_TEST(test_threads_no_flip_flop),
+        POOL_TEST(test_threads_move),
         POOL_TEST(test_start_children),
     };
 

@@ -592,8 +592,12 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
                     return !OK;
                 }
             }
+            /* Non-blocking where a child waits on several sockets, and
+             * always in ChildModel event, whose event thread accepts. */
             rv = apr_socket_opt_set(mine->sd, APR_SO_NONBLOCK,
-                                    def->num_sockets > 1);
+                                    def->num_sockets > 1
+                                    || conf->child_model
+                                       == CHILD_MODEL_EVENT);
             if (rv != APR_SUCCESS) {
                 ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
                              "bucketed: cannot set the blocking mode of %pI",

@@ -31,7 +31,7 @@ bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
 }
 
 int bucket_census_tally(const slot_view *slots, int num_slots,
-                        int max_workers, int num_buckets,
+                        int max_workers, int num_buckets, int unit,
                         bucket_census *census)
 {
     int b, slot, free_slots = 0;
@@ -47,15 +47,16 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
         case SLOT_EMPTY:
             free_slots += slot < max_workers;
             break;
-        case SLOT_IDLE:
         case SLOT_REPLACING:
             if (counted) {
-                census[v->bucket].idle++;
+                census[v->bucket].idle += unit;
             }
             break;
+        case SLOT_IDLE:
         case SLOT_BUSY:
             if (counted) {
-                census[v->bucket].busy++;
+                census[v->bucket].idle += v->idle_units;
+                census[v->bucket].busy += unit - v->idle_units;
             }
             break;
         default:
@@ -84,11 +85,28 @@ static int clamp_rate(int rate)
     return rate > BUCKET_MAX_SPAWN_RATE ? BUCKET_MAX_SPAWN_RATE : rate;
 }
 
-/* Whether bucket b is short of idle children and may get more. */
-static int is_short(const bucket_maint_input *in, int b)
+static int unit_of(const bucket_maint_input *in)
+{
+    return in->unit > 1 ? in->unit : 1;
+}
+
+/* Bucket b's share of the spare limits, its maximum at least one child's
+ * units above its minimum. */
+static bucket_spare_limits share_of(const bucket_maint_input *in, int b)
 {
     bucket_spare_limits lim = bucket_spare_share(in->min_spare, in->max_spare,
                                                  b, in->num_buckets);
+
+    if (lim.max_spare < lim.min_spare + unit_of(in)) {
+        lim.max_spare = lim.min_spare + unit_of(in);
+    }
+    return lim;
+}
+
+/* Whether bucket b is short of idle units and may get more. */
+static int is_short(const bucket_maint_input *in, int b)
+{
+    bucket_spare_limits lim = share_of(in, b);
 
     return in->may_grow[b] && in->census[b].idle < lim.min_spare;
 }
@@ -118,7 +136,7 @@ static int find_donor(const bucket_maint_input *in, const int *spawn_rate,
 
     for (b = 0; b < in->num_buckets; b++) {
         if (b == to || wanted(in, spawn_rate, b) > 0
-            || d[b].idle_after < d[to].idle_after + 2) {
+            || d[b].idle_after < d[to].idle_after + 2 * unit_of(in)) {
             continue;
         }
         if (best < 0 || d[b].idle_after > d[best].idle_after) {
@@ -156,7 +174,7 @@ int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,
                 want = free_slots;
             }
             d[b].spawn += want;
-            d[b].idle_after += want;
+            d[b].idle_after += want * unit_of(in);
             free_slots -= want;
         }
     }
@@ -175,16 +193,14 @@ int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,
                 moves[num_moves].to = b;
                 num_moves++;
                 d[from].moved_out++;
-                d[from].idle_after--;
+                d[from].idle_after -= unit_of(in);
                 d[b].moved_in++;
-                d[b].idle_after++;
+                d[b].idle_after += unit_of(in);
             }
         }
     }
     for (b = 0; b < in->num_buckets && !in->rescue_only; b++) {
-        bucket_spare_limits lim = bucket_spare_share(in->min_spare,
-                                                     in->max_spare, b,
-                                                     in->num_buckets);
+        bucket_spare_limits lim = share_of(in, b);
         int gained = d[b].spawn + d[b].moved_in;
 
         if (is_short(in, b)) {
@@ -202,7 +218,7 @@ int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,
         /* One at a time, as prefork: a burst may be about to need them. */
         if (d[b].idle_after > lim.max_spare) {
             d[b].stop = 1;
-            d[b].idle_after--;
+            d[b].idle_after -= unit_of(in);
         }
     }
     return num_moves;

@@ -14,10 +14,13 @@
  * (prefork's threshold for its "seems busy" message). */
 #define BUCKET_BUSY_REPORT 8
 
+/* Counted in units: a unit is a child in ChildModel prefork, a worker
+ * thread in ChildModel event (a child brings ThreadsPerChild units). */
 typedef struct {
-    int idle;         /* children ready to accept or starting, and children
-                       * on their way into this bucket */
-    int busy;         /* children serving a connection */
+    int idle;         /* units ready to accept or starting, and those of
+                       * children on their way into this bucket */
+    int busy;         /* units serving a connection (or, in a child that
+                       * stopped accepting, unable to take one) */
 } bucket_census;
 
 /* What the parent's slot table says of one slot. */
@@ -34,6 +37,9 @@ typedef enum {
 typedef struct {
     slot_state_e state;
     int bucket;       /* IDLE, BUSY: its bucket; REPLACING: the next one */
+    int idle_units;   /* IDLE, BUSY: of the child's units, how many are
+                       * ready for a new connection (prefork: IDLE 1, BUSY
+                       * 0); the others count as busy */
 } slot_view;
 
 typedef struct {
@@ -43,11 +49,13 @@ typedef struct {
 
 typedef struct {
     int num_buckets;
+    int unit;                     /* units a child brings: 1 (prefork) or
+                                   * ThreadsPerChild (event) */
     const bucket_census *census;  /* per bucket */
     const int *may_grow;          /* per bucket: 0 while its new children
                                    * are held back (exit_policy.h) */
-    int min_spare;                /* MinSpareServers, shared out */
-    int max_spare;                /* MaxSpareServers, shared out */
+    int min_spare;                /* MinSpareServers (Threads), shared out */
+    int max_spare;                /* MaxSpareServers (Threads), shared out */
     int free_slots;               /* slots below MaxRequestWorkers with no
                                    * child */
     int rescue_only;              /* a quick pass between full ones: only a
@@ -60,7 +68,7 @@ typedef struct {
     int moved_in;     /* idle children of other buckets to move here */
     int moved_out;    /* idle children to move to other buckets */
     int stop;         /* surplus idle children to stop (0 or 1) */
-    int idle_after;   /* idle children once all of the above is done */
+    int idle_after;   /* idle units once all of the above is done */
     int report_busy;  /* gains at least BUCKET_BUSY_REPORT children */
     int starved;      /* short of idle children, and neither a free slot
                        * nor another bucket's idle child could be had */
@@ -73,15 +81,16 @@ typedef struct {
     int to;
 } bucket_move;
 
-/* Counts idle and busy children per bucket over the first num_slots slots
- * (children on their way into a bucket count as idle there; a bucket out
- * of range counts nowhere) and returns the free slots below max_workers. */
+/* Counts idle and busy units per bucket over the first num_slots slots
+ * (children on their way into a bucket count as `unit` idle units there;
+ * a bucket out of range counts nowhere) and returns the free slots below
+ * max_workers. */
 int bucket_census_tally(const slot_view *slots, int num_slots,
-                        int max_workers, int num_buckets,
+                        int max_workers, int num_buckets, int unit,
                         bucket_census *census);
 
-/* Share MinSpare/MaxSpareServers out over buckets, keeping every bucket at
- * least one idle child and max above min. */
+/* Share MinSpare/MaxSpareServers (or Threads) out over buckets, keeping
+ * every bucket at least one idle unit and max above min. */
 bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
                                        int bucket, int num_buckets);
 
@@ -92,7 +101,9 @@ bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
  * first; once the slots run out, by moving idle children from other
  * buckets, but only from a bucket left with at least as many idle children
  * as the one it gives to. A bucket above its spare maximum stops one idle
- * child. spawn_rate (per bucket, in and out) starts at 1. In a rescue
+ * child. Idle counts are in units; a bucket's spare maximum is kept at
+ * least one child's units above its minimum, so that stopping a child
+ * never makes a bucket short. spawn_rate (per bucket, in and out) starts at 1. In a rescue
  * pass, a bucket with no idle child gains one the same way, and nothing
  * else happens.
  * decisions has num_buckets entries; moves room for max_moves. Returns

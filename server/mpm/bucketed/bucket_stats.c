@@ -1,43 +1,93 @@
 /*
- * bucket_stats.c: per-bucket accept counters in anonymous shared memory,
- * and the bucket report offered to mod_bucketed_status. Children write the
- * counters; nothing here feeds a decision of the parent.
+ * bucket_stats.c: the numbers behind every bucket report, in anonymous
+ * shared memory.
+ *
+ * - Accept counters, one per bucket, that children increment (one atomic
+ *   add per connection, the only cost on the accept path). They live as
+ *   long as the server, sized by ServerLimit, which bounds the buckets.
+ * - The published segment, one per generation: what the parent counts at
+ *   every maintenance pass (bucket census) and samples about once a second
+ *   (accept queues, bucket_queue.c), for children to display.
+ *
+ * Nothing here feeds a decision of the parent. bucket_report.c reads it.
  */
 #include <string.h>
 
 #include "apr_atomic.h"
-#include "apr_strings.h"
 
 #include "httpd.h"
 #include "http_log.h"
-#include "http_main.h"
 
 #include "bucketed.h"
-#include "bucketed_status.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
-apr_status_t bucket_stats_init(bucketed_retained *retained, server_rec *s)
+static void *shared_zeroed(apr_pool_t *pool, server_rec *s, apr_size_t size,
+                           const char *what)
 {
-    apr_size_t size;
-    apr_status_t rv;
+    apr_shm_t *shm;
+    apr_status_t rv = apr_shm_create(&shm, size, NULL, pool);
+    void *base;
 
-    if (retained->counters != NULL) {
-        return APR_SUCCESS;
-    }
-    /* Buckets never outnumber ServerLimit, which is fixed at start. */
-    size = sizeof(bucket_counter) * retained->first_server_limit;
-    rv = apr_shm_create(&retained->counters_shm, size, NULL,
-                        s->process->pool);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
                      "bucketed: cannot create %" APR_SIZE_T_FMT " bytes of "
-                     "anonymous shared memory for bucket counters", size);
-        return rv;
+                     "anonymous shared memory for %s", size, what);
+        return NULL;
     }
-    retained->counters = apr_shm_baseaddr_get(retained->counters_shm);
-    memset(retained->counters, 0, size);
+    base = apr_shm_baseaddr_get(shm);
+    memset(base, 0, size);
+    return base;
+}
+
+/* The generation's published segment: times, then the census of each
+ * bucket, then each socket of each bucket. In pconf, so that it goes with
+ * the generation; its children keep their own mapping until they leave. */
+static apr_status_t publish_init(apr_pool_t *pconf, server_rec *s,
+                                 bucketed_config *conf)
+{
+    bucket_published *pub = &conf->published;
+    apr_size_t times_size, census_size, sockets_size;
+    char *base;
+    int b;
+
+    pub->num_sockets = 0;
+    for (b = 0; b < conf->plan.num_buckets; b++) {
+        ap_listen_rec *lr;
+        for (lr = conf->bucket_listeners[b]; lr; lr = lr->next) {
+            pub->num_sockets++;
+        }
+    }
+    times_size = APR_ALIGN_DEFAULT(sizeof(published_times));
+    census_size = APR_ALIGN_DEFAULT(sizeof(published_census)
+                                    * conf->plan.num_buckets);
+    sockets_size = sizeof(published_socket) * pub->num_sockets;
+    base = shared_zeroed(pconf, s, times_size + census_size + sockets_size,
+                         "the bucket census and accept-queue samples");
+    if (base == NULL) {
+        return APR_ENOMEM;
+    }
+    pub->times = (published_times *)base;
+    pub->census = (published_census *)(base + times_size);
+    pub->sockets = (published_socket *)(base + times_size + census_size);
     return APR_SUCCESS;
+}
+
+apr_status_t bucket_stats_init(apr_pool_t *pconf, server_rec *s,
+                               bucketed_config *conf,
+                               bucketed_retained *retained)
+{
+    if (retained->counters == NULL) {
+        /* Buckets never outnumber ServerLimit, which is fixed at start. */
+        retained->counters = shared_zeroed(
+            s->process->pool, s,
+            sizeof(bucket_counter) * retained->first_server_limit,
+            "bucket counters");
+        if (retained->counters == NULL) {
+            return APR_ENOMEM;
+        }
+    }
+    return publish_init(pconf, s, conf);
 }
 
 void bucket_stats_reset(bucketed_retained *retained)
@@ -51,57 +101,25 @@ void bucket_stats_count_accept(bucketed_retained *retained, int bucket)
     apr_atomic_inc32(&retained->counters[bucket].accepted);
 }
 
-static const bucketed_status *bucketed_get_status(apr_pool_t *p)
+apr_uint32_t bucket_stats_accepted(const bucketed_retained *retained,
+                                   int bucket)
 {
-    bucketed_config *conf = bucketed_get_config(ap_server_conf);
-    bucketed_retained *retained = bucketed_get_retained();
-    bucketed_status *st = apr_pcalloc(p, sizeof(*st));
-    int b, slot;
-
-    st->strategy = bucket_strategy_name(conf->plan.strategy);
-    st->reason = conf->plan.reason;
-    st->kernel = kernel_features_describe(p, &conf->kernel);
-    st->generation = retained->mpm->my_generation;
-    st->num_buckets = conf->plan.num_buckets;
-    st->buckets = apr_pcalloc(p, sizeof(*st->buckets) * st->num_buckets);
-    for (b = 0; b < st->num_buckets; b++) {
-        ap_listen_rec *lr;
-        const char *addrs = NULL;
-
-        st->buckets[b].sockets = conf->plan.buckets[b].num_sockets;
-        for (lr = conf->bucket_listeners[b]; lr; lr = lr->next) {
-            const char *a = apr_psprintf(p, "%pI", lr->bind_addr);
-            addrs = addrs ? apr_pstrcat(p, addrs, " ", a, NULL) : a;
-        }
-        st->buckets[b].listen = addrs ? addrs : "";
-        st->buckets[b].accepted = apr_atomic_read32(
-            &retained->counters[b].accepted);
-    }
-    /* The scoreboard's bucket field is written by the parent from its own
-     * table; here it is only displayed, and checked for range. */
-    for (slot = 0; slot < retained->first_server_limit; slot++) {
-        process_score *ps = ap_get_scoreboard_process(slot);
-        worker_score *ws = ap_get_scoreboard_worker_from_indexes(slot, 0);
-        bucketed_bucket_status *bs;
-
-        if (ps->pid == 0 || ps->generation != retained->mpm->my_generation
-            || ps->bucket < 0 || ps->bucket >= st->num_buckets
-            || ws->status == SERVER_DEAD) {
-            continue;
-        }
-        bs = &st->buckets[ps->bucket];
-        bs->children++;
-        if (ws->status <= SERVER_READY) {
-            bs->idle++;
-        }
-        else {
-            bs->busy++;
-        }
-    }
-    return st;
+    return apr_atomic_read32(&retained->counters[bucket].accepted);
 }
 
-void bucket_stats_register(void)
+void bucket_stats_publish_census(bucketed_config *conf,
+                                 const bucket_census *census,
+                                 int num_buckets)
 {
-    APR_REGISTER_OPTIONAL_FN(bucketed_get_status);
+    bucket_published *pub = &conf->published;
+    int b;
+
+    if (pub->census == NULL) {
+        return;
+    }
+    for (b = 0; b < num_buckets && b < conf->plan.num_buckets; b++) {
+        apr_atomic_set32(&pub->census[b].idle, (apr_uint32_t)census[b].idle);
+        apr_atomic_set32(&pub->census[b].busy, (apr_uint32_t)census[b].busy);
+    }
+    pub->times->census_at = apr_time_now();
 }

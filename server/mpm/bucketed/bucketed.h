@@ -17,10 +17,13 @@
 #include "scoreboard.h"
 #include "unixd.h"
 
+#include "bucket_maint.h"
 #include "bucket_plan.h"
 #include "directive_check.h"
+#include "event_limits.h"
 #include "exit_policy.h"
 #include "kernel_probe.h"
+#include "queue_watch.h"
 #include "steering.h"
 
 #define BUCKETED_MPM_NAME "bucketed"
@@ -31,6 +34,41 @@
 #define BUCKETED_EXIT_RESEND_SEC 2
 /* How long a hard stop or restart waits for children before SIGKILL. */
 #define BUCKETED_REAP_TIMEOUT_SEC 5
+
+/* What the parent publishes from its maintenance passes for the children
+ * to display (bucket_stats.c): its census of each bucket and its samples
+ * of each listening socket's accept queue, in one anonymous shared segment
+ * per configuration generation, sized from that generation's plan. The
+ * pointers into the segment live in the configuration, in each process's
+ * own memory: nothing is ever located through a value read back from the
+ * segment, which any child can write. */
+typedef struct {
+    apr_time_t census_at;            /* last census; 0 = none yet */
+    apr_time_t sampled_at;           /* last socket sample; 0 = none yet */
+} published_times;
+
+typedef struct {
+    apr_uint32_t idle;
+    apr_uint32_t busy;
+} published_census;
+
+typedef struct {
+    apr_uint32_t sampled;            /* 0 until the first sample */
+    apr_uint32_t depth;              /* connections waiting for accept() */
+    apr_uint32_t backlog;            /* the accept queue's limit */
+    apr_uint32_t max_depth;          /* highest depth sampled */
+    apr_uint32_t has_drops;          /* drops below mean something */
+    apr_uint32_t drops;              /* packets dropped since it opened */
+    apr_uint32_t defer_accept;       /* TCP_DEFER_ACCEPT: no drops */
+} published_socket;
+
+typedef struct {
+    published_times *times;
+    published_census *census;        /* plan.num_buckets entries */
+    published_socket *sockets;       /* num_sockets entries: bucket by
+                                      * bucket, in bucket_listeners order */
+    int num_sockets;
+} bucket_published;
 
 /* Directive values and the plan of one configuration generation: the main
  * server's module config, so a restart starts from fresh defaults. */
@@ -46,6 +84,14 @@ typedef struct {
     int send_buffer_size;            /* SendBufferSize; 0 = system default */
     int receive_buffer_size;         /* ReceiveBufferSize */
     int one_process;                 /* -X / -DONE_PROCESS / -DDEBUG */
+    child_model_e child_model;       /* ChildModel */
+    thread_limits thread_configured; /* the event model's own directives as
+                                      * written (ServerLimit, StartServers,
+                                      * MaxRequestWorkers: in configured) */
+    thread_limits threads;           /* ChildModel event: effective */
+    int async_factor;                /* AsyncRequestWorkerFactor x 16 */
+    const char *prefork_only_seen;   /* first directive of one model only */
+    const char *event_only_seen;
 
     /* Decided at check_config, built at open_logs. */
     kernel_features kernel;
@@ -60,6 +106,9 @@ typedef struct {
     bucket_plan plan;
     ap_listen_rec **bucket_listeners;   /* per bucket: its sockets */
     apr_proc_mutex_t **accept_mutex;    /* per bucket; NULL = one socket */
+    int *bucket_nudge;               /* ChildModel event: retained->nudge */
+    bucket_published published;         /* written by the parent only */
+    struct bucket_queue_state *queue;   /* the parent's own sampling state */
 } bucketed_config;
 
 /* What the parent knows of one scoreboard slot, in its own memory: a child
@@ -104,6 +153,9 @@ typedef struct {
 typedef struct {
     ap_unixd_mpm_retained_data *mpm;
     int first_server_limit;          /* sizes the tables; fixed at start */
+    int first_thread_limit;          /* the scoreboard's threads per slot
+                                      * (1 when started in ChildModel
+                                      * prefork); fixed at start */
     int max_daemons_limit;           /* 1 + highest slot ever used */
     child_slot *slots;               /* first_server_limit entries */
     int *spawn_rate;                 /* per bucket */
@@ -112,8 +164,11 @@ typedef struct {
     apr_pool_t *socket_pool;         /* retained sockets live here */
     retained_socket *sockets;
     retained_map *steer_maps;        /* CPU steering, per address */
-    apr_shm_t *counters_shm;
     bucket_counter *counters;        /* first_server_limit entries */
+    int *nudge;                      /* ChildModel event: per bucket, the
+                                      * eventfd its children wake each other
+                                      * with, shared by the generations;
+                                      * first_server_limit entries */
 } bucketed_retained;
 
 extern module AP_MODULE_DECLARE_DATA mpm_bucketed_module;
@@ -143,18 +198,50 @@ void bucket_listeners_child_steering(server_rec *s,
                                      const bucketed_config *conf,
                                      bucketed_retained *retained, int bucket);
 
-/* bucket_stats.c */
-apr_status_t bucket_stats_init(bucketed_retained *retained, server_rec *s);
+/* bucket_stats.c: the shared counters and the published segment. */
+apr_status_t bucket_stats_init(apr_pool_t *pconf, server_rec *s,
+                               bucketed_config *conf,
+                               bucketed_retained *retained);
 void bucket_stats_reset(bucketed_retained *retained);
 void bucket_stats_count_accept(bucketed_retained *retained, int bucket);
-void bucket_stats_register(void);
+apr_uint32_t bucket_stats_accepted(const bucketed_retained *retained,
+                                   int bucket);
+/* Parent: its per-bucket census (maintain_buckets) for display. */
+void bucket_stats_publish_census(bucketed_config *conf,
+                                 const bucket_census *census,
+                                 int num_buckets);
+
+/* bucket_queue.c: the parent's sampling of every bucket socket. */
+apr_status_t bucket_queue_init(apr_pool_t *pconf, server_rec *s,
+                               bucketed_config *conf);
+void bucket_queue_sample(server_rec *s, bucketed_config *conf);
+
+/* bucket_report.c: the bucketed_get_status optional function. */
+void bucket_report_register(void);
 
 /* child.c */
+/* A child's pool (pchild), with an allocator of its own; a child that
+ * cannot have one exits sick. */
+apr_pool_t *child_pool_create(server_rec *s);
+
 /* parent: the pid of the parent process, 0 when the parent itself serves
  * (-X). */
 void child_main(server_rec *s, bucketed_config *conf,
                 bucketed_retained *retained, int slot, int bucket,
                 pid_t parent)
+    __attribute__((noreturn));
+
+/* event_child.c: one eventfd per bucket for the bucket's children to
+ * wake each other (ChildModel event), kept across restarts so that old
+ * and new children of a bucket share it. */
+apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
+                                 bucketed_retained *retained);
+
+/* event_child.c: a child of ChildModel event (threads, async
+ * keep-alive); arguments as for child_main. */
+void event_child_main(server_rec *s, bucketed_config *conf,
+                      bucketed_retained *retained, int slot, int bucket,
+                      pid_t parent)
     __attribute__((noreturn));
 
 /* parent.c */

@@ -200,13 +200,35 @@ static void leave_with_parent(pid_t parent)
     }
 }
 
+apr_pool_t *child_pool_create(server_rec *s)
+{
+    apr_allocator_t *allocator;
+    apr_pool_t *pchild;
+    apr_status_t rv;
+
+    rv = apr_allocator_create(&allocator);
+    if (rv != APR_SUCCESS) {
+        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, s,
+                     "bucketed: apr_allocator_create in child");
+        exit(APEXIT_CHILDSICK);
+    }
+    apr_allocator_max_free_set(allocator, ap_max_mem_free);
+    rv = apr_pool_create_ex(&pchild, s->process->pconf, NULL, allocator);
+    if (rv != APR_SUCCESS) {
+        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, s,
+                     "bucketed: apr_pool_create_ex in child");
+        exit(APEXIT_CHILDSICK);
+    }
+    apr_allocator_owner_set(allocator, pchild);
+    apr_pool_tag(pchild, "pchild");
+    return pchild;
+}
+
 void child_main(server_rec *s, bucketed_config *conf,
                 bucketed_retained *retained, int slot, int bucket,
                 pid_t parent)
 {
     child_context ctx;
-    apr_allocator_t *allocator;
-    apr_status_t rv;
 
     memset(&ctx, 0, sizeof(ctx));
     ctx.s = s;
@@ -225,21 +247,7 @@ void child_main(server_rec *s, bucketed_config *conf,
     setup_signals(&ctx);
     retained->mpm->mpm_state = AP_MPMQ_STARTING;
 
-    rv = apr_allocator_create(&allocator);
-    if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, s,
-                     "bucketed: apr_allocator_create in child");
-        exit(APEXIT_CHILDSICK);
-    }
-    apr_allocator_max_free_set(allocator, ap_max_mem_free);
-    rv = apr_pool_create_ex(&ctx.pchild, s->process->pconf, NULL, allocator);
-    if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, s,
-                     "bucketed: apr_pool_create_ex in child");
-        exit(APEXIT_CHILDSICK);
-    }
-    apr_allocator_owner_set(allocator, ctx.pchild);
-    apr_pool_tag(ctx.pchild, "pchild");
+    ctx.pchild = child_pool_create(s);
 
     ap_fatal_signal_child_setup(s);
     bucket_listeners_keep_only(conf, bucket);

@@ -37,8 +37,8 @@ static void allow_leave_signals(accept_waiter *w, int allow)
     }
 }
 
-static apr_status_t accept_on(ap_listen_rec *lr, apr_socket_t **csd,
-                              apr_pool_t *ptrans)
+apr_status_t child_accept_on(ap_listen_rec *lr, apr_socket_t **csd,
+                             apr_pool_t *ptrans)
 {
     void *accepted = NULL;
     apr_status_t rv = lr->accept_func ? lr->accept_func(&accepted, lr, ptrans)
@@ -54,7 +54,7 @@ static apr_status_t wait_accept(accept_waiter *w, apr_socket_t **csd,
     apr_status_t rv;
 
     allow_leave_signals(w, 1);
-    rv = *w->leaving ? APR_EINTR : accept_on(w->listeners, csd, ptrans);
+    rv = *w->leaving ? APR_EINTR : child_accept_on(w->listeners, csd, ptrans);
     allow_leave_signals(w, 0);
     return *w->leaving && rv != APR_SUCCESS ? APR_EINTR : rv;
 }
@@ -134,7 +134,7 @@ static apr_status_t wait_epoll(accept_waiter *w, apr_socket_t **csd,
         for (i = 0; i < n; i++) {
             ap_listen_rec *lr = events[(i + w->next_ready) % n].data.ptr;
 
-            rv = accept_on(lr, csd, ptrans);
+            rv = child_accept_on(lr, csd, ptrans);
             if (rv == APR_SUCCESS || rv == APR_EGENERAL) {
                 break;
             }
@@ -213,7 +213,7 @@ static apr_status_t poll_under_mutex(accept_waiter *w, apr_socket_t **csd,
                          w->bucket);
             return APR_EGENERAL;
         }
-        rv = accept_on(ready[w->next_ready++ % num_ready].client_data, csd,
+        rv = child_accept_on(ready[w->next_ready++ % num_ready].client_data, csd,
                        ptrans);
         if (rv == APR_SUCCESS || rv == APR_EGENERAL) {
             return rv;

@@ -50,4 +50,9 @@ apr_status_t accept_waiter_init(accept_waiter *w, apr_pool_t *pchild);
 apr_status_t accept_waiter_wait(accept_waiter *w, apr_socket_t **csd,
                                 apr_pool_t *ptrans);
 
+/* One accept() on lr, through its accept_func when it has one (mod_ssl
+ * and others may set it), else ap_unixd_accept(). */
+apr_status_t child_accept_on(ap_listen_rec *lr, apr_socket_t **csd,
+                             apr_pool_t *ptrans);
+
 #endif /* CHILD_ACCEPT_H */

@@ -42,6 +42,8 @@ void *bucketed_create_server_config(apr_pool_t *p, server_rec *s)
     conf->strategy = BUCKET_STRATEGY_AUTO;
     conf->cores_buckets_ratio = BUCKET_RATIO_UNSET;
     conf->listen_backlog = DEFAULT_LISTENBACKLOG;
+    conf->child_model = CHILD_MODEL_PREFORK;
+    conf->async_factor = DEFAULT_ASYNC_FACTOR * ASYNC_FACTOR_SCALE;
     return conf;
 }
 
@@ -72,10 +74,32 @@ static const char *set_start_servers(cmd_parms *cmd, void *dummy,
                             &config_of(cmd)->configured.start_servers);
 }
 
+/* Directives of one child model only: the first one seen is remembered
+ * and checked against ChildModel once the whole configuration is read
+ * (ChildModel may come after it). */
+static void note_prefork_only(cmd_parms *cmd)
+{
+    bucketed_config *conf = config_of(cmd);
+
+    if (conf->prefork_only_seen == NULL) {
+        conf->prefork_only_seen = cmd->cmd->name;
+    }
+}
+
+static void note_event_only(cmd_parms *cmd)
+{
+    bucketed_config *conf = config_of(cmd);
+
+    if (conf->event_only_seen == NULL) {
+        conf->event_only_seen = cmd->cmd->name;
+    }
+}
+
 static const char *set_min_spare_servers(cmd_parms *cmd, void *dummy,
                                          const char *arg)
 {
     (void)dummy;
+    note_prefork_only(cmd);
     return parse_global_int(cmd, arg, 1, MAX_SERVER_LIMIT,
                             &config_of(cmd)->configured.min_spare);
 }
@@ -84,6 +108,7 @@ static const char *set_max_spare_servers(cmd_parms *cmd, void *dummy,
                                          const char *arg)
 {
     (void)dummy;
+    note_prefork_only(cmd);
     return parse_global_int(cmd, arg, 1, MAX_SERVER_LIMIT,
                             &config_of(cmd)->configured.max_spare);
 }
@@ -129,6 +154,70 @@ static const char *set_graceful_shutdown_timeout(cmd_parms *cmd, void *dummy,
     (void)dummy;
     return parse_global_int(cmd, arg, 0, MAX_GRACEFUL_SHUTDOWN_SEC,
                             &ap_graceful_shutdown_timeout);
+}
+
+static const char *set_child_model(cmd_parms *cmd, void *dummy,
+                                   const char *arg)
+{
+    const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
+
+    (void)dummy;
+    if (err != NULL) {
+        return err;
+    }
+    return directive_parse_child_model(cmd->pool, cmd->cmd->name, arg,
+                                       &config_of(cmd)->child_model);
+}
+
+static const char *set_thread_limit(cmd_parms *cmd, void *dummy,
+                                    const char *arg)
+{
+    (void)dummy;
+    note_event_only(cmd);
+    /* Above MAX_THREAD_LIMIT is lowered with a warning, as event does. */
+    return parse_global_int(cmd, arg, 1, INT_MAX,
+                            &config_of(cmd)->thread_configured.thread_limit);
+}
+
+static const char *set_threads_per_child(cmd_parms *cmd, void *dummy,
+                                         const char *arg)
+{
+    (void)dummy;
+    note_event_only(cmd);
+    return parse_global_int(cmd, arg, 1, INT_MAX,
+        &config_of(cmd)->thread_configured.threads_per_child);
+}
+
+static const char *set_min_spare_threads(cmd_parms *cmd, void *dummy,
+                                         const char *arg)
+{
+    (void)dummy;
+    note_event_only(cmd);
+    return parse_global_int(cmd, arg, 1, INT_MAX,
+        &config_of(cmd)->thread_configured.min_spare_threads);
+}
+
+static const char *set_max_spare_threads(cmd_parms *cmd, void *dummy,
+                                         const char *arg)
+{
+    (void)dummy;
+    note_event_only(cmd);
+    return parse_global_int(cmd, arg, 1, INT_MAX,
+        &config_of(cmd)->thread_configured.max_spare_threads);
+}
+
+static const char *set_async_factor(cmd_parms *cmd, void *dummy,
+                                    const char *arg)
+{
+    const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
+
+    (void)dummy;
+    if (err != NULL) {
+        return err;
+    }
+    note_event_only(cmd);
+    return directive_parse_async_factor(cmd->pool, cmd->cmd->name, arg,
+                                        &config_of(cmd)->async_factor);
 }
 
 static const char *set_bucket_count(cmd_parms *cmd, void *dummy,
@@ -237,7 +326,8 @@ const command_rec bucketed_cmds[] = {
     AP_INIT_TAKE1("MaxSpareServers", set_max_spare_servers, NULL, RSRC_CONF,
         "Maximum number of idle children, shared out over the buckets"),
     AP_INIT_TAKE1("MaxRequestWorkers", set_max_request_workers, NULL,
-        RSRC_CONF, "Maximum number of children alive at the same time"),
+        RSRC_CONF, "Maximum number of children alive at the same time "
+        "(ChildModel event: of worker threads)"),
     AP_INIT_TAKE1("MaxClients", set_max_request_workers, NULL, RSRC_CONF,
         "Deprecated name of MaxRequestWorkers"),
     AP_INIT_TAKE1("ServerLimit", set_server_limit, NULL, RSRC_CONF,
@@ -250,6 +340,26 @@ const command_rec bucketed_cmds[] = {
     AP_INIT_TAKE1("GracefulShutdownTimeout", set_graceful_shutdown_timeout,
         NULL, RSRC_CONF, "Seconds a graceful stop waits for children "
         "(0 = as long as they need)"),
+    /* Read as the file is read (not with the other directives later), so
+     * that ap_mpm_query() answers for the right model from the start,
+     * `httpd -V` included. */
+    AP_INIT_TAKE1("ChildModel", set_child_model, NULL, RSRC_CONF
+        | EXEC_ON_READ,
+        "How children serve: prefork (one connection per process) or event "
+        "(threads per process, async keep-alive)"),
+    AP_INIT_TAKE1("ThreadLimit", set_thread_limit, NULL, RSRC_CONF,
+        "ChildModel event: upper limit on ThreadsPerChild"),
+    AP_INIT_TAKE1("ThreadsPerChild", set_threads_per_child, NULL, RSRC_CONF,
+        "ChildModel event: worker threads in each child process"),
+    AP_INIT_TAKE1("MinSpareThreads", set_min_spare_threads, NULL, RSRC_CONF,
+        "ChildModel event: minimum idle threads, shared out over the "
+        "buckets"),
+    AP_INIT_TAKE1("MaxSpareThreads", set_max_spare_threads, NULL, RSRC_CONF,
+        "ChildModel event: maximum idle threads, shared out over the "
+        "buckets"),
+    AP_INIT_TAKE1("AsyncRequestWorkerFactor", set_async_factor, NULL,
+        RSRC_CONF, "ChildModel event: connections a child may hold per idle "
+        "worker thread, beyond ThreadsPerChild"),
     AP_INIT_TAKE1("BucketCount", set_bucket_count, NULL, RSRC_CONF,
         "Number of listener buckets with SO_REUSEPORT: auto (online CPUs) "
         "or a number"),

@@ -1,7 +1,8 @@
 /*
  * mod_mpm_bucketed.c: the bucketed MPM's table of contents. Prefork's
- * process model (one connection per child process), with the children
- * split into listener buckets that each own their own listening sockets.
+ * process model (one connection per child process), or event's
+ * (ChildModel event), with the children split into listener buckets that
+ * each own their own listening sockets.
  *
  *   directives.c        the command table
  *   bucket_plan.c       how many buckets, which sockets each owns  (pure)
@@ -13,10 +14,16 @@
  *   kernel_probe.c      trying what the kernel offers
  *   reuseport_bpf.c     BPF programs on reuseport groups, and trials
  *   bucket_listeners.c  opening and keeping the per-bucket sockets
- *   bucket_stats.c      per-bucket counters for bucketed-status
+ *   queue_watch.c       accept-queue history and warnings          (pure)
+ *   bucket_stats.c      shared counters, the parent's published census
+ *   bucket_queue.c      the parent's accept-queue samples
+ *   bucket_report.c     the report for mod_bucketed_status
  *   parent.c            the parent: spawning, maintenance, restarts
  *   child.c             the child: serve what its bucket accepts
  *   child_accept.c      the child: waiting for a connection
+ *   event_child.c       ChildModel event: event thread and workers
+ *   event_queue.c       its timeout lists and connection states    (pure)
+ *   event_limits.c      its directives and accept rule             (pure)
  *
  * This file wires hooks: configuration checks, listener set-up and the
  * answers to ap_mpm_query().
@@ -150,6 +157,27 @@ static void log_limit_warnings(server_rec *s, bucketed_retained *retained,
     }
 }
 
+/* ChildModel event: stock event's limits, and the process view of them
+ * that the shared parent runs on (children, spare threads). */
+static const char *check_thread_limits(apr_pool_t *ptemp,
+                                       bucketed_config *conf,
+                                       apr_array_header_t *warnings)
+{
+    static const thread_limits defaults = {
+        DEFAULT_EVENT_SERVER_LIMIT, DEFAULT_THREAD_LIMIT,
+        DEFAULT_THREADS_PER_CHILD, 0, DEFAULT_EVENT_START_DAEMON,
+        DEFAULT_MIN_SPARE_THREADS, DEFAULT_MAX_SPARE_THREADS
+    };
+    thread_limits in = conf->thread_configured;
+
+    in.server_limit = conf->configured.server_limit;
+    in.max_workers = conf->configured.max_workers;
+    in.start_servers = conf->configured.start_servers;
+    return thread_limits_check(ptemp, &in, &defaults, MAX_EVENT_SERVER_LIMIT,
+                               MAX_THREAD_LIMIT, &conf->threads,
+                               &conf->limits, warnings);
+}
+
 static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
                                  apr_pool_t *ptemp, server_rec *s)
 {
@@ -161,25 +189,45 @@ static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
     bucketed_retained *retained = bucketed_get_retained();
     apr_array_header_t *warnings = apr_array_make(ptemp, 4,
                                                   sizeof(const char *));
+    int event = conf->child_model == CHILD_MODEL_EVENT;
     const char *err;
 
     (void)plog;
-    err = process_limits_check(ptemp, &conf->configured, &defaults,
-                               MAX_SERVER_LIMIT, &conf->limits, warnings);
+    err = child_model_conflict(ptemp, conf->child_model,
+                               conf->prefork_only_seen,
+                               conf->event_only_seen);
+    if (err == NULL) {
+        err = event ? check_thread_limits(ptemp, conf, warnings)
+                    : process_limits_check(ptemp, &conf->configured,
+                                           &defaults, MAX_SERVER_LIMIT,
+                                           &conf->limits, warnings);
+    }
     if (err != NULL) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, 0, s,
                      "bucketed: %s", err);
         return !OK;
     }
+    if (!event) {
+        conf->threads.threads_per_child = 1;
+        conf->threads.thread_limit = 1;
+    }
     /* The scoreboard and the parent's slot table are sized at the first
-     * start; ServerLimit cannot move under a running server. */
+     * start; ServerLimit and ThreadLimit cannot move under a running
+     * server. */
     if (retained->first_server_limit == 0) {
         retained->first_server_limit = conf->limits.server_limit;
+        retained->first_thread_limit = conf->threads.thread_limit;
     }
     else {
         process_limits_keep_server_limit(ptemp, &conf->limits,
                                          retained->first_server_limit,
                                          warnings);
+        if (event) {
+            thread_limits_keep_thread_limit(ptemp, &conf->threads,
+                                            &conf->limits,
+                                            retained->first_thread_limit,
+                                            warnings);
+        }
     }
     log_limit_warnings(s, retained, warnings);
 
@@ -199,9 +247,19 @@ static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
 static const char *describe_plan(apr_pool_t *p, const bucketed_config *conf,
                                  int num_listeners)
 {
-    return bucket_plan_describe(p, &conf->plan, num_listeners,
-                                conf->limits.max_workers,
-                                conf->kernel.epoll_exclusive);
+    const char *plan = bucket_plan_describe(p, &conf->plan, num_listeners,
+                                            conf->limits.max_workers,
+                                            conf->kernel.epoll_exclusive);
+
+    if (conf->child_model != CHILD_MODEL_EVENT) {
+        return plan;
+    }
+    /* The plan counts children; say what they are made of. */
+    return apr_psprintf(p, "%s; ChildModel event: each child has an event "
+                        "thread and %d worker threads (MaxRequestWorkers %d "
+                        "is %d children)", plan,
+                        conf->threads.threads_per_child,
+                        conf->threads.max_workers, conf->limits.max_workers);
 }
 
 static void log_plan(server_rec *s, const bucketed_config *conf,
@@ -268,7 +326,14 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
     if (bucket_listeners_open(pconf, s, conf, retained) != OK) {
         return !OK;
     }
-    rv = bucket_stats_init(retained, s);
+    if (conf->child_model == CHILD_MODEL_EVENT
+        && event_nudges_create(s, conf, retained) != APR_SUCCESS) {
+        return !OK;
+    }
+    rv = bucket_stats_init(pconf, s, conf, retained);
+    if (rv == APR_SUCCESS) {
+        rv = bucket_queue_init(pconf, s, conf);
+    }
     if (rv != APR_SUCCESS) {
         return !OK;
     }
@@ -285,6 +350,7 @@ static int bucketed_query(int query_code, int *result, apr_status_t *rv)
     const bucketed_config *conf = ap_server_conf
         ? bucketed_get_config(ap_server_conf) : NULL;
     const process_limits *lim = conf ? &conf->limits : NULL;
+    int event = conf != NULL && conf->child_model == CHILD_MODEL_EVENT;
 
     *rv = APR_SUCCESS;
     switch (query_code) {
@@ -292,7 +358,7 @@ static int bucketed_query(int query_code, int *result, apr_status_t *rv)
         *result = retained->max_daemons_limit;
         break;
     case AP_MPMQ_IS_THREADED:
-        *result = AP_MPMQ_NOT_SUPPORTED;
+        *result = event ? AP_MPMQ_STATIC : AP_MPMQ_NOT_SUPPORTED;
         break;
     case AP_MPMQ_IS_FORKED:
         *result = AP_MPMQ_DYNAMIC;
@@ -302,18 +368,28 @@ static int bucketed_query(int query_code, int *result, apr_status_t *rv)
                   : lim ? lim->server_limit : DEFAULT_SERVER_LIMIT;
         break;
     case AP_MPMQ_HARD_LIMIT_THREADS:
+        /* The scoreboard's threads per slot: fixed at the first start. */
+        *result = retained->first_thread_limit ? retained->first_thread_limit
+                  : conf ? conf->threads.thread_limit : 1;
+        break;
     case AP_MPMQ_MAX_THREADS:
-        *result = 1;
+        *result = event ? conf->threads.threads_per_child : 1;
         break;
     case AP_MPMQ_MIN_SPARE_DAEMONS:
-        *result = lim ? lim->min_spare : DEFAULT_MIN_FREE_DAEMON;
+        *result = event ? 0 : lim ? lim->min_spare : DEFAULT_MIN_FREE_DAEMON;
         break;
     case AP_MPMQ_MAX_SPARE_DAEMONS:
-        *result = lim ? lim->max_spare : DEFAULT_MAX_FREE_DAEMON;
+        *result = event ? 0 : lim ? lim->max_spare : DEFAULT_MAX_FREE_DAEMON;
         break;
     case AP_MPMQ_MIN_SPARE_THREADS:
+        *result = event ? conf->threads.min_spare_threads : 0;
+        break;
     case AP_MPMQ_MAX_SPARE_THREADS:
+        *result = event ? conf->threads.max_spare_threads : 0;
+        break;
     case AP_MPMQ_IS_ASYNC:
+        *result = event;
+        break;
     case AP_MPMQ_HAS_SERF:
 #ifdef AP_MPMQ_CAN_WAITIO   /* httpd 2.4.63 and later */
     case AP_MPMQ_CAN_WAITIO:
@@ -355,7 +431,7 @@ static void bucketed_register_hooks(apr_pool_t *p)
     ap_hook_mpm(parent_run, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_mpm_query(bucketed_query, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_mpm_get_name(bucketed_get_name, NULL, NULL, APR_HOOK_MIDDLE);
-    bucket_stats_register();
+    bucket_report_register();
 }
 
 AP_DECLARE_MODULE(mpm_bucketed) = {

@@ -30,4 +30,34 @@
 #define MAX_SERVER_LIMIT 200000
 #endif
 
+/* ChildModel event: stock event's defaults, so that an event configuration
+ * means the same thing here. */
+#ifndef DEFAULT_EVENT_SERVER_LIMIT
+#define DEFAULT_EVENT_SERVER_LIMIT 16
+#endif
+#ifndef MAX_EVENT_SERVER_LIMIT
+#define MAX_EVENT_SERVER_LIMIT 20000
+#endif
+#ifndef DEFAULT_THREAD_LIMIT
+#define DEFAULT_THREAD_LIMIT 64
+#endif
+#ifndef MAX_THREAD_LIMIT
+#define MAX_THREAD_LIMIT 100000
+#endif
+#ifndef DEFAULT_THREADS_PER_CHILD
+#define DEFAULT_THREADS_PER_CHILD 25
+#endif
+#ifndef DEFAULT_EVENT_START_DAEMON
+#define DEFAULT_EVENT_START_DAEMON 3
+#endif
+#ifndef DEFAULT_MIN_SPARE_THREADS
+#define DEFAULT_MIN_SPARE_THREADS (3 * DEFAULT_THREADS_PER_CHILD)
+#endif
+#ifndef DEFAULT_MAX_SPARE_THREADS
+#define DEFAULT_MAX_SPARE_THREADS (10 * DEFAULT_THREADS_PER_CHILD)
+#endif
+#ifndef DEFAULT_ASYNC_FACTOR
+#define DEFAULT_ASYNC_FACTOR 2
+#endif
+
 #endif /* APACHE_MPM_DEFAULT_H */

@@ -172,6 +172,18 @@ static void record_child(parent_context *pc, int slot, pid_t pid, int bucket)
     ap_run_child_status(pc->s, pid, pc->generation, slot, MPM_CHILD_STARTED);
 }
 
+/* The child model's main function; never returns. */
+static void run_child(parent_context *pc, int slot, int bucket, pid_t parent)
+    __attribute__((noreturn));
+
+static void run_child(parent_context *pc, int slot, int bucket, pid_t parent)
+{
+    if (pc->conf->child_model == CHILD_MODEL_EVENT) {
+        event_child_main(pc->s, pc->conf, pc->retained, slot, bucket, parent);
+    }
+    child_main(pc->s, pc->conf, pc->retained, slot, bucket, parent);
+}
+
 static int spawn_child(parent_context *pc, int slot, int bucket)
 {
     pid_t parent = getpid(), pid;
@@ -197,7 +209,7 @@ static int spawn_child(parent_context *pc, int slot, int bucket)
         return -1;
     }
     if (pid == 0) {
-        child_main(pc->s, pc->conf, pc->retained, slot, bucket, parent);
+        run_child(pc, slot, bucket, parent);
     }
     checked_sigprocmask(pc, SIG_SETMASK, &saved, NULL);
     record_child(pc, slot, pid, bucket);
@@ -265,6 +277,19 @@ static int note_exit(parent_context *pc, const child_slot *cs,
     return hold == 0;
 }
 
+/* Every unit of the slot (ChildModel event: every worker thread) is dead,
+ * so the census of the slot's next child does not count what its
+ * predecessor left behind. */
+static void mark_slot_dead(parent_context *pc, int slot)
+{
+    int t;
+
+    for (t = 0; t < pc->retained->first_thread_limit; t++) {
+        ap_update_child_status_from_indexes(slot, t, SERVER_DEAD, NULL);
+    }
+    ap_get_scoreboard_process(slot)->not_accepting = 0;
+}
+
 /* A child gone: free its slot, and start its replacement if there is one:
  * the bucket it was asked to leave for, or its own bucket when it left
  * unasked (crashed, or reached MaxConnectionsPerChild), unless that
@@ -287,7 +312,7 @@ static void child_gone(parent_context *pc, int slot, pid_t pid,
             replace = 0;
         }
     }
-    ap_update_child_status_from_indexes(slot, 0, SERVER_DEAD, NULL);
+    mark_slot_dead(pc, slot);
     ap_get_scoreboard_process(slot)->pid = 0;
     ap_run_child_status(pc->s, pid, cs->generation, slot, MPM_CHILD_EXITED);
     cs->pid = 0;
@@ -332,15 +357,41 @@ static void reap_one(parent_context *pc, apr_proc_t *proc,
 #endif
 }
 
+/* The units a child brings: threads per child in ChildModel event. */
+static int child_units(const parent_context *pc)
+{
+    return pc->conf->threads.threads_per_child;
+}
+
+/* Of a live child's units, how many can take a new connection now: a
+ * prefork child ready or starting is one; in ChildModel event, the worker
+ * threads ready or starting, none while the child has stopped accepting.
+ * Read from the scoreboard, for counting only. */
+static int idle_units_of(const parent_context *pc, int slot)
+{
+    int t, idle = 0;
+
+    if (pc->conf->child_model == CHILD_MODEL_EVENT
+        && ap_get_scoreboard_process(slot)->not_accepting) {
+        return 0;
+    }
+    for (t = 0; t < child_units(pc); t++) {
+        idle += ap_get_scoreboard_worker_from_indexes(slot, t)->status
+                <= SERVER_READY;
+    }
+    return idle;
+}
+
 /* What the slot table and the scoreboard say of a slot, for the census.
  * The bucket comes from the parent's own table; the scoreboard supplies
- * only a child's idle/busy status. */
+ * only the idle/busy status of a child's units. */
 static slot_view view_slot(const parent_context *pc, int slot)
 {
     const child_slot *cs = &pc->retained->slots[slot];
     slot_view v;
 
     v.bucket = cs->bucket;
+    v.idle_units = 0;
     if (cs->pid == 0) {
         v.state = SLOT_EMPTY;
     }
@@ -354,8 +405,8 @@ static slot_view view_slot(const parent_context *pc, int slot)
         v.state = SLOT_LEAVING;
     }
     else {
-        int status = ap_get_scoreboard_worker_from_indexes(slot, 0)->status;
-        v.state = status <= SERVER_READY ? SLOT_IDLE : SLOT_BUSY;
+        v.idle_units = idle_units_of(pc, slot);
+        v.state = v.idle_units > 0 ? SLOT_IDLE : SLOT_BUSY;
     }
     return v;
 }
@@ -370,28 +421,38 @@ static int take_census(parent_context *pc)
     }
     return bucket_census_tally(pc->slot_views, num_slots,
                                pc->limits->max_workers, pc->num_buckets,
-                               pc->census) + (pc->limits->max_workers
+                               child_units(pc), pc->census) + (pc->limits->max_workers
                                               > num_slots
                                               ? pc->limits->max_workers
                                                 - num_slots : 0);
 }
 
-/* The highest slot whose child of this bucket is ready to accept and not
- * yet asked to leave; -1 if none. */
+/* The highest slot whose child of this bucket is ready to accept, every
+ * unit of it idle, and not yet asked to leave; in ChildModel event the one
+ * holding the fewest connections. -1 if none. */
 static int idle_child_of(const parent_context *pc, int bucket)
 {
-    int slot;
+    int slot, best = -1;
+    apr_uint32_t fewest = 0;
 
     for (slot = pc->retained->max_daemons_limit - 1; slot >= 0; slot--) {
         const child_slot *cs = &pc->retained->slots[slot];
-        if (cs->pid != 0 && cs->bucket == bucket && !cs->exit_requested
-            && cs->generation == pc->generation
-            && ap_get_scoreboard_worker_from_indexes(slot, 0)->status
-               == SERVER_READY) {
-            return slot;
+        apr_uint32_t conns;
+
+        if (cs->pid == 0 || cs->bucket != bucket || cs->exit_requested
+            || cs->generation != pc->generation
+            || ap_get_scoreboard_worker_from_indexes(slot, 0)->status
+               != SERVER_READY
+            || idle_units_of(pc, slot) < child_units(pc)) {
+            continue;
+        }
+        conns = ap_get_scoreboard_process(slot)->connections;
+        if (best < 0 || conns < fewest) {
+            best = slot;
+            fewest = conns;
         }
     }
-    return -1;
+    return best;
 }
 
 static int free_slot(const parent_context *pc)
@@ -441,11 +502,14 @@ static void maintain_buckets(parent_context *pc, int rescue_only)
     int b, i, num_moves, starved = 0;
 
     in.num_buckets = pc->num_buckets;
+    in.unit = child_units(pc);
     in.census = pc->census;
     in.may_grow = pc->may_grow;
     in.min_spare = pc->limits->min_spare;
     in.max_spare = pc->limits->max_spare;
     in.free_slots = take_census(pc);
+    bucket_stats_publish_census(pc->conf, pc->census, pc->num_buckets);
+    bucket_queue_sample(pc->s, pc->conf);
     in.rescue_only = rescue_only;
     for (b = 0; b < pc->num_buckets; b++) {
         pc->may_grow[b] = bucket_health_may_grow(&retained->health[b], now);
@@ -663,7 +727,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
         mpm->mpm_state = AP_MPMQ_RUNNING;
         note_slot_used(retained, 0);
         record_child(&pc, 0, getpid(), 0);
-        child_main(s, conf, retained, 0, 0, 0);
+        run_child(&pc, 0, 0, 0);
     }
 
     log_started(&pc);

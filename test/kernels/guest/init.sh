@@ -88,7 +88,7 @@ write_config() {
 status() { kload get $PORT1 /bucketed-status >/tmp/status 2>/dev/null; }
 status_value() { sed -n "s/^$1=//p" /tmp/status; }
 # The accepted counts of the buckets, space separated.
-accepted() { sed -n 's/^bucket=.* accepted=\([0-9]*\)$/\1/p' /tmp/status | tr '\n' ' '; }
+accepted() { sed -n 's/^bucket=.* accepted=\([0-9]*\).*$/\1/p' /tmp/status | tr '\n' ' '; }
 accepted_sum() {
     sum=0
     for n in $(accepted); do sum=$((sum + n)); done

@@ -1,0 +1,83 @@
+/*
+ * event_limits: the event child model's directives as values. Pure, like
+ * directive_check.c: the child model, AsyncRequestWorkerFactor, the thread
+ * limits with stock event's adjustments and warnings, and which directives
+ * belong to which model.
+ */
+#ifndef EVENT_LIMITS_H
+#define EVENT_LIMITS_H
+
+#include "apr_pools.h"
+#include "apr_tables.h"
+
+#include "directive_check.h"
+
+typedef enum {
+    CHILD_MODEL_PREFORK = 0,   /* one connection per child process */
+    CHILD_MODEL_EVENT          /* threads per child, async keep-alive */
+} child_model_e;
+
+/* prefork | event, case-insensitive. */
+const char *directive_parse_child_model(apr_pool_t *p, const char *directive,
+                                        const char *arg, child_model_e *out);
+const char *child_model_name(child_model_e model);
+
+/* A positive decimal number ("2", "1.5", "0.25") of at most 10000; stock
+ * event's AsyncRequestWorkerFactor. Stored scaled by 16 as stock does, so
+ * the smallest step is 1/16; a value that rounds to 0 is refused. */
+#define ASYNC_FACTOR_SCALE 16
+const char *directive_parse_async_factor(apr_pool_t *p, const char *directive,
+                                         const char *arg, int *scaled);
+
+/* The event model's limits as configured; 0 = not set. max_workers counts
+ * threads (MaxRequestWorkers as stock event means it); its default (0)
+ * is ServerLimit x ThreadsPerChild. */
+typedef struct {
+    int server_limit;
+    int thread_limit;
+    int threads_per_child;
+    int max_workers;
+    int start_servers;
+    int min_spare_threads;
+    int max_spare_threads;
+} thread_limits;
+
+/*
+ * Stock event's checks (same warnings, same adjustments): ThreadsPerChild
+ * lowered to ThreadLimit, MaxRequestWorkers raised to ThreadsPerChild and
+ * rounded down to a multiple of it, children capped at ServerLimit,
+ * MaxSpareThreads raised to MinSpareThreads + ThreadsPerChild. Refused:
+ * MinSpareThreads above MaxSpareThreads (both given). Fills *out (the
+ * thread values) and *procs, the process view the shared parent runs on:
+ * server_limit, max_workers = children (MaxRequestWorkers /
+ * ThreadsPerChild), start_servers, and min_spare/max_spare in threads.
+ */
+const char *thread_limits_check(apr_pool_t *p, const thread_limits *in,
+                                const thread_limits *defaults,
+                                int hard_server_limit, int hard_thread_limit,
+                                thread_limits *out, process_limits *procs,
+                                apr_array_header_t *warnings);
+
+/* On a restart: ThreadLimit sized the scoreboard at the first start.
+ * Keeps first_thread_limit, lowering ThreadsPerChild (and the children's
+ * thread count) to fit, and says so in warnings. */
+void thread_limits_keep_thread_limit(apr_pool_t *p, thread_limits *limits,
+                                     process_limits *procs,
+                                     int first_thread_limit,
+                                     apr_array_header_t *warnings);
+
+/* The first directive of the other model the configuration uses (NULL if
+ * none), checked once the whole configuration is read: an error naming the
+ * directive and the fix, or NULL. */
+const char *child_model_conflict(apr_pool_t *p, child_model_e model,
+                                 const char *prefork_only_seen,
+                                 const char *event_only_seen);
+
+/* Whether an event child may take another connection: it needs an idle
+ * worker, and (stock event's rule) its connections, not counting those in
+ * lingering close, must be at most ThreadsPerChild + idle workers x
+ * AsyncRequestWorkerFactor. */
+int event_may_accept(int connections, int idle_workers, int threads_per_child,
+                     int async_factor_scaled);
+
+#endif /* EVENT_LIMITS_H */

@@ -1,0 +1,111 @@
+/*
+ * event_queue.c: timeout lists and the connection state machine of the
+ * event child model, as pure functions.
+ */
+#include "event_queue.h"
+
+void timer_queue_init(timer_queue *q)
+{
+    q->head = q->tail = NULL;
+    q->count = 0;
+}
+
+void timer_queue_insert(timer_queue *q, event_timer *t, apr_time_t expiry)
+{
+    event_timer *after = q->tail;
+
+    while (after != NULL && after->expiry > expiry) {
+        after = after->prev;
+    }
+    t->expiry = expiry;
+    t->prev = after;
+    t->next = after != NULL ? after->next : q->head;
+    if (t->next != NULL) {
+        t->next->prev = t;
+    }
+    else {
+        q->tail = t;
+    }
+    if (after != NULL) {
+        after->next = t;
+    }
+    else {
+        q->head = t;
+    }
+    t->queued = 1;
+    q->count++;
+}
+
+void timer_queue_remove(timer_queue *q, event_timer *t)
+{
+    if (t->prev != NULL) {
+        t->prev->next = t->next;
+    }
+    else {
+        q->head = t->next;
+    }
+    if (t->next != NULL) {
+        t->next->prev = t->prev;
+    }
+    else {
+        q->tail = t->prev;
+    }
+    t->prev = t->next = NULL;
+    t->queued = 0;
+    q->count--;
+}
+
+event_timer *timer_queue_pop_expired(timer_queue *q, apr_time_t now)
+{
+    event_timer *t = q->head;
+
+    if (t == NULL || t->expiry > now) {
+        return NULL;
+    }
+    timer_queue_remove(q, t);
+    return t;
+}
+
+apr_time_t timer_queue_next_expiry(const timer_queue *q)
+{
+    return q->head != NULL ? q->head->expiry : 0;
+}
+
+event_next_e event_after_process(int hooks_ok, event_state_e state,
+                                 int aborted)
+{
+    if (!hooks_ok) {
+        return EVENT_NEXT_LINGER;
+    }
+    /* A hook that left the connection being processed means it is done
+     * with it (modules written for prefork and worker). */
+    switch (state) {
+    case EVENT_STATE_KEEPALIVE:
+    case EVENT_STATE_WRITE_COMPLETION:
+        return aborted ? EVENT_NEXT_LINGER : EVENT_NEXT_FLUSH;
+    case EVENT_STATE_SUSPENDED:
+        return EVENT_NEXT_SUSPENDED;
+    default:
+        return EVENT_NEXT_LINGER;
+    }
+}
+
+event_next_e event_after_flush(const event_flush_result *r)
+{
+    if (!r->flush_ok) {
+        return EVENT_NEXT_LINGER;
+    }
+    if (r->output_pending) {
+        return EVENT_NEXT_WAIT_WRITE;
+    }
+    if (r->want_read) {
+        return EVENT_NEXT_WAIT_READ;
+    }
+    if (!r->keepalive || r->aborted) {
+        return EVENT_NEXT_LINGER;
+    }
+    if (r->input_pending) {
+        return EVENT_NEXT_PROCESS;
+    }
+    return r->leaving ? EVENT_NEXT_LINGER : EVENT_NEXT_KEEPALIVE;
+}

@@ -1,0 +1,89 @@
+/*
+ * event_queue: the pure parts of the event child model. Timeout lists
+ * (connections waiting in keep-alive, write completion or lingering close,
+ * each with its own deadline) and what a connection does next, from what
+ * httpd's process_connection hooks and the output filters left in its
+ * conn_state_t. No sockets, no threads: the event child (event_child.c)
+ * acts on the answers.
+ */
+#ifndef EVENT_QUEUE_H
+#define EVENT_QUEUE_H
+
+#include "apr_time.h"
+
+/* An entry of a timeout list, embedded in what it times. */
+typedef struct event_timer event_timer;
+struct event_timer {
+    event_timer *prev;
+    event_timer *next;
+    apr_time_t expiry;
+    int queued;
+};
+
+/* Entries ordered by expiry, earliest first. Most entries of one list get
+ * the same timeout, so insertion searches from the tail. */
+typedef struct {
+    event_timer *head;
+    event_timer *tail;
+    int count;
+} timer_queue;
+
+void timer_queue_init(timer_queue *q);
+/* t must not be queued anywhere. */
+void timer_queue_insert(timer_queue *q, event_timer *t, apr_time_t expiry);
+/* t must be in q. */
+void timer_queue_remove(timer_queue *q, event_timer *t);
+/* Removes and returns the earliest entry if it expired at `now`, else
+ * NULL. */
+event_timer *timer_queue_pop_expired(timer_queue *q, apr_time_t now);
+/* The earliest expiry, or 0 when empty. */
+apr_time_t timer_queue_next_expiry(const timer_queue *q);
+
+/* Where a connection goes next. */
+typedef enum {
+    EVENT_NEXT_PROCESS,      /* run the process_connection hooks (again) */
+    EVENT_NEXT_FLUSH,        /* write completion: flush pending output */
+    EVENT_NEXT_WAIT_WRITE,   /* output pending: wait writable (Timeout) */
+    EVENT_NEXT_WAIT_READ,    /* write completion wants to read (Timeout) */
+    EVENT_NEXT_KEEPALIVE,    /* wait for the next request (KeepAliveTimeout) */
+    EVENT_NEXT_LINGER,       /* lingering close */
+    EVENT_NEXT_SUSPENDED     /* a module owns it until it resumes it */
+} event_next_e;
+
+/* The conn_state_t state the process_connection hooks left (httpd.h's
+ * conn_state_e, mapped by the caller so that this file needs no httpd
+ * header). */
+typedef enum {
+    EVENT_STATE_PROCESSING,        /* untouched: the hooks are done with it */
+    EVENT_STATE_KEEPALIVE,         /* CONN_STATE_KEEPALIVE (legacy alias) */
+    EVENT_STATE_WRITE_COMPLETION,
+    EVENT_STATE_SUSPENDED,
+    EVENT_STATE_LINGER,
+    EVENT_STATE_OTHER              /* anything else (ASYNC_WAITIO, ...) */
+} event_state_e;
+
+/* After the process_connection hooks: hooks_ok (they returned OK or
+ * DONE), the state they left, and whether the connection was aborted.
+ * Anything but the states the async contract allows closes the
+ * connection, as does an aborted one. */
+event_next_e event_after_process(int hooks_ok, event_state_e state,
+                                 int aborted);
+
+/* After write completion called the output filters: flush_ok (they
+ * returned success), output_pending (c->data_in_output_filters),
+ * want_read (c->cs->sense asks to read instead), keepalive (c->keepalive
+ * is AP_CONN_KEEPALIVE), aborted, input_pending (a pipelined request is
+ * already buffered), leaving (the child is stopping: no more keep-alive). */
+typedef struct {
+    int flush_ok;
+    int output_pending;
+    int want_read;
+    int keepalive;
+    int aborted;
+    int input_pending;
+    int leaving;
+} event_flush_result;
+
+event_next_e event_after_flush(const event_flush_result *r);
+
+#endif /* EVENT_QUEUE_H */
