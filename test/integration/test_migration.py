@@ -26,6 +26,9 @@ RESTARTS = 10
 COUNTS = (2, 4)
 SERVER_DIRECTIVES = ("StartServers 8\nMinSpareServers 4\n"
                      "MaxSpareServers 16\nMaxRequestWorkers 64")
+EVENT_DIRECTIVES = ("ChildModel event\nThreadsPerChild 8\nStartServers 4\n"
+                    "MaxRequestWorkers 64\nMinSpareThreads 8\n"
+                    "MaxSpareThreads 64")
 # Enough client threads that the buckets' queues are seldom empty.
 LOAD_THREADS = 24
 PROGRAM_LOG = re.compile(r"per-group eBPF program id (\d+) on 1 reuseport")
@@ -35,11 +38,12 @@ def migrate_req():
     return MIGRATE_REQ.read_text().strip()
 
 
-def directives(count, extra=""):
-    return f"BucketCount {count}\n{SERVER_DIRECTIVES}\n{extra}"
+def directives(count, extra="", model=SERVER_DIRECTIVES):
+    return f"BucketCount {count}\n{model}\n{extra}"
 
 
-def restart_alternating(server, restarts, counts=COUNTS, extra=""):
+def restart_alternating(server, restarts, counts=COUNTS, extra="",
+                        model=SERVER_DIRECTIVES):
     """Graceful restarts under load, BucketCount alternating counts[1] and
     counts[0] (the server starts with counts[0]); returns the load's
     result."""
@@ -52,7 +56,7 @@ def restart_alternating(server, restarts, counts=COUNTS, extra=""):
         done = load.done()
         wait_until(lambda: load.done() > done + 200, 30,
                    what="requests before the next restart")
-        server.write_config(directives(count, extra))
+        server.write_config(directives(count, extra, model))
         server.signal(signal.SIGUSR1)
         wait_until(lambda: server.status()["generation"] == generation + i
                    and server.status()["buckets"] == count, 30,
@@ -78,13 +82,15 @@ def sysctl_untouched():
     assert migrate_req() == "0"
 
 
-def test_plan_changes_lose_nothing(make_httpd, sysctl_untouched):
-    server = make_httpd(directives=directives(2))
+@pytest.mark.parametrize("model", ["prefork", "event"])
+def test_plan_changes_lose_nothing(make_httpd, sysctl_untouched, model):
+    settings = EVENT_DIRECTIVES if model == "event" else SERVER_DIRECTIVES
+    server = make_httpd(directives=directives(2, model=settings))
     server.start()
     log = server.error_log()
     assert "migration: per-group eBPF (5.14+)" in log, log
-    result = restart_alternating(server, RESTARTS)
-    print(f"with the program: {RESTARTS} restarts, {result}")
+    result = restart_alternating(server, RESTARTS, model=settings)
+    print(f"with the program ({model}): {RESTARTS} restarts, {result}")
     assert result.failed == 0, result.errors
     assert result.ok >= 1000
     log = server.error_log()
