@@ -103,19 +103,22 @@ def test_plan_changes_lose_nothing(make_httpd, sysctl_untouched, model):
     assert http_get(server.ports[0])[0] == 200
 
 
-def test_plan_changes_under_cpu_steering_lose_nothing(make_httpd,
-                                                     sysctl_untouched):
-    """BucketSteering cpu: the steering program migrates too, and each
-    generation's socket map takes the sockets back from the last one."""
-    steer = "BucketSteering cpu"
-    server = make_httpd(directives=directives(1, steer))
+@pytest.mark.parametrize("mode,counts", [("cpu", (1, 2)), ("load", COUNTS)])
+def test_plan_changes_under_steering_lose_nothing(make_httpd, sysctl_untouched,
+                                                  mode, counts):
+    """BucketSteering cpu and load: the steering program migrates too, and
+    each generation's socket map takes the sockets back from the last
+    one. (cpu allows no more buckets than the 2 CPUs here.)"""
+    steer = f"BucketSteering {mode}"
+    server = make_httpd(directives=directives(counts[0], steer))
     server.start()
-    result = restart_alternating(server, RESTARTS, counts=(1, 2),
+    result = restart_alternating(server, RESTARTS, counts=counts,
                                  extra=steer)
-    print(f"cpu steering: {RESTARTS} restarts, {result}")
+    print(f"{mode} steering: {RESTARTS} restarts, {result}")
     assert result.failed == 0, result.errors
     log = server.error_log()
-    assert log.count("steering: cpu (BucketSteering cpu)") >= RESTARTS // 2
+    assert log.count(f"steering: {mode} (BucketSteering {mode})") \
+        >= RESTARTS // 2
     assert "cannot" not in log, log
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from httpd_fixture import (NOREUSEPORT_SO, TOP, children_of, http_get,
-                           need_build, wait_until)
+from httpd_fixture import (INDEX_BODY, NOREUSEPORT_SO, TOP, BackgroundGet,
+                           children_of, http_get, need_build, wait_until)
 from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 BPFTOOL = "/usr/sbin/bpftool"
@@ -130,22 +130,24 @@ def test_auto_is_hash(make_httpd):
     assert "steering: hash (BucketSteering auto" in server.error_log()
 
 
+@pytest.mark.parametrize("mode", ["cpu", "load"])
 @pytest.mark.parametrize("floor", ["4.18", "4.4"])
-def test_cpu_steering_refused_by_an_older_kernel(make_httpd, floor):
-    """The shim refuses what a kernel before 4.19 lacks: asking for cpu is
-    a start-up error naming the feature; auto falls back to hash."""
+def test_steering_refused_by_an_older_kernel(make_httpd, floor, mode):
+    """The shim refuses what a kernel before 4.19 lacks: asking for cpu or
+    load is a start-up error naming the feature; auto falls back to
+    hash."""
     need_build(NOREUSEPORT_SO)
     env = {"BUCKETED_SHIM_KERNEL": floor}
-    server = make_httpd(directives="BucketCount 2\nBucketSteering cpu",
+    server = make_httpd(directives=f"BucketCount 2\nBucketSteering {mode}",
                         preload=NOREUSEPORT_SO, environ=env)
     syntax = server.command("-t")
     assert syntax.returncode != 0
-    assert "BucketSteering cpu needs an SK_REUSEPORT eBPF program" in \
+    assert f"BucketSteering {mode} needs an SK_REUSEPORT eBPF program" in \
         syntax.output, syntax.output
     assert "Linux 4.19+" in syntax.output
     server.start(wait=False)
     assert server.wait_exit() != 0
-    assert "BucketSteering cpu needs" in server.output()
+    assert f"BucketSteering {mode} needs" in server.output()
 
     fallback = make_httpd(directives="BucketCount 2", preload=NOREUSEPORT_SO,
                           environ=env)
@@ -167,8 +169,103 @@ def test_cpu_steering_with_more_buckets_than_cpus_is_an_error(make_httpd):
 
 
 def test_bucket_steering_bad_value(make_httpd):
-    server = make_httpd(directives="BucketSteering load")
+    server = make_httpd(directives="BucketSteering weight")
     syntax = server.command("-t")
     assert syntax.returncode != 0
-    assert "BucketSteering must be one of auto, hash, cpu, not 'load'" in \
-        syntax.output, syntax.output
+    assert "BucketSteering must be one of auto, hash, cpu, load, not " \
+        "'weight'" in syntax.output, syntax.output
+
+
+# ---------------------------------------------------------------- load
+
+# Three children for two buckets (bucket 0 gets two, bucket 1 one), all
+# slots used: once the slow requests hold one bucket's children busy and
+# the other has one idle child, maintenance cannot move a child between
+# them (the donor would be left with none idle), so the state holds.
+LOAD_DIRECTIVES = ("BucketCount 2\nServerLimit 3\nMaxRequestWorkers 3\n"
+                   "StartServers 3\nMinSpareServers 1\nMaxSpareServers 3\n")
+SLOW_SECONDS = 15
+QUICK = 10
+
+
+def idle_map_of(server):
+    """The id of the load program's array of idle counts (bpftool)."""
+    prog_id = PROGRAM_ID.search(server.error_log()).group(1)
+    shown = json.loads(subprocess.run(
+        [BPFTOOL, "-j", "prog", "show", "id", prog_id], capture_output=True,
+        text=True, timeout=30, check=True).stdout)
+    for map_id in shown["map_ids"]:
+        found = json.loads(subprocess.run(
+            [BPFTOOL, "-j", "map", "show", "id", str(map_id)],
+            capture_output=True, text=True, timeout=30, check=True).stdout)
+        if found["name"] == "bucketed_idle":
+            return map_id
+    raise AssertionError(f"program {prog_id} has no bucketed_idle map")
+
+
+def idle_counts(map_id):
+    """What the program reads: idle children per bucket, as the parent last
+    wrote them. Read with bpftool, not over HTTP: a status request could
+    itself wait behind the slow ones."""
+    dumped = json.loads(subprocess.run(
+        [BPFTOOL, "-j", "map", "dump", "id", str(map_id)],
+        capture_output=True, text=True, timeout=30, check=True).stdout)
+    counts = {}
+    for entry in dumped:
+        key = int.from_bytes(bytes(int(b, 16) for b in entry["key"]),
+                             "little")
+        counts[key] = int.from_bytes(bytes(int(b, 16)
+                                           for b in entry["value"]), "little")
+    return [counts[b] for b in sorted(counts)]
+
+
+def one_bucket_all_busy(map_id):
+    """(busy bucket, idle bucket) while one has no idle child and the
+    other one, else None."""
+    idle = idle_counts(map_id)
+    if sorted(idle) == [0, 1]:
+        return idle.index(0), idle.index(1)
+    return None
+
+
+def test_load_steering_avoids_a_busy_bucket(make_httpd):
+    """Two slow requests hold one bucket's children; while the other has
+    an idle child, no new connection goes to the busy one. A connection
+    steered there would wait in its queue until a slow request ends, so
+    the state would end and the busy bucket's accepted count grow. (With
+    the hash, each of the QUICK requests would have an even chance of going
+    there.)"""
+    if not Path(BPFTOOL).exists():
+        pytest.skip("bpftool is not installed (scripts/deps.sh)")
+    server = make_httpd(cgi=True, directives=LOAD_DIRECTIVES
+                        + "BucketSteering load")
+    server.start()
+    log = server.error_log()
+    assert "steering: load (BucketSteering load)" in log, log
+    idle_map = idle_map_of(server)
+    wait_until(lambda: sum(idle_counts(idle_map)) == 3, 10,
+               what="every child idle")
+    slow = []
+    for held in (1, 2):
+        slow.append(BackgroundGet(server.ports[0],
+                                  f"/cgi-bin/slow.cgi?{SLOW_SECONDS}"))
+        wait_until(lambda: sum(idle_counts(idle_map)) == 3 - held, 10,
+                   what=f"{held} slow request(s) in progress")
+    busy, _ = wait_until(lambda: one_bucket_all_busy(idle_map), 10,
+                         what="one bucket all busy")
+
+    def accepted_by_busy():
+        # Read while the state holds, so the status request itself goes
+        # to the idle bucket.
+        wait_until(lambda: one_bucket_all_busy(idle_map) == (busy, 1 - busy),
+                   10, what=f"bucket {busy} all busy, the other idle")
+        return server.status()["buckets_list"][busy]["accepted"]
+
+    before = accepted_by_busy()
+    for _ in range(QUICK):
+        accepted_by_busy()
+        assert http_get(server.ports[0]) == (200, INDEX_BODY)
+    assert accepted_by_busy() == before
+    assert all(request.result(SLOW_SECONDS + 30)[0] == 200
+               for request in slow)
+    assert "cannot" not in server.error_log()

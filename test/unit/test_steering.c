@@ -143,8 +143,8 @@ static steering_input steering_in(steering_e requested)
     in.reuseport_groups = 1;
     in.num_buckets = 2;
     in.online_cpus = 2;
-    in.cpu_trial_err = 0;
-    in.cpu_trial_step = NULL;
+    in.trial_err = 0;
+    in.trial_step = NULL;
     return in;
 }
 
@@ -158,9 +158,12 @@ static void test_steering_parse(void **state)
     assert_int_equal(mode, STEERING_CPU);
     assert_null(steering_parse(*state, "BucketSteering", "hash", &mode));
     assert_int_equal(mode, STEERING_HASH);
-    assert_contains(steering_parse(*state, "BucketSteering", "load", &mode),
-                    "BucketSteering must be one of auto, hash, cpu, not "
-                    "'load'");
+    assert_null(steering_parse(*state, "BucketSteering", "Load", &mode));
+    assert_int_equal(mode, STEERING_LOAD);
+    mode = STEERING_HASH;
+    assert_contains(steering_parse(*state, "BucketSteering", "weight", &mode),
+                    "BucketSteering must be one of auto, hash, cpu, load, not "
+                    "'weight'");
     assert_int_equal(mode, STEERING_HASH);
 }
 
@@ -173,7 +176,7 @@ static void test_steering_auto_and_hash(void **state)
     assert_null(steering_choose(*state, &in, &c));
     assert_int_equal(c.mode, STEERING_HASH);
     assert_contains(c.reason, "BucketSteering auto");
-    in.cpu_trial_err = EINVAL;
+    in.trial_err = EINVAL;
     assert_null(steering_choose(*state, &in, &c));
     assert_int_equal(c.mode, STEERING_HASH);
     in = steering_in(STEERING_HASH);
@@ -202,8 +205,8 @@ static void test_steering_cpu(void **state)
     assert_contains(err, "1 to 2");
     /* The kernel lacks it: an error naming the feature and the step. */
     in = steering_in(STEERING_CPU);
-    in.cpu_trial_err = EINVAL;
-    in.cpu_trial_step = "BPF_MAP_CREATE of a REUSEPORT_SOCKARRAY";
+    in.trial_err = EINVAL;
+    in.trial_step = "BPF_MAP_CREATE of a REUSEPORT_SOCKARRAY";
     err = steering_choose(*state, &in, &c);
     assert_contains(err, "BucketSteering cpu needs an SK_REUSEPORT eBPF");
     assert_contains(err, "Linux 4.19+");
@@ -214,6 +217,35 @@ static void test_steering_cpu(void **state)
     assert_null(steering_choose(*state, &in, &c));
     assert_int_equal(c.mode, STEERING_HASH);
     assert_contains(c.reason, "nothing to steer");
+}
+
+static void test_steering_load(void **state)
+{
+    steering_input in = steering_in(STEERING_LOAD);
+    steering_choice c;
+    const char *err;
+
+    assert_null(steering_choose(*state, &in, &c));
+    assert_int_equal(c.mode, STEERING_LOAD);
+    assert_contains(c.reason, "idle child");
+    /* Not tied to CPUs: more buckets than CPUs is fine. */
+    in.num_buckets = 8;
+    assert_null(steering_choose(*state, &in, &c));
+    assert_int_equal(c.mode, STEERING_LOAD);
+    in.num_buckets = STEERING_MAX_LOAD_BUCKETS + 1;
+    err = steering_choose(*state, &in, &c);
+    assert_contains(err, "BucketSteering load handles at most 64 buckets");
+    in = steering_in(STEERING_LOAD);
+    in.trial_err = EINVAL;
+    in.trial_step = "BPF_MAP_CREATE of an array";
+    err = steering_choose(*state, &in, &c);
+    assert_contains(err, "BucketSteering load needs an SK_REUSEPORT eBPF");
+    assert_contains(err, "array of idle counts");
+    assert_contains(err, "BPF_MAP_CREATE of an array");
+    in = steering_in(STEERING_LOAD);
+    in.num_buckets = 1;
+    assert_null(steering_choose(*state, &in, &c));
+    assert_int_equal(c.mode, STEERING_HASH);
 }
 
 static void test_cpu_in_bucket(void **state)
@@ -238,6 +270,7 @@ int main(void)
         POOL_TEST(test_steering_parse),
         POOL_TEST(test_steering_auto_and_hash),
         POOL_TEST(test_steering_cpu),
+        POOL_TEST(test_steering_load),
         POOL_TEST(test_cpu_in_bucket),
     };
 

@@ -20,6 +20,7 @@
 
 #include "httpd.h"
 #include "http_log.h"
+#include "http_main.h"
 #include "mpm_common.h"
 #include "util_mutex.h"
 
@@ -313,12 +314,41 @@ static void release_steer_maps(server_rec *s, bucketed_retained *retained)
         rm->fd = -1;
         rm->entries = 0;
     }
+    if (retained->idle_map_open) {
+        if (close(retained->idle_map_fd) < 0) {
+            int err = errno;
+            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+                         "close() of the idle count map");
+        }
+        retained->idle_map_open = 0;
+    }
 }
 
-/* The CPU steering program of listener i's group: a map of its bucket
- * sockets (slot b: bucket b's), and the program reading it. Returns the
- * program's descriptor, or -1 after logging why. */
-static int load_cpu_program(apr_pool_t *ptemp, server_rec *s,
+/* BucketSteering load: one array of idle counts for every group, written
+ * by the parent after each census. 0, or -1 after logging. */
+static int open_idle_map(server_rec *s, const bucketed_config *conf,
+                         bucketed_retained *retained)
+{
+    int err, fd;
+
+    if (retained->idle_map_open) {
+        return 0;
+    }
+    fd = reuseport_bpf_idle_map_create(conf->plan.num_buckets, &err);
+    if (fd < 0) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot create "
+                     "the map of idle counts");
+        return -1;
+    }
+    retained->idle_map_fd = fd;
+    retained->idle_map_open = 1;
+    return 0;
+}
+
+/* The steering program (CPU or load) of listener i's group: a map of its
+ * bucket sockets (slot b: bucket b's), and the program reading it.
+ * Returns the program's descriptor, or -1 after logging why. */
+static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
                             const bucketed_config *conf,
                             bucketed_retained *retained,
                             ap_listen_rec **originals, int i)
@@ -351,21 +381,33 @@ static int load_cpu_program(apr_pool_t *ptemp, server_rec *s,
             }
         }
     }
-    prog = reuseport_bpf_cpu_load(rm->fd, plan->num_buckets,
-                                  conf->migration.mechanism == MIGRATION_EBPF,
-                                  &err);
+    if (conf->steering.mode == STEERING_LOAD) {
+        if (open_idle_map(s, conf, retained) != 0) {
+            return -1;
+        }
+        prog = reuseport_bpf_load_load(rm->fd, retained->idle_map_fd,
+                                       plan->num_buckets,
+                                       conf->migration.mechanism
+                                           == MIGRATION_EBPF, &err);
+    }
+    else {
+        prog = reuseport_bpf_cpu_load(rm->fd, plan->num_buckets,
+                                      conf->migration.mechanism
+                                          == MIGRATION_EBPF, &err);
+    }
     if (prog < 0) {
         ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot load "
-                     "the CPU steering program for %pI",
+                     "the %s steering program for %pI",
+                     steering_name(conf->steering.mode),
                      originals[i]->bind_addr);
     }
     return prog;
 }
 
 /* Puts this generation's program on every reuseport group, before any of
- * its sockets is closed: the CPU steering program (which migrates too
- * when the kernel can) under BucketSteering cpu, else the migration
- * program. group_migrates[i] says which groups migrate. Program
+ * its sockets is closed: the steering program (which migrates too when
+ * the kernel can) under BucketSteering cpu or load, else the migration
+ * program; a group whose steering program fails gets the migration one. group_migrates[i] says which groups migrate. Program
  * descriptors are closed at once: each group holds its own reference (so
  * a program lives exactly as long as its group), and no child inherits
  * one. */
@@ -375,7 +417,8 @@ static void attach_programs(apr_pool_t *ptemp, server_rec *s,
                             ap_listen_rec **originals, int num_listeners,
                             int *group_migrates)
 {
-    int cpu = conf->steering.mode == STEERING_CPU;
+    int steer = conf->steering.mode == STEERING_CPU
+                || conf->steering.mode == STEERING_LOAD;
     int ebpf = conf->migration.mechanism == MIGRATION_EBPF;
     int i, prog, mig = -1, mig_failed = 0, err;
 
@@ -384,11 +427,12 @@ static void attach_programs(apr_pool_t *ptemp, server_rec *s,
     release_steer_maps(s, retained);
     for (i = 0; i < num_listeners; i++) {
         group_migrates[i] = conf->migration.mechanism == MIGRATION_SYSCTL;
-        if ((!cpu && !ebpf) || !in_reuseport_group(originals[i])) {
+        if ((!steer && !ebpf) || !in_reuseport_group(originals[i])) {
             continue;
         }
-        prog = cpu ? load_cpu_program(ptemp, s, conf, retained, originals, i)
-                   : -1;
+        prog = steer ? load_steering_program(ptemp, s, conf, retained,
+                                             originals, i)
+                     : -1;
         if (prog < 0 && ebpf) {
             /* One migration program serves every group; also where the
              * CPU steering program failed, so the group still migrates. */
@@ -414,7 +458,7 @@ static void attach_programs(apr_pool_t *ptemp, server_rec *s,
             ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
                          "cannot attach the %s program to the reuseport "
                          "group of %pI", prog == mig ? "migration"
-                         : "CPU steering", originals[i]->bind_addr);
+                         : "steering", originals[i]->bind_addr);
         }
         else {
             group_migrates[i] = group_migrates[i] || ebpf;
@@ -435,17 +479,43 @@ const char *bucket_listeners_choose_steering(apr_pool_t *p,
 {
     steering_input in;
 
-    if (conf->steering_requested == STEERING_CPU && !conf->cpu_trial_done) {
-        conf->cpu_trial_err = reuseport_bpf_cpu_trial(&conf->cpu_trial_step);
-        conf->cpu_trial_done = 1;
+    if ((conf->steering_requested == STEERING_CPU
+         || conf->steering_requested == STEERING_LOAD)
+        && !conf->steer_trial_done) {
+        conf->steer_trial_err = reuseport_bpf_steering_trial(
+            conf->steering_requested, &conf->steer_trial_step);
+        conf->steer_trial_done = 1;
     }
     in.requested = conf->steering_requested;
     in.reuseport_groups = conf->plan.num_duplicates > 0;
     in.num_buckets = conf->plan.num_buckets;
     in.online_cpus = online_cpus;
-    in.cpu_trial_err = conf->cpu_trial_err;
-    in.cpu_trial_step = conf->cpu_trial_step;
+    in.trial_err = conf->steer_trial_err;
+    in.trial_step = conf->steer_trial_step;
     return steering_choose(p, &in, &conf->steering);
+}
+
+void bucket_listeners_publish_idle(bucketed_config *conf,
+                                   bucketed_retained *retained,
+                                   const bucket_census *census,
+                                   int num_buckets)
+{
+    int b, err;
+
+    if (conf->steering.mode != STEERING_LOAD || !retained->idle_map_open) {
+        return;
+    }
+    for (b = 0; b < num_buckets && b < conf->plan.num_buckets; b++) {
+        err = reuseport_bpf_idle_set(retained->idle_map_fd, b,
+                                     census[b].idle > 0
+                                         ? (unsigned int)census[b].idle : 0);
+        if (err != 0 && !conf->idle_publish_warned) {
+            conf->idle_publish_warned = 1;
+            ap_log_error(APLOG_MARK, APLOG_WARNING, err, ap_server_conf,
+                         "bucketed: cannot write bucket %d's idle count for "
+                         "BucketSteering load", b);
+        }
+    }
 }
 
 void bucket_listeners_child_steering(server_rec *s,
@@ -463,6 +533,10 @@ void bucket_listeners_child_steering(server_rec *s,
             close(rm->fd);
             rm->fd = -1;
         }
+    }
+    if (retained->idle_map_open) {
+        close(retained->idle_map_fd);
+        retained->idle_map_open = 0;
     }
     if (conf->steering.mode != STEERING_CPU) {
         return;

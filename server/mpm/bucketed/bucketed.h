@@ -97,9 +97,10 @@ typedef struct {
     kernel_features kernel;
     migration_choice migration;         /* what closing a socket does */
     steering_choice steering;           /* BucketSteering as it runs */
-    int cpu_trial_done;                 /* the CPU steering trial ran */
-    int cpu_trial_err;
-    const char *cpu_trial_step;
+    int steer_trial_done;               /* the steering trial ran */
+    int steer_trial_err;
+    const char *steer_trial_step;
+    int idle_publish_warned;            /* BucketSteering load: once */
     unsigned int migration_prog_id;     /* the program attached this
                                          * generation; 0 = none */
     int migration_groups;               /* reuseport groups it is on */
@@ -163,7 +164,10 @@ typedef struct {
     int maxclients_reported;
     apr_pool_t *socket_pool;         /* retained sockets live here */
     retained_socket *sockets;
-    retained_map *steer_maps;        /* CPU steering, per address */
+    retained_map *steer_maps;        /* CPU / load steering, per address */
+    int idle_map_open;               /* BucketSteering load: idle_map_fd is
+                                      * this generation's idle counts */
+    int idle_map_fd;
     bucket_counter *counters;        /* first_server_limit entries */
     int *nudge;                      /* ChildModel event: per bucket, the
                                       * eventfd its children wake each other
@@ -192,6 +196,11 @@ void bucket_listeners_close_all(bucketed_retained *retained);
 const char *bucket_listeners_choose_steering(apr_pool_t *p,
                                              bucketed_config *conf,
                                              int online_cpus);
+/* In the parent, after each census: BucketSteering load's idle counts. */
+void bucket_listeners_publish_idle(bucketed_config *conf,
+                                   bucketed_retained *retained,
+                                   const bucket_census *census,
+                                   int num_buckets);
 /* In a child: what steering needs of it (CPU affinity; no map
  * descriptors). */
 void bucket_listeners_child_steering(server_rec *s,

@@ -367,7 +367,7 @@ const command_rec bucketed_cmds[] = {
         "How listener buckets are formed: auto, reuseport, listen or "
         "single"),
     AP_INIT_TAKE1("BucketSteering", set_bucket_steering, NULL, RSRC_CONF,
-        "Which bucket a new connection goes to: auto, hash or cpu"),
+        "Which bucket a new connection goes to: auto, hash, cpu or load"),
     AP_INIT_TAKE1("ListenCoresBucketsRatio", set_cores_buckets_ratio, NULL,
         RSRC_CONF, "Online CPU cores per listener bucket, when BucketCount "
         "is auto"),

@@ -509,6 +509,8 @@ static void maintain_buckets(parent_context *pc, int rescue_only)
     in.max_spare = pc->limits->max_spare;
     in.free_slots = take_census(pc);
     bucket_stats_publish_census(pc->conf, pc->census, pc->num_buckets);
+    bucket_listeners_publish_idle(pc->conf, retained, pc->census,
+                                  pc->num_buckets);
     bucket_queue_sample(pc->s, pc->conf);
     in.rescue_only = rescue_only;
     for (b = 0; b < pc->num_buckets; b++) {

@@ -46,13 +46,22 @@
 /* Kernel ABI numbers (include/uapi/linux/bpf.h). */
 #define ABI_PROG_TYPE_SK_REUSEPORT 21                    /* 4.19 */
 #define ABI_SK_REUSEPORT_SELECT_OR_MIGRATE 40            /* 5.14 */
+#define ABI_MAP_TYPE_ARRAY 2
 #define ABI_MAP_TYPE_REUSEPORT_SOCKARRAY 20                 /* 4.19 */
+#define ABI_FUNC_MAP_LOOKUP_ELEM 1
+#define ABI_SK_REUSEPORT_MD_HASH 32    /* offsetof(sk_reuseport_md, hash) */
 #define ABI_FUNC_GET_SMP_PROCESSOR_ID 8
 #define ABI_FUNC_SK_SELECT_REUSEPORT 82                      /* 4.19 */
 #define ABI_SK_PASS 1
 
 #define MIGRATE_PROGRAM_NAME "bucketed_mig"
 #define CPU_PROGRAM_NAME "bucketed_cpu"
+#define LOAD_PROGRAM_NAME "bucketed_load"
+#define IDLE_MAP_NAME "bucketed_idle"
+/* The load program: a head, one block per bucket, a tail. */
+#define LOAD_HEAD 3
+#define LOAD_BLOCK 13
+#define LOAD_TAIL 11
 #define MAP_NAME "bucketed_socks"
 /* No GPL-only helper is called: the license string is informative. */
 #define PROGRAM_LICENSE "Apache-2.0"
@@ -145,6 +154,108 @@ int reuseport_bpf_cpu_load(int map_fd, int buckets, int migrate, int *err)
     prog[n++] = insn(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
     return load_program(prog, n, migrate ? ABI_SK_REUSEPORT_SELECT_OR_MIGRATE
                                          : 0, CPU_PROGRAM_NAME, err);
+}
+
+/* Emits a 64-bit load of a map's descriptor into reg (two slots). */
+static int emit_map(struct bpf_insn *prog, int n, int reg, int map_fd)
+{
+    prog[n++] = insn(BPF_LD | BPF_DW | BPF_IMM, reg, BPF_PSEUDO_MAP_FD, 0,
+                     map_fd);
+    prog[n++] = insn(0, 0, 0, 0, 0);
+    return n;
+}
+
+int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
+                            int migrate, int *err)
+{
+    struct bpf_insn prog[LOAD_HEAD + LOAD_BLOCK * STEERING_MAX_LOAD_BUCKETS
+                         + LOAD_TAIL];
+    int n = 0, i, select_at;
+
+    if (buckets < 1 || buckets > STEERING_MAX_LOAD_BUCKETS) {
+        *err = EINVAL;
+        return -1;
+    }
+    select_at = LOAD_HEAD + LOAD_BLOCK * buckets + 2;
+    /* r7 = ctx->hash % buckets: the hash's own choice comes first */
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_6, BPF_REG_1, 0, 0);
+    prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_7, BPF_REG_6,
+                     ABI_SK_REUSEPORT_MD_HASH, 0);
+    prog[n++] = insn(BPF_ALU | BPF_MOD | BPF_K, BPF_REG_7, 0, 0, buckets);
+    for (i = 0; i < buckets; i++) {
+        /* key = (r7 + i) mod buckets, on the stack at r10 - 4 */
+        prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_8, BPF_REG_7,
+                         0, 0);
+        prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_8, 0, 0, i);
+        prog[n++] = insn(BPF_JMP | BPF_JLT | BPF_K, BPF_REG_8, 0, 1, buckets);
+        prog[n++] = insn(BPF_ALU64 | BPF_SUB | BPF_K, BPF_REG_8, 0, 0,
+                         buckets);
+        prog[n++] = insn(BPF_STX | BPF_MEM | BPF_W, BPF_REG_10, BPF_REG_8,
+                         -4, 0);
+        /* r0 = &idle[key]; next bucket if none or 0, else select it */
+        n = emit_map(prog, n, BPF_REG_1, idle_map);
+        prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_2, BPF_REG_10,
+                         0, 0);
+        prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_2, 0, 0, -4);
+        prog[n++] = insn(BPF_JMP | BPF_CALL, 0, 0, 0,
+                         ABI_FUNC_MAP_LOOKUP_ELEM);
+        prog[n++] = insn(BPF_JMP | BPF_JEQ | BPF_K, BPF_REG_0, 0, 2, 0);
+        prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_1, BPF_REG_0, 0,
+                         0);
+        prog[n] = insn(BPF_JMP | BPF_JNE | BPF_K, BPF_REG_1, 0,
+                       select_at - (n + 1), 0);
+        n++;
+    }
+    /* no bucket has an idle child: the kernel's hash */
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0,
+                     ABI_SK_PASS);
+    prog[n++] = insn(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
+    /* select: sk_select_reuseport(ctx, sock_map, &key, 0), then SK_PASS */
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_1, BPF_REG_6, 0, 0);
+    n = emit_map(prog, n, BPF_REG_2, sock_map);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_3, BPF_REG_10, 0, 0);
+    prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_3, 0, 0, -4);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_4, 0, 0, 0);
+    prog[n++] = insn(BPF_JMP | BPF_CALL, 0, 0, 0,
+                     ABI_FUNC_SK_SELECT_REUSEPORT);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0,
+                     ABI_SK_PASS);
+    prog[n++] = insn(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
+    return load_program(prog, n, migrate ? ABI_SK_REUSEPORT_SELECT_OR_MIGRATE
+                                         : 0, LOAD_PROGRAM_NAME, err);
+}
+
+int reuseport_bpf_idle_map_create(int entries, int *err)
+{
+    union bpf_attr attr;
+    long fd;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.map_type = ABI_MAP_TYPE_ARRAY;
+    attr.key_size = sizeof(unsigned int);
+    attr.value_size = sizeof(unsigned int);
+    attr.max_entries = entries;
+    strncpy(attr.map_name, IDLE_MAP_NAME, sizeof(attr.map_name) - 1);
+    fd = sys_bpf(BPF_MAP_CREATE, &attr);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    *err = 0;
+    return (int)fd;
+}
+
+int reuseport_bpf_idle_set(int map_fd, int index, unsigned int value)
+{
+    unsigned int key = (unsigned int)index;
+    union bpf_attr attr;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.map_fd = map_fd;
+    attr.key = (unsigned long)&key;
+    attr.value = (unsigned long)&value;
+    attr.flags = BPF_ANY;
+    return sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0 ? errno : 0;
 }
 
 int reuseport_bpf_sockarray_create(int entries, int *err)
@@ -247,6 +358,32 @@ int reuseport_bpf_sockarray_create(int entries, int *err)
     (void)entries;
     *err = ENOSYS;
     return -1;
+}
+
+int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
+                            int migrate, int *err)
+{
+    (void)sock_map;
+    (void)idle_map;
+    (void)buckets;
+    (void)migrate;
+    *err = ENOSYS;
+    return -1;
+}
+
+int reuseport_bpf_idle_map_create(int entries, int *err)
+{
+    (void)entries;
+    *err = ENOSYS;
+    return -1;
+}
+
+int reuseport_bpf_idle_set(int map_fd, int index, unsigned int value)
+{
+    (void)map_fd;
+    (void)index;
+    (void)value;
+    return ENOSYS;
 }
 
 int reuseport_bpf_sockarray_set(int map_fd, int index, int sock_fd)
@@ -435,10 +572,10 @@ out:
     close_all(clients, TRIAL_CONNECTIONS);
 }
 
-int reuseport_bpf_cpu_trial(const char **step)
+int reuseport_bpf_steering_trial(steering_e mode, const char **step)
 {
     struct sockaddr_in addr;
-    int fds[2] = { -1, -1 }, map = -1, prog = -1, err = 0, i;
+    int fds[2] = { -1, -1 }, map = -1, idle = -1, prog = -1, err = 0, i;
 
     memset(&addr, 0, sizeof(addr));
     addr.sin_family = AF_INET;
@@ -463,7 +600,18 @@ int reuseport_bpf_cpu_trial(const char **step)
         }
     }
     *step = "BPF_PROG_LOAD of an SK_REUSEPORT program";
-    prog = reuseport_bpf_cpu_load(map, 2, 0, &err);
+    if (mode == STEERING_LOAD) {
+        *step = "BPF_MAP_CREATE of an array";
+        idle = reuseport_bpf_idle_map_create(2, &err);
+        if (idle < 0) {
+            goto out;
+        }
+        *step = "BPF_PROG_LOAD of an SK_REUSEPORT program";
+        prog = reuseport_bpf_load_load(map, idle, 2, 0, &err);
+    }
+    else {
+        prog = reuseport_bpf_cpu_load(map, 2, 0, &err);
+    }
     if (prog < 0) {
         goto out;
     }
@@ -472,6 +620,9 @@ int reuseport_bpf_cpu_trial(const char **step)
 out:
     if (prog >= 0) {
         close(prog);
+    }
+    if (idle >= 0) {
+        close(idle);
     }
     if (map >= 0) {
         close(map);
@@ -490,8 +641,9 @@ void reuseport_bpf_migration_trial(migration_trial *t, int use_program)
     t->err = ENOSYS;
 }
 
-int reuseport_bpf_cpu_trial(const char **step)
+int reuseport_bpf_steering_trial(steering_e mode, const char **step)
 {
+    (void)mode;
     *step = "the trial (Linux only)";
     return ENOSYS;
 }

@@ -31,6 +31,20 @@ int reuseport_bpf_migrate_load(int *err);
  * program. Returns the descriptor or -1 with *err set. */
 int reuseport_bpf_cpu_load(int map_fd, int buckets, int migrate, int *err);
 
+/* Loads the load-aware steering program for a group of `buckets` (1 to
+ * STEERING_MAX_LOAD_BUCKETS) sockets: starting at the hash's bucket
+ * (ctx->hash mod buckets), it selects the first bucket b whose entry in
+ * the array idle_map is not 0, from the REUSEPORT_SOCKARRAY sock_map;
+ * with none, the kernel's hash. migrate as for reuseport_bpf_cpu_load. */
+int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
+                            int migrate, int *err);
+
+/* An array of `entries` unsigned ints (idle children per bucket). */
+int reuseport_bpf_idle_map_create(int entries, int *err);
+
+/* idle_map[index] = value. 0, or an errno. */
+int reuseport_bpf_idle_set(int map_fd, int index, unsigned int value);
+
 /* A REUSEPORT_SOCKARRAY of `entries` slots: descriptor or -1, *err set. */
 int reuseport_bpf_sockarray_create(int entries, int *err);
 
@@ -54,10 +68,10 @@ unsigned int reuseport_bpf_prog_id(int prog_fd);
  * holds. With use_program, the migration program is attached first. */
 void reuseport_bpf_migration_trial(migration_trial *t, int use_program);
 
-/* Whether CPU steering works: a trial group of two listeners, a socket
- * map holding both, the program loaded and attached. 0, or the errno of
- * the step named in *step. */
-int reuseport_bpf_cpu_trial(const char **step);
+/* Whether a steering mode (STEERING_CPU or STEERING_LOAD) works: a trial
+ * group of two listeners, a socket map holding both, the program loaded
+ * and attached. 0, or the errno of the step named in *step. */
+int reuseport_bpf_steering_trial(steering_e mode, const char **step);
 
 /* Runs the trials the choice needs and chooses. reuseport: SO_REUSEPORT
  * works; sysctl: net.ipv4.tcp_migrate_req (-1 absent). */

@@ -120,6 +120,8 @@ const char *steering_name(steering_e mode)
         return "hash";
     case STEERING_CPU:
         return "cpu";
+    case STEERING_LOAD:
+        return "load";
     case STEERING_AUTO:
     default:
         return "auto";
@@ -130,7 +132,7 @@ const char *steering_parse(apr_pool_t *p, const char *directive,
                            const char *arg, steering_e *out)
 {
     static const steering_e all[] = {
-        STEERING_AUTO, STEERING_HASH, STEERING_CPU
+        STEERING_AUTO, STEERING_HASH, STEERING_CPU, STEERING_LOAD
     };
     apr_size_t i;
 
@@ -140,7 +142,8 @@ const char *steering_parse(apr_pool_t *p, const char *directive,
             return NULL;
         }
     }
-    return apr_psprintf(p, "%s must be one of auto, hash, cpu, not '%s'",
+    return apr_psprintf(p, "%s must be one of auto, hash, cpu, load, not "
+                        "'%s'",
                         directive, arg);
 }
 
@@ -157,18 +160,36 @@ const char *steering_choose(apr_pool_t *p, const steering_input *in,
         out->reason = "hash (BucketSteering hash)";
         return NULL;
     }
-    if (in->cpu_trial_err != 0) {
-        return apr_psprintf(p, "BucketSteering cpu needs an SK_REUSEPORT "
-                            "eBPF program with a REUSEPORT_SOCKARRAY map "
+    if (in->trial_err != 0) {
+        return apr_psprintf(p, "BucketSteering %s needs an SK_REUSEPORT "
+                            "eBPF program with a REUSEPORT_SOCKARRAY map%s "
                             "(Linux 4.19+), and this kernel refused %s (%s); "
                             "use BucketSteering hash or auto",
-                            in->cpu_trial_step ? in->cpu_trial_step
-                                               : "the trial",
-                            strerror(in->cpu_trial_err));
+                            steering_name(in->requested),
+                            in->requested == STEERING_LOAD
+                                ? " and an array of idle counts" : "",
+                            in->trial_step ? in->trial_step : "the trial",
+                            strerror(in->trial_err));
     }
     if (!in->reuseport_groups || in->num_buckets < 2) {
-        out->reason = "hash (BucketSteering cpu, but no bucket has an "
-                      "SO_REUSEPORT duplicate: nothing to steer)";
+        out->reason = apr_psprintf(p, "hash (BucketSteering %s, but no bucket "
+                                   "has an SO_REUSEPORT duplicate: nothing "
+                                   "to steer)", steering_name(in->requested));
+        return NULL;
+    }
+    if (in->requested == STEERING_LOAD) {
+        if (in->num_buckets > STEERING_MAX_LOAD_BUCKETS) {
+            return apr_psprintf(p, "BucketSteering load handles at most %d "
+                                "buckets, not %d; use BucketCount 1 to %d",
+                                STEERING_MAX_LOAD_BUCKETS, in->num_buckets,
+                                STEERING_MAX_LOAD_BUCKETS);
+        }
+        out->mode = STEERING_LOAD;
+        out->reason = "load (BucketSteering load): a connection goes to the "
+                      "hash's bucket while it has an idle child, else to the "
+                      "next bucket that has one, else where the hash says; "
+                      "idle counts from the parent's census, ten times a "
+                      "second";
         return NULL;
     }
     if (in->num_buckets > in->online_cpus) {

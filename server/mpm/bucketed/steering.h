@@ -90,12 +90,17 @@ const char *plan_socket_describe(apr_pool_t *p, const plan_socket_state *st,
 typedef enum {
     STEERING_AUTO = 0,
     STEERING_HASH,        /* the kernel's hash of the connection's 4-tuple */
-    STEERING_CPU          /* the bucket of the CPU that received it */
+    STEERING_CPU,         /* the bucket of the CPU that received it */
+    STEERING_LOAD         /* the hash's bucket while it has an idle child,
+                           * else the next bucket that has one */
 } steering_e;
+
+/* BucketSteering load scans every bucket in one unrolled program. */
+#define STEERING_MAX_LOAD_BUCKETS 64
 
 const char *steering_name(steering_e mode);
 
-/* auto | hash | cpu, case-insensitive. */
+/* auto | hash | cpu | load, case-insensitive. */
 const char *steering_parse(apr_pool_t *p, const char *directive,
                            const char *arg, steering_e *out);
 
@@ -104,9 +109,10 @@ typedef struct {
     int reuseport_groups;   /* the plan has SO_REUSEPORT duplicates */
     int num_buckets;
     int online_cpus;
-    int cpu_trial_err;      /* 0: the CPU program loaded and attached in a
-                             * trial; else the errno of cpu_trial_step */
-    const char *cpu_trial_step;
+    int trial_err;          /* 0: the requested mode's program loaded and
+                             * attached in a trial; else the errno of
+                             * trial_step */
+    const char *trial_step;
 } steering_input;
 
 typedef struct {
