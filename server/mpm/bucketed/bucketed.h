@@ -6,6 +6,8 @@
 #ifndef BUCKETED_H
 #define BUCKETED_H
 
+#include <signal.h>
+
 #include "apr_portable.h"
 #include "apr_proc_mutex.h"
 #include "apr_shm.h"
@@ -229,6 +231,15 @@ void bucket_queue_sample(server_rec *s, bucketed_config *conf);
 void bucket_report_register(void);
 
 /* child.c */
+/* Fills set with the signals that ask a child to leave (AP_SIG_GRACEFUL,
+ * AP_SIG_GRACEFUL_STOP, SIGINT) and, with stop, also with those that stop
+ * it (SIGTERM, SIGHUP). */
+void child_signal_set(sigset_t *set, int stop);
+
+/* Makes set the process's signal mask: its signals blocked, every other
+ * one open. A failure is logged. */
+void child_signal_mask(const sigset_t *set);
+
 /* A child's pool (pchild), with an allocator of its own; a child that
  * cannot have one exits sick. */
 apr_pool_t *child_pool_create(server_rec *s);

@@ -98,24 +98,32 @@ static void checked_sigprocmask(int how, const sigset_t *set)
     }
 }
 
+void child_signal_set(sigset_t *set, int stop)
+{
+    sigemptyset(set);
+    sigaddset(set, AP_SIG_GRACEFUL);
+    sigaddset(set, AP_SIG_GRACEFUL_STOP);
+    sigaddset(set, SIGINT);
+    if (stop) {
+        sigaddset(set, SIGTERM);
+        sigaddset(set, SIGHUP);
+    }
+}
+
+void child_signal_mask(const sigset_t *set)
+{
+    checked_sigprocmask(SIG_SETMASK, set);
+}
+
 static void setup_signals(child_context *ctx)
 {
+    sigset_t *leave = &ctx->waiter.leave_signals;
     sigset_t all;
 
-    sigset_t *leave = &ctx->waiter.leave_signals;
-
-    sigemptyset(leave);
-    sigaddset(leave, AP_SIG_GRACEFUL);
-    sigaddset(leave, AP_SIG_GRACEFUL_STOP);
-    sigaddset(leave, SIGINT);
+    child_signal_set(leave, 0);
     checked_sigprocmask(SIG_BLOCK, leave);
 
-    sigemptyset(&all);
-    sigaddset(&all, AP_SIG_GRACEFUL);
-    sigaddset(&all, AP_SIG_GRACEFUL_STOP);
-    sigaddset(&all, SIGINT);
-    sigaddset(&all, SIGTERM);
-    sigaddset(&all, SIGHUP);
+    child_signal_set(&all, 1);
     install_handler(AP_SIG_GRACEFUL, on_leave_signal, &all);
     install_handler(AP_SIG_GRACEFUL_STOP, on_leave_signal, &all);
     install_handler(SIGINT, on_leave_signal, &all);
@@ -124,11 +132,7 @@ static void setup_signals(child_context *ctx)
 
     /* The parent forked with every signal blocked; from here on only the
      * leave signals stay blocked (see child_accept.c). */
-    sigfillset(&all);
-    sigdelset(&all, AP_SIG_GRACEFUL);
-    sigdelset(&all, AP_SIG_GRACEFUL_STOP);
-    sigdelset(&all, SIGINT);
-    checked_sigprocmask(SIG_UNBLOCK, &all);
+    child_signal_mask(leave);
 }
 
 static void serve_connections(child_context *ctx)

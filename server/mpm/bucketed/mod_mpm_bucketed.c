@@ -21,7 +21,9 @@
  *   parent.c            the parent: spawning, maintenance, restarts
  *   child.c             the child: serve what its bucket accepts
  *   child_accept.c      the child: waiting for a connection
- *   event_child.c       ChildModel event: event thread and workers
+ *   event_child.c       ChildModel event: the child process
+ *   event_thread.c      its event thread: epoll, timeouts, accepting
+ *   event_worker.c      its worker threads: serving connections
  *   event_queue.c       its timeout lists and connection states    (pure)
  *   event_limits.c      its directives and accept rule             (pure)
  *

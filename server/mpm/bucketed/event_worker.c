@@ -1,0 +1,277 @@
+/*
+ * event_worker.c: the worker threads of a ChildModel event child. A
+ * worker takes a connection from the queue the event thread fills, runs
+ * httpd's process_connection hooks under the async contract of
+ * conn_state_t, and acts on what they leave in c->cs->state
+ * (event_queue.c decides): flush pending output, read the next request,
+ * or hand the connection back to the event thread to wait for keep-alive,
+ * for the socket to drain, or for the client's FIN in lingering close.
+ * The pre-close hooks of lingering close (mod_ssl's close_notify,
+ * mod_http2's GOAWAY) run here, never in the event thread.
+ *
+ * Its own file because the workers only block in httpd's hooks and on
+ * the queue; the epoll set is the event thread's (event_thread.c).
+ */
+#include "httpd.h"
+#include "http_connection.h"
+#include "http_core.h"
+#include "http_log.h"
+#include "http_vhost.h"
+#include "mpm_common.h"
+#include "scoreboard.h"
+
+#include "bucketed.h"
+#include "event_queue.h"
+
+APLOG_USE_MODULE(mpm_bucketed);
+
+#ifdef __linux__
+
+#include "event_child.h"
+
+/* Returns a connection to the event thread to wait (ec->wait set). */
+static void hand_back(event_child_ctx *ctx, ev_conn *ec)
+{
+    if (ec->c != NULL) {
+        ap_run_suspend_connection(ec->c, NULL);
+    }
+    ev_lock(ctx);
+    ec->next = ctx->handback;
+    ctx->handback = ec;
+    ev_unlock(ctx);
+    ev_wake_event_thread(ctx);
+}
+
+/* Lingering close: the pre-close hooks, what is left of the output, the
+ * write side shut; then the event thread drains what the client still
+ * sends until it closes or the timeout ends. */
+static void start_linger(event_child_ctx *ctx, ev_conn *ec)
+{
+    apr_socket_timeout_set(ec->csd, apr_time_from_sec(LINGER_SHORT_SEC));
+    ec->cs->state = CONN_STATE_LINGER;
+    if (ap_start_lingering_close(ec->c)) {
+        ev_close_conn(ctx, ec);
+        return;
+    }
+    apr_socket_timeout_set(ec->csd, 0);
+    apr_socket_opt_set(ec->csd, APR_INCOMPLETE_READ, 0);
+    if (ec->short_linger
+        || apr_table_get(ec->c->notes, "short-lingering-close")) {
+        ec->short_linger = 1;
+        ec->cs->state = CONN_STATE_LINGER_SHORT;
+    }
+    else {
+        ec->cs->state = CONN_STATE_LINGER_NORMAL;
+    }
+    ec->wait = WAIT_LINGER;
+    hand_back(ctx, ec);
+}
+
+/* Write completion: the output filters get another go at what is pending. */
+static event_next_e flush_output(event_child_ctx *ctx, ev_conn *ec)
+{
+    conn_rec *c = ec->c;
+    ap_filter_t *last = c->output_filters;
+    event_flush_result r;
+    apr_status_t rv;
+
+    ec->cs->state = CONN_STATE_WRITE_COMPLETION;
+    ap_update_child_status(ec->sbh, SERVER_BUSY_WRITE, NULL);
+    while (last->next != NULL) {
+        last = last->next;
+    }
+    rv = last->frec->filter_func.out_func(last, NULL);
+    if (rv != APR_SUCCESS) {
+        ap_log_cerror(APLOG_MARK, APLOG_DEBUG, rv, c, "bucketed: network "
+                      "write failure in write completion");
+    }
+    r.flush_ok = rv == APR_SUCCESS;
+    r.output_pending = c->data_in_output_filters;
+    r.want_read = ec->cs->sense == CONN_SENSE_WANT_READ;
+    r.keepalive = c->keepalive == AP_CONN_KEEPALIVE;
+    r.aborted = c->aborted;
+    r.input_pending = c->data_in_input_filters;
+    r.leaving = IS(ctx, leaving) || IS(ctx, dying);
+    ec->cs->sense = CONN_SENSE_DEFAULT;
+    return event_after_flush(&r);
+}
+
+/* A new connection: conn_rec, pre_connection hooks. 0 if it is gone. */
+static int create_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
+                       apr_thread_t *thd)
+{
+    apr_bucket_alloc_t *ba = apr_bucket_alloc_create(ec->ptrans);
+    long id = (long)ctx->slot * ctx->thread_limit + thread_num;
+    int rc;
+
+    ap_create_sb_handle(&ec->sbh, ec->ptrans, ctx->slot, thread_num);
+    ec->c = ap_run_create_connection(ec->ptrans, ctx->s, ec->csd, id,
+                                     ec->sbh, ba);
+    if (ec->c == NULL) {
+        ev_close_conn(ctx, ec);
+        return 0;
+    }
+    ec->cs = apr_pcalloc(ec->ptrans, sizeof(*ec->cs));
+    ec->c->cs = ec->cs;
+    ec->c->current_thread = thd;
+    ec->cs->state = CONN_STATE_PROCESSING;
+    ec->cs->sense = CONN_SENSE_DEFAULT;
+    /* The virtual host of the address the connection came to (mod_ssl
+     * picks its certificate from it), as ap_process_connection() does. */
+    ap_update_vhost_given_ip(ec->c);
+    rc = ap_pre_connection(ec->c, ec->csd);
+    if (rc != OK && rc != DONE) {
+        ap_log_cerror(APLOG_MARK, APLOG_DEBUG, 0, ec->c,
+                      "bucketed: connection aborted by pre_connection");
+        ev_close_conn(ctx, ec);
+        return 0;
+    }
+    ec->step = EVENT_NEXT_PROCESS;
+    return 1;
+}
+
+/* What the process_connection hooks left, for event_after_process(). */
+static event_state_e state_of(const conn_state_t *cs)
+{
+    switch (cs->state) {
+    case CONN_STATE_PROCESSING:
+        return EVENT_STATE_PROCESSING;
+    case CONN_STATE_KEEPALIVE:
+        return EVENT_STATE_KEEPALIVE;
+    case CONN_STATE_WRITE_COMPLETION:
+        return EVENT_STATE_WRITE_COMPLETION;
+    case CONN_STATE_SUSPENDED:
+        return EVENT_STATE_SUSPENDED;
+    case CONN_STATE_LINGER:
+        return EVENT_STATE_LINGER;
+    default:
+        return EVENT_STATE_OTHER;
+    }
+}
+
+/* Runs a connection until it has to wait (handed back) or is closed. */
+static void serve_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
+                       apr_thread_t *thd)
+{
+    int rc;
+
+    if (ec->c == NULL) {
+        if (!create_conn(ctx, ec, thread_num, thd)) {
+            return;
+        }
+    }
+    else {
+        ap_update_sb_handle(ec->sbh, ctx->slot, thread_num);
+        ec->c->current_thread = thd;
+        ec->c->id = (long)ctx->slot * ctx->thread_limit + thread_num;
+        ap_run_resume_connection(ec->c, NULL);
+    }
+    for (;;) {
+        switch (ec->step) {
+        case EVENT_NEXT_PROCESS:
+            ec->cs->state = CONN_STATE_PROCESSING;
+            rc = ap_run_process_connection(ec->c);
+            ec->step = event_after_process(rc == OK || rc == DONE,
+                                           state_of(ec->cs), ec->c->aborted);
+            continue;
+        case EVENT_NEXT_FLUSH:
+            ec->step = flush_output(ctx, ec);
+            continue;
+        case EVENT_NEXT_WAIT_WRITE:
+        case EVENT_NEXT_WAIT_READ:
+            ec->want_write = ec->step == EVENT_NEXT_WAIT_WRITE;
+            ec->step = EVENT_NEXT_FLUSH;
+            ec->wait = WAIT_IO;
+            hand_back(ctx, ec);
+            return;
+        case EVENT_NEXT_KEEPALIVE:
+            ec->cs->state = CONN_STATE_KEEPALIVE;
+            ec->step = EVENT_NEXT_PROCESS;
+            ec->wait = WAIT_KEEPALIVE;
+            hand_back(ctx, ec);
+            return;
+        case EVENT_NEXT_SUSPENDED:
+            /* This MPM offers no callbacks a module could resume a
+             * suspended connection from (ap_mpm_register_timed_callback
+             * answers APR_ENOTIMPL), so nobody can own it: close it. */
+            ap_log_cerror(APLOG_MARK, APLOG_ERR, 0, ec->c, "bucketed: a "
+                          "module suspended the connection, which "
+                          "ChildModel event does not support; closing it");
+            ec->step = EVENT_NEXT_LINGER;
+            continue;
+        case EVENT_NEXT_LINGER:
+        default:
+            start_linger(ctx, ec);
+            return;
+        }
+    }
+}
+
+static void set_worker_status(event_child_ctx *ctx, int num, int status)
+{
+    ap_update_child_status_from_indexes(ctx->slot, num, status, NULL);
+}
+
+/* One worker thread: serve queued connections until told to stop. */
+void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg)
+{
+    worker_info *wi = arg;
+    event_child_ctx *ctx = wi->ctx;
+
+    for (;;) {
+        ev_conn *ec;
+        int wake;
+
+        set_worker_status(ctx, wi->num, SERVER_READY);
+        ev_lock(ctx);
+        ctx->idle_workers++;
+        wake = ctx->listeners_off;
+        if (wake) {
+            ev_unlock(ctx);
+            ev_wake_event_thread(ctx);
+            ev_lock(ctx);
+        }
+        while (ctx->queue_head == NULL && !ctx->stop_workers) {
+            apr_thread_cond_wait(ctx->work, ctx->mutex);
+        }
+        ctx->idle_workers--;
+        ec = ctx->queue_head;
+        if (ec == NULL) {
+            break;
+        }
+        ctx->queue_head = ec->next;
+        if (ctx->queue_head == NULL) {
+            ctx->queue_tail = NULL;
+        }
+        ctx->queued--;
+        ev_unlock(ctx);
+        set_worker_status(ctx, wi->num, SERVER_BUSY_READ);
+        serve_conn(ctx, ec, wi->num, thd);
+    }
+    ctx->running_workers--;
+    apr_thread_cond_signal(ctx->gone);
+    ev_unlock(ctx);
+    set_worker_status(ctx, wi->num, IS(ctx, dying) ? SERVER_DEAD
+                                                   : SERVER_GRACEFUL);
+    apr_thread_exit(thd, APR_SUCCESS);
+    return NULL;
+}
+
+/* The queue's other end, for the event thread. */
+void ev_queue_for_worker(event_child_ctx *ctx, ev_conn *ec)
+{
+    ec->next = NULL;
+    ev_lock(ctx);
+    if (ctx->queue_tail != NULL) {
+        ctx->queue_tail->next = ec;
+    }
+    else {
+        ctx->queue_head = ec;
+    }
+    ctx->queue_tail = ec;
+    ctx->queued++;
+    apr_thread_cond_signal(ctx->work);
+    ev_unlock(ctx);
+}
+
+#endif /* __linux__ */
