@@ -98,6 +98,42 @@ static int load_program(const struct bpf_insn *insns, unsigned int count,
     return (int)fd;
 }
 
+/* A map with 4-byte keys: descriptor, or -1 with *err set. */
+static int create_map(unsigned int type, unsigned int value_size,
+                      int entries, const char *name, int *err)
+{
+    union bpf_attr attr;
+    long fd;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.map_type = type;
+    attr.key_size = sizeof(unsigned int);
+    attr.value_size = value_size;
+    attr.max_entries = entries;
+    strncpy(attr.map_name, name, sizeof(attr.map_name) - 1);
+    fd = sys_bpf(BPF_MAP_CREATE, &attr);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    *err = 0;
+    return (int)fd;
+}
+
+/* map[index] = *value. 0, or an errno. */
+static int update_elem(int map_fd, int index, const void *value)
+{
+    unsigned int key = (unsigned int)index;
+    union bpf_attr attr;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.map_fd = map_fd;
+    attr.key = (unsigned long)&key;
+    attr.value = (unsigned long)value;
+    attr.flags = BPF_ANY;
+    return sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0 ? errno : 0;
+}
+
 static struct bpf_insn insn(unsigned char code, unsigned char dst,
                             unsigned char src, short off, int imm)
 {
@@ -227,69 +263,26 @@ int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
 
 int reuseport_bpf_idle_map_create(int entries, int *err)
 {
-    union bpf_attr attr;
-    long fd;
-
-    memset(&attr, 0, sizeof(attr));
-    attr.map_type = ABI_MAP_TYPE_ARRAY;
-    attr.key_size = sizeof(unsigned int);
-    attr.value_size = sizeof(unsigned int);
-    attr.max_entries = entries;
-    strncpy(attr.map_name, IDLE_MAP_NAME, sizeof(attr.map_name) - 1);
-    fd = sys_bpf(BPF_MAP_CREATE, &attr);
-    if (fd < 0) {
-        *err = errno;
-        return -1;
-    }
-    *err = 0;
-    return (int)fd;
+    return create_map(ABI_MAP_TYPE_ARRAY, sizeof(unsigned int), entries,
+                      IDLE_MAP_NAME, err);
 }
 
 int reuseport_bpf_idle_set(int map_fd, int index, unsigned int value)
 {
-    unsigned int key = (unsigned int)index;
-    union bpf_attr attr;
-
-    memset(&attr, 0, sizeof(attr));
-    attr.map_fd = map_fd;
-    attr.key = (unsigned long)&key;
-    attr.value = (unsigned long)&value;
-    attr.flags = BPF_ANY;
-    return sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0 ? errno : 0;
+    return update_elem(map_fd, index, &value);
 }
 
 int reuseport_bpf_sockarray_create(int entries, int *err)
 {
-    union bpf_attr attr;
-    long fd;
-
-    memset(&attr, 0, sizeof(attr));
-    attr.map_type = ABI_MAP_TYPE_REUSEPORT_SOCKARRAY;
-    attr.key_size = sizeof(unsigned int);
-    attr.value_size = sizeof(unsigned long long);
-    attr.max_entries = entries;
-    strncpy(attr.map_name, MAP_NAME, sizeof(attr.map_name) - 1);
-    fd = sys_bpf(BPF_MAP_CREATE, &attr);
-    if (fd < 0) {
-        *err = errno;
-        return -1;
-    }
-    *err = 0;
-    return (int)fd;
+    return create_map(ABI_MAP_TYPE_REUSEPORT_SOCKARRAY,
+                      sizeof(unsigned long long), entries, MAP_NAME, err);
 }
 
 int reuseport_bpf_sockarray_set(int map_fd, int index, int sock_fd)
 {
-    unsigned int key = (unsigned int)index;
     unsigned long long value = (unsigned long long)sock_fd;
-    union bpf_attr attr;
 
-    memset(&attr, 0, sizeof(attr));
-    attr.map_fd = map_fd;
-    attr.key = (unsigned long)&key;
-    attr.value = (unsigned long)&value;
-    attr.flags = BPF_ANY;
-    return sys_bpf(BPF_MAP_UPDATE_ELEM, &attr) < 0 ? errno : 0;
+    return update_elem(map_fd, index, &value);
 }
 
 void reuseport_bpf_sockarray_clear(int map_fd, int entries)
