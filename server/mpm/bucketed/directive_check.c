@@ -120,18 +120,27 @@ const char *process_limits_check(apr_pool_t *p, const process_limits *in,
     return NULL;
 }
 
+int limit_kept_on_restart(apr_pool_t *p, const char *directive, int *value,
+                          int first, apr_array_header_t *warnings)
+{
+    if (*value == first) {
+        return 0;
+    }
+    warn(warnings, apr_psprintf(p, "changing %s to %d from original value of "
+         "%d not allowed during restart; keeping %d (a full stop and start "
+         "applies it)", directive, *value, first, first));
+    *value = first;
+    return 1;
+}
+
 void process_limits_keep_server_limit(apr_pool_t *p, process_limits *limits,
                                       int first_server_limit,
                                       apr_array_header_t *warnings)
 {
-    if (limits->server_limit == first_server_limit) {
+    if (!limit_kept_on_restart(p, "ServerLimit", &limits->server_limit,
+                               first_server_limit, warnings)) {
         return;
     }
-    warn(warnings, apr_psprintf(p, "changing ServerLimit to %d from original "
-         "value of %d not allowed during restart; keeping %d (a full stop "
-         "and start applies it)", limits->server_limit, first_server_limit,
-         first_server_limit));
-    limits->server_limit = first_server_limit;
     if (limits->max_workers > limits->server_limit) {
         limits->max_workers = limits->server_limit;
     }

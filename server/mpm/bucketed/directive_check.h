@@ -47,6 +47,14 @@ const char *process_limits_check(apr_pool_t *p, const process_limits *in,
                                  apr_array_header_t *warnings);
 
 /*
+ * A limit that sized shared memory at the first start (ServerLimit,
+ * ThreadLimit) cannot move under a running server: puts *value back to
+ * first and says so in warnings. Returns 1 if it had to.
+ */
+int limit_kept_on_restart(apr_pool_t *p, const char *directive, int *value,
+                          int first, apr_array_header_t *warnings);
+
+/*
  * On a restart: ServerLimit sized the scoreboard and the parent's tables at
  * the first start and cannot move under a running server. Keeps
  * first_server_limit, lowering MaxRequestWorkers and StartServers to fit,

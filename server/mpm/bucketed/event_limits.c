@@ -173,14 +173,10 @@ void thread_limits_keep_thread_limit(apr_pool_t *p, thread_limits *limits,
                                      int first_thread_limit,
                                      apr_array_header_t *warnings)
 {
-    if (limits->thread_limit == first_thread_limit) {
+    if (!limit_kept_on_restart(p, "ThreadLimit", &limits->thread_limit,
+                               first_thread_limit, warnings)) {
         return;
     }
-    warn(warnings, apr_psprintf(p, "changing ThreadLimit to %d from original "
-         "value of %d not allowed during restart; keeping %d (a full stop "
-         "and start applies it)", limits->thread_limit, first_thread_limit,
-         first_thread_limit));
-    limits->thread_limit = first_thread_limit;
     if (limits->threads_per_child > first_thread_limit) {
         warn(warnings, apr_psprintf(p, "ThreadsPerChild of %d exceeds "
              "ThreadLimit of %d, decreasing to match",
