@@ -146,15 +146,16 @@ class BackgroundGet:
     """One GET in a thread of its own; result() waits for its (status,
     body) and re-raises what it raised."""
 
-    def __init__(self, port, path):
+    def __init__(self, port, path, timeout=HTTP_TIMEOUT):
         self._outcome = None
-        self._thread = threading.Thread(target=self._run, args=(port, path),
+        self._thread = threading.Thread(target=self._run,
+                                        args=(port, path, timeout),
                                         daemon=True)
         self._thread.start()
 
-    def _run(self, port, path):
+    def _run(self, port, path, timeout):
         try:
-            self._outcome = ("ok", http_get(port, path))
+            self._outcome = ("ok", http_get(port, path, timeout))
         except (OSError, http.client.HTTPException) as e:
             self._outcome = ("error", e)
 

@@ -135,7 +135,8 @@ def total_accepted(buckets):
 def hold_busy(server, port, count):
     """`count` slow CGI requests to port, in the background; returns them
     once at least two run."""
-    slow = [BackgroundGet(port, f"/cgi-bin/slow.cgi?{CGI_SECONDS}")
+    slow = [BackgroundGet(port, f"/cgi-bin/slow.cgi?{CGI_SECONDS}",
+                          timeout=CGI_SECONDS + 30)
             for _ in range(count)]
     wait_until(lambda: len(processes_mentioning(
         str(server.root / "cgi-bin"))) >= 2, 10, what="the slow CGIs")

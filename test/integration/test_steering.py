@@ -247,8 +247,10 @@ def test_load_steering_avoids_a_busy_bucket(make_httpd):
                what="every child idle")
     slow = []
     for held in (1, 2):
+        # The answer comes after SLOW_SECONDS of silence: wait longer.
         slow.append(BackgroundGet(server.ports[0],
-                                  f"/cgi-bin/slow.cgi?{SLOW_SECONDS}"))
+                                  f"/cgi-bin/slow.cgi?{SLOW_SECONDS}",
+                                  timeout=SLOW_SECONDS + 30))
         wait_until(lambda: sum(idle_counts(idle_map)) == 3 - held, 10,
                    what=f"{held} slow request(s) in progress")
     busy, _ = wait_until(lambda: one_bucket_all_busy(idle_map), 10,
