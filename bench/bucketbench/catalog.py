@@ -19,6 +19,15 @@ KERNEL_LEVELS = {
 # request for its whole duration.
 STATIC = "static"
 SLOW = "slow"
+# Issue 10's workloads: a small PHP page under Debian's mod_php; and the
+# static file with one request in MIXED_SLOW_EVERY sent to the slow handler
+# instead (chosen per request by wrk's script, see load.py), so that some
+# children are held while the rest serve the fast page.
+PHP = "php"
+MIXED = "mixed"
+MIXED_SLOW_EVERY = 20
+# The handlers that need the slow handler (mod_lua) in the server.
+USES_SLOW_HANDLER = (SLOW, MIXED)
 
 # The skewed workloads fix wrk's threads at 10, so that each thread (and its
 # share of the connections) is 10 % of the load: 90/10 is then 9 threads on
@@ -69,6 +78,13 @@ WORKLOADS = {workload.name: workload for workload in (
     _skew("skew-all-slow", (100, 0), SLOW, "all load on one"),
     _skew("skew-90-slow", (90, 10), SLOW, "load split 90/10"),
     _skew("skew-even-slow", (50, 50), SLOW, "load split evenly"),
+    Workload("php", "one Listen, a small PHP page under mod_php, "
+             "Connection: close", listen_count=1, keep_alive=False,
+             handler=PHP),
+    Workload("w1-slow5", f"one Listen, Connection: close, the static file "
+             f"but 1 request in {MIXED_SLOW_EVERY} "
+             f"({100 // MIXED_SLOW_EVERY} %) to the slow handler",
+             listen_count=1, keep_alive=False, handler=MIXED),
 )}
 
 # Names that stand for several workloads on the command line.
@@ -123,6 +139,16 @@ SERVERS = {spec.name: spec for spec in (
                ("BucketStrategy auto", "BucketCount auto"),
                {NATIVE: "with SO_REUSEPORT, auto picks reuseport: same as "
                         "the bucketed-reuseport row"}),
+    *(ServerSpec(f"bucketed-{mode}", f"bucketed, BucketStrategy reuseport, "
+                 f"BucketSteering {mode}", "httpd", "bucketed",
+                 ("BucketStrategy reuseport", "BucketCount auto",
+                  f"BucketSteering {mode}"),
+                 {NO_REUSEPORT: f"BucketSteering {mode} steers a reuseport "
+                                f"group with an eBPF SK_REUSEPORT program; "
+                                f"without SO_REUSEPORT there is no group "
+                                f"(and BucketStrategy reuseport refuses to "
+                                f"start)"})
+      for mode in ("cpu", "load")),
     ServerSpec("nginx", "nginx, listen reuseport (reference ceiling)",
                "nginx", handlers=(STATIC,)),
 )}
@@ -139,6 +165,31 @@ HANDLER_NOT_SUPPORTED = {
     SLOW: "the slow handler is an httpd module (mod_lua); nginx has no "
           "equivalent without third-party modules",
 }
+
+
+# Why a server is left out of the PHP workload.
+PHP_NOT_SUPPORTED = {
+    "threaded": "mod_php needs a non-threaded MPM",
+    "nginx": "mod_php is an httpd module; nginx runs PHP only through "
+             "PHP-FPM (FastCGI), another architecture, not measured here",
+}
+
+
+def _threaded(spec):
+    return spec.mpm == "event" or spec.child_model == "event"
+
+
+def handler_skip_reason(spec, handler):
+    """Why the server described by spec cannot serve what a workload of
+    this handler requests, or None when it can."""
+    if handler == PHP:
+        if spec.kind == "nginx":
+            return PHP_NOT_SUPPORTED["nginx"]
+        return PHP_NOT_SUPPORTED["threaded"] if _threaded(spec) else None
+    needed = SLOW if handler == MIXED else handler
+    if needed in spec.handlers:
+        return None
+    return HANDLER_NOT_SUPPORTED.get(needed, f"cannot serve {handler}")
 
 
 def server_label(spec, level):

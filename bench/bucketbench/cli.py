@@ -14,9 +14,9 @@ import tempfile
 import time
 
 from . import environment, load, memory, overhead, report
-from .catalog import (DEFAULT_WORKLOADS, HANDLER_NOT_SUPPORTED, KERNEL_LEVELS,
-                      NATIVE, NO_REUSEPORT, SERVERS, SLOW, WORKLOAD_GROUPS,
-                      WORKLOADS)
+from .catalog import (DEFAULT_WORKLOADS, KERNEL_LEVELS, NATIVE, NO_REUSEPORT,
+                      PHP, SERVERS, USES_SLOW_HANDLER, WORKLOAD_GROUPS,
+                      WORKLOADS, handler_skip_reason)
 from .configs import EVENT_THREADS_PER_CHILD, MIN_SPARE_SERVERS
 from .net import Timeout, port_is_free
 from .runner import Plan, Progress, Runner
@@ -193,7 +193,7 @@ def _validate(args):
                              f"per child), got {slots}")
     lua = os.path.join(args.modules_dir, "mod_lua.so")
     slow = [name for name in args.workloads
-            if WORKLOADS[name].handler == SLOW]
+            if WORKLOADS[name].handler in USES_SLOW_HANDLER]
     if slow and not os.path.exists(lua):
         raise UsageError(f"{lua} not found: the slow handler of "
                          f"{', '.join(slow)} needs mod_lua (package "
@@ -262,15 +262,31 @@ def _select_servers(args, tools):
                                 "reason": spec.not_applicable[level]})
             else:
                 by_level[level].append(spec)
+    handlers = []
+    for name in args.workloads:
+        if WORKLOADS[name].handler not in handlers:
+            handlers.append(WORKLOADS[name].handler)
     for spec in runnable:
-        for handler, reason in HANDLER_NOT_SUPPORTED.items():
+        for handler in handlers:
+            reason = handler_skip_reason(spec, handler)
             left_out = [name for name in args.workloads
-                        if WORKLOADS[name].handler == handler
-                        and handler not in spec.handlers]
-            if left_out:
+                        if WORKLOADS[name].handler == handler]
+            if reason:
                 skipped.append({"server": spec.name, "kernel_level": None,
                                 "workloads": left_out, "reason": reason})
     return by_level, skipped
+
+
+def _drop_php_without_module(args, tools):
+    """Takes the PHP workloads out of the plan where mod_php is missing;
+    the skip entries that say so (none when it is there)."""
+    reason = tools.php_missing_reason()
+    php = [name for name in args.workloads if WORKLOADS[name].handler == PHP]
+    if not reason or not php:
+        return []
+    args.workloads = [name for name in args.workloads if name not in php]
+    return [{"server": "every server", "kernel_level": None,
+             "workloads": php, "reason": reason}]
 
 
 def list_catalog(tools):
@@ -281,10 +297,14 @@ def list_catalog(tools):
         print(f"  {spec.name:20} {spec.label} [{state}]")
         for level, why in spec.not_applicable.items():
             print(f"  {'':20} not run at {level}: {why}")
-        for handler, why in HANDLER_NOT_SUPPORTED.items():
-            if handler not in spec.handlers:
+        for handler in dict.fromkeys(w.handler for w in WORKLOADS.values()):
+            why = handler_skip_reason(spec, handler)
+            if why:
                 print(f"  {'':20} not run with the {handler} handler: {why}")
     print("workloads (default: " + ",".join(DEFAULT_WORKLOADS) + "):")
+    php_reason = tools.php_missing_reason()
+    if php_reason:
+        print(f"  (the {PHP} handler's workloads are skipped: {php_reason})")
     for workload in WORKLOADS.values():
         print(f"  {workload.name:20} {workload.title}")
     for group, members in WORKLOAD_GROUPS.items():
@@ -562,7 +582,12 @@ def main(argv=None):
             publish(args.publish)
             return 0
         _validate(args)
+        dropped = _drop_php_without_module(args, tools)
+        if not args.workloads:
+            raise UsageError("none of the selected workloads can run here: "
+                             + "; ".join(d["reason"] for d in dropped))
         by_level, skipped = _select_servers(args, tools)
+        skipped = dropped + skipped
         if not any(by_level.values()):
             raise UsageError("none of the selected servers can run here: "
                              + "; ".join(f"{s['server']}: {s['reason']}"

@@ -22,7 +22,7 @@ server serves. A CGI that sleeps was tried first: on 2 cores its
 fork+exec per request made the CPU the limit (350-530 req/s against the
 1,280 that 64 slots of 50 ms allow) and hid how slots are shared."""
 
-from .catalog import SLOW
+from .catalog import MIXED, PHP, SLOW
 
 DOC_NAME = "hello.txt"
 DOC_BODY = b"Hello, bucket!\n"
@@ -30,6 +30,16 @@ STATUS_PATH = "/bucketed-status"
 SLOW_NAME = "slow.lua"
 SLOW_BODY = b"slow page done\n"
 SLOW_HANDLER_MS = 50
+
+# The PHP workload's page (Debian's mod_php): a little PHP work, a
+# fixed answer (date() of the epoch in the ini's UTC).
+PHP_NAME = "hello.php"
+PHP_SOURCE = '<?php echo "hello ", date("Y", 0), "\\n";\n'
+PHP_BODY = b"hello 1970\n"
+PHP_INI_NAME = "php.ini"
+# Written to the environment of an httpd running mod_php: empty, so PHP
+# scans no directory of extra .ini files (Debian's /etc/php/*/apache2/conf.d).
+PHP_SCAN_DIR_ENV = {"PHP_INI_SCAN_DIR": ""}
 
 EVENT_THREADS_PER_CHILD = 32
 # prefork and bucketed keep this many idle children: the fewest slots.
@@ -76,9 +86,21 @@ def httpd_capacity(mpm, slots, child_model=""):
 
 
 def document(handler):
-    """(file name, body) of what a workload of this handler requests."""
-    return (SLOW_NAME, SLOW_BODY) if handler == SLOW \
-        else (DOC_NAME, DOC_BODY)
+    """(file name, body) of what a workload of this handler requests (the
+    mixed workload: its fast page; see documents())."""
+    return documents(handler)[0]
+
+
+def documents(handler):
+    """[(file name, body)] of every page a workload of this handler
+    requests, the main one first."""
+    if handler == SLOW:
+        return [(SLOW_NAME, SLOW_BODY)]
+    if handler == PHP:
+        return [(PHP_NAME, PHP_BODY)]
+    if handler == MIXED:
+        return [(DOC_NAME, DOC_BODY), (SLOW_NAME, SLOW_BODY)]
+    return [(DOC_NAME, DOC_BODY)]
 
 
 def slow_handler_script():
@@ -94,6 +116,33 @@ def slow_handler_script():
             f"end\n")
 
 
+def php_ini(root):
+    """The php.ini of an httpd running mod_php, in its ServerRoot (found
+    through PHPINIDir, so no machine php.ini is read): errors to a log in
+    root, UTC, and opcache (from PHP's own extension directory), which
+    Debian's package enables by default and PHP users run."""
+    return "\n".join([
+        "; Written by bucketbench (bench/bucketbench/configs.py).",
+        "engine = On",
+        "date.timezone = UTC",
+        "expose_php = Off",
+        "display_errors = Off",
+        "log_errors = On",
+        f"error_log = {_quote(root + '/php_error_log')}",
+        "zend_extension = opcache",
+        "opcache.enable = 1",
+    ]) + "\n"
+
+
+def php_lines(root):
+    """httpd directives that run .php files with mod_php, its php.ini from
+    root (PHPINIDir: the only place the module then looks)."""
+    return [f"PHPINIDir {_quote(root)}",
+            '<FilesMatch "\\.php$">',
+            "    SetHandler application/x-httpd-php",
+            "</FilesMatch>"]
+
+
 def httpd_processes(mpm, slots, child_model=""):
     """Processes an httpd runs once started: the parent and its children."""
     if _threaded(mpm, child_model):
@@ -103,7 +152,7 @@ def httpd_processes(mpm, slots, child_model=""):
 
 def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
                  slots, directives=(), status_module=None, run_as=None,
-                 slow_handler=False, child_model=""):
+                 slow_handler=False, child_model="", php=False):
     """httpd.conf for one server.
 
     root: the server's private directory (ServerRoot, logs, pid, runtime);
@@ -111,7 +160,8 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
     other modules (authz_core, mime, and lua with slow_handler);
     status_module: path of mod_bucketed_status.so, or None; run_as: (user,
     group) when started as root, which httpd then switches its children to;
-    slow_handler: serve SLOW_NAME in the document root as a Lua handler."""
+    slow_handler: serve SLOW_NAME in the document root as a Lua handler;
+    php: run .php files with mod_php (module_paths must hold "php")."""
     lines = [
         f"ServerRoot {_quote(root)}",
         f"DefaultRuntimeDir {_quote(root + '/run')}",
@@ -147,6 +197,8 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
                   f"<Files {_quote(SLOW_NAME)}>",
                   "    SetHandler lua-script",
                   "</Files>"]
+    if php:
+        lines += php_lines(root)
     lines += httpd_capacity(mpm, slots, child_model)
     lines += list(directives)
     if status_module:

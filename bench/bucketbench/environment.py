@@ -1,6 +1,7 @@
 """The binaries and modules the harness drives, and the facts about the
 machine that every result is recorded with."""
 
+import glob
 import hashlib
 import os
 import platform
@@ -10,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 BUCKETED_MODULES = ("mod_mpm_bucketed.so", "mod_bucketed_status.so")
+PHP_MODULE = "libphp8.2.so"
 
 
 @dataclass
@@ -28,13 +30,33 @@ class Tools:
             return os.path.join(self.bucketed_dir, BUCKETED_MODULES[0])
         return os.path.join(self.modules_dir, f"mod_mpm_{mpm}.so")
 
-    def httpd_modules(self, slow_handler=False):
+    def httpd_modules(self, slow_handler=False, php=False):
         """The modules every httpd under test loads besides its MPM:
         authz_core for `Require all granted`, mime for the Content-Type;
-        and lua for the slow handler."""
+        lua for the slow handler; php (mod_php) for the PHP page."""
         names = ("authz_core", "mime") + (("lua",) if slow_handler else ())
-        return {name: os.path.join(self.modules_dir, f"mod_{name}.so")
-                for name in names}
+        modules = {name: os.path.join(self.modules_dir, f"mod_{name}.so")
+                   for name in names}
+        if php:
+            modules["php"] = self.php_module()
+        return modules
+
+    def php_module(self):
+        """Debian's mod_php (libapache2-mod-php8.2: libphp8.2.so) in the
+        modules directory; the newest libphp*.so there if another version
+        is installed instead."""
+        found = sorted(glob.glob(os.path.join(self.modules_dir,
+                                              "libphp*.so")))
+        return found[-1] if found else os.path.join(self.modules_dir,
+                                                    PHP_MODULE)
+
+    def php_missing_reason(self):
+        """Why the PHP workload cannot run here, or None."""
+        path = self.php_module()
+        if os.path.exists(path):
+            return None
+        return (f"mod_php not found ({path}): install libapache2-mod-php8.2 "
+                f"(scripts/deps.sh does)")
 
     @property
     def status_module(self):

@@ -54,6 +54,29 @@ end
 """
 
 
+# Appended to the script of a mixed workload: wrk asks request() for every
+# request; each thread sends its every Nth to the slow page. Built in
+# init(), once wrk has set the Host header (and -H's Connection: close).
+MIXED_LUA_TEMPLATE = """\
+-- Mixed load: every %(every)d-th request of each thread to %(slow)s.
+local fast_request, slow_request
+local sent = 0
+
+function init(args)
+    fast_request = wrk.format(nil, "%(fast)s")
+    slow_request = wrk.format(nil, "%(slow)s")
+end
+
+function request()
+    sent = sent + 1
+    if sent %% %(every)d == 0 then
+        return slow_request
+    end
+    return fast_request
+end
+"""
+
+
 class SplitError(ValueError):
     """A split of the load that wrk's threads cannot make exactly."""
 
@@ -92,11 +115,18 @@ def thread_ports(ports, split, threads):
     return order
 
 
-def lua_script(ports):
+def lua_script(ports, mixed=None):
     """The Lua script for a run: ports[i] is the port of thread i (see
-    thread_ports); with fewer ports than threads they are taken in turn."""
+    thread_ports); with fewer ports than threads they are taken in turn.
+    mixed: (fast document, slow document, N) to send every Nth request of
+    each thread to the slow document instead of the fast one."""
     quoted = ", ".join(f'"{port}"' for port in ports)
-    return LUA_TEMPLATE % {"ports": quoted, "marker": RESULT_MARKER}
+    script = LUA_TEMPLATE % {"ports": quoted, "marker": RESULT_MARKER}
+    if mixed:
+        fast, slow, every = mixed
+        script += MIXED_LUA_TEMPLATE % {"fast": "/" + fast,
+                                        "slow": "/" + slow, "every": every}
+    return script
 
 
 def wrk_command(wrk, *, ports, connections, threads, duration_s, timeout_s,

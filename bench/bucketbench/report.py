@@ -3,7 +3,7 @@
 import json
 from collections import defaultdict
 
-from . import stats
+from . import stats, steering
 from .catalog import (KERNEL_LEVELS, NATIVE, RATIO_BASELINES,
                       TARGET_SERVERS, WORKLOADS)
 
@@ -84,6 +84,10 @@ def _summarize_point(runs):
         "server_processes": _median_of(good, lambda r:
                                        r["server_processes"]),
         "buckets": _bucket_summary(good),
+        # For ratios of latency taken round by round (steering.py).
+        "by_round": [{"round": r["round"], "rps": r["rps"],
+                      "p99": r["latency_ms"]["p99"] if r["latency_ms"]
+                      else None} for r in good],
     }
     return point
 
@@ -431,6 +435,9 @@ def render_markdown(meta, points, plots, top_level=1):
     skew = skew_section(points, options, h2)
     if skew:
         lines += [skew, ""]
+    steered = steering.section(points, options, h2)
+    if steered:
+        lines += [steered, ""]
     for level, workload, group in workload_groups(points, options):
         lines += [f"{h2} {workload.upper()} {WORKLOADS[workload].title}"
                   f" — {level_title(level)}", "",

@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 
 from . import bucket_status, configs, load, procfs
-from .catalog import SLOW, WORKLOADS, server_label
+from .catalog import (MIXED, MIXED_SLOW_EVERY, SLOW, WORKLOADS,
+                      handler_skip_reason, server_label)
 from .net import free_ports
 from .server import HTTP_TIMEOUT_S, Server, ServerError
 
@@ -47,7 +48,7 @@ class Plan:
     def servers_for(self, level, workload):
         """The servers of a level that can serve the workload."""
         return [spec for spec in self.servers[level]
-                if workload.handler in spec.handlers]
+                if handler_skip_reason(spec, workload.handler) is None]
 
     def slots_for(self, workload, default):
         """Request slots of every server in this workload: the slow handler
@@ -131,6 +132,14 @@ def _describe(record):
             f"{errors} errors")
 
 
+def _mixed(workload):
+    """load.lua_script's mixed argument for a workload, or None."""
+    if workload.handler != MIXED:
+        return None
+    fast, slow = (name for name, _ in configs.documents(MIXED))
+    return fast, slow, MIXED_SLOW_EVERY
+
+
 class Runner:
     def __init__(self, plan, tools, out_dir, scratch_dir, progress):
         self.plan = plan
@@ -205,7 +214,8 @@ class Runner:
         if not os.path.exists(script):
             with open(script, "w") as handle:
                 handle.write(load.lua_script(load.thread_ports(
-                    server.ports, workload.split, threads)))
+                    server.ports, workload.split, threads),
+                    mixed=_mixed(workload)))
         return load.wrk_command(
             self.tools.wrk, ports=server.ports, connections=concurrency,
             threads=threads, duration_s=duration_s,

@@ -12,7 +12,7 @@ import sys
 import time
 
 from . import configs, procfs
-from .catalog import NO_REUSEPORT, SLOW, STATIC
+from .catalog import NO_REUSEPORT, PHP, STATIC, USES_SLOW_HANDLER
 from .net import Timeout, http_get
 
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -49,8 +49,9 @@ class Server:
     a server that died is started afresh on the same ports.
 
     slots: its request slots (default: the harness's --slots); handler:
-    what the workload requests (catalog.STATIC or SLOW); with SLOW the
-    server also serves the slow handler."""
+    what the workload requests (a catalog handler: STATIC, SLOW, MIXED or
+    PHP); with SLOW or MIXED the server also serves the slow handler, with
+    PHP the PHP page under mod_php."""
 
     def __init__(self, spec, level, ports, workdir, tools, slots=None,
                  handler=STATIC):
@@ -79,10 +80,13 @@ class Server:
         os.chmod(docroot, 0o755)
         with open(os.path.join(docroot, configs.DOC_NAME), "wb") as doc:
             doc.write(configs.DOC_BODY)
-        slow = self.handler == SLOW
+        slow = self.handler in USES_SLOW_HANDLER
         if slow:
             with open(os.path.join(docroot, configs.SLOW_NAME), "w") as doc:
                 doc.write(configs.slow_handler_script())
+        php = self.handler == PHP
+        if php:
+            self._write_php_files(docroot)
         slots = self.slots
         if self.spec.kind == "nginx":
             text = configs.nginx_config(
@@ -98,17 +102,26 @@ class Server:
                 root=self.workdir, docroot=docroot, ports=self.ports,
                 mpm=self.spec.mpm,
                 mpm_module=self.tools.mpm_module(self.spec.mpm),
-                module_paths=self.tools.httpd_modules(slow),
+                module_paths=self.tools.httpd_modules(slow, php),
                 slots=slots, directives=self.spec.directives,
                 status_module=self.tools.status_module
                 if self.spec.mpm == "bucketed" else None,
                 run_as=run_as_user(), slow_handler=slow,
-                child_model=self.spec.child_model)
+                child_model=self.spec.child_model, php=php)
             self.expected_processes = configs.httpd_processes(
                 self.spec.mpm, slots, self.spec.child_model)
             self.config_path = os.path.join(self.workdir, "httpd.conf")
         with open(self.config_path, "w") as conf:
             conf.write(text)
+
+    def _write_php_files(self, docroot):
+        """The PHP page and the php.ini that mod_php reads instead of the
+        machine's (see configs.php_ini)."""
+        with open(os.path.join(docroot, configs.PHP_NAME), "w") as page:
+            page.write(configs.PHP_SOURCE)
+        with open(os.path.join(self.workdir, configs.PHP_INI_NAME),
+                  "w") as ini:
+            ini.write(configs.php_ini(self.workdir))
 
     def _command(self):
         if self.spec.kind == "nginx":
@@ -121,6 +134,8 @@ class Server:
         env = {"PATH": CLEAN_PATH, "LANG": "C"}
         if self.level == NO_REUSEPORT:
             env["LD_PRELOAD"] = self.tools.shim
+        if self.handler == PHP:
+            env.update(configs.PHP_SCAN_DIR_ENV)
         return env
 
     def error_log_tail(self, lines=ERROR_LOG_TAIL_LINES):
@@ -174,18 +189,19 @@ class Server:
 
     def _wait_ready(self):
         deadline = time.monotonic() + START_TIMEOUT_S
-        pending_ports = list(self.ports)
-        name, expected = configs.document(self.handler)
-        while pending_ports:
+        pending = [(port, name, expected) for port in self.ports
+                   for name, expected in configs.documents(self.handler)]
+        while pending:
             self._check_alive("while starting")
+            port, name, expected = pending[0]
             try:
-                status, body = http_get(pending_ports[0], "/" + name,
+                status, body = http_get(port, "/" + name,
                                         timeout=HTTP_TIMEOUT_S)
             except OSError as error:
                 # Not listening yet: keep trying until the deadline.
                 if time.monotonic() > deadline:
                     raise ServerError(
-                        f"{self.spec.name}: port {pending_ports[0]} did not "
+                        f"{self.spec.name}: port {port} did not "
                         f"answer within {START_TIMEOUT_S} s ({error})"
                     ) from None
                 time.sleep(0.1)
@@ -194,9 +210,9 @@ class Server:
                 # It answers, wrongly: waiting will not fix the configuration.
                 raise ServerError(
                     f"{self.spec.name}: GET /{name} on port "
-                    f"{pending_ports[0]} answered HTTP {status} "
+                    f"{port} answered HTTP {status} "
                     f"({len(body)} bytes)")
-            pending_ports.pop(0)
+            pending.pop(0)
         count, since = len(procfs.process_tree(self.pid)), time.monotonic()
         while count < self.expected_processes:
             self._check_alive("while starting its processes")
