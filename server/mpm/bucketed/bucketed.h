@@ -132,7 +132,12 @@ struct retained_socket {
     retained_socket *next;
     const char *key;                 /* address and duplicate ordinal */
     apr_socket_t *sd;
-    int in_use;                      /* planned in the current generation */
+    int duplicate;                   /* its ordinal, k > 0 */
+    int in_use;                      /* planned or draining in the current
+                                      * generation */
+    int drained_generations;         /* generations spent out of the
+                                      * steering map, accepted from
+                                      * (MIGRATION_DRAIN) */
 };
 
 /* The socket map behind one address's CPU steering program, kept so
@@ -192,6 +197,9 @@ void *bucketed_create_server_config(apr_pool_t *p, server_rec *s);
 int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
                           bucketed_config *conf, bucketed_retained *retained);
 void bucket_listeners_keep_only(bucketed_config *conf, int bucket);
+/* Sockets bucket's children accept on: its planned ones, and any being
+ * drained into it. */
+int bucket_listeners_count(const bucketed_config *conf, int bucket);
 void bucket_listeners_close_all(bucketed_retained *retained);
 /* BucketSteering for this plan (runs the CPU trial once per generation
  * when cpu is asked for); NULL or the error. */
