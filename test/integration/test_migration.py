@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from httpd_fixture import (NOREUSEPORT_SO, Load, http_get, listening_inodes,
-                           need_build, wait_until)
+from httpd_fixture import (NOREUSEPORT_SO, Load, Timeout, http_get,
+                           listening_inodes, need_build, wait_until)
 from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 MIGRATE_REQ = Path("/proc/sys/net/ipv4/tcp_migrate_req")
@@ -76,8 +76,14 @@ def restart_alternating(server, restarts, counts=COUNTS, extra="",
                    and server.status()["buckets"] == count, 30,
                    what=f"generation {generation + i} with {count} buckets")
         # Every old child gone, so the closed duplicates are really closed.
-        wait_until(lambda: len(listening_inodes(port)) == listening, 30,
-                   what=f"{listening} listening sockets")
+        try:
+            wait_until(lambda: len(listening_inodes(port)) == listening, 30,
+                       what=f"{listening} listening sockets")
+        except Timeout as e:
+            said = [line for line in server.error_log().splitlines()
+                    if "duplicate listener" in line]
+            raise AssertionError(f"restart {i}: {e}; the log on sockets: "
+                                 f"{said[-6:]}") from e
     done = load.done()
     wait_until(lambda: load.done() > done + 200, 30,
                what="requests after the last restart")

@@ -31,6 +31,10 @@
 
 APLOG_USE_MODULE(mpm_bucketed);
 
+/* Slots of a new socket map: room for the bucket counts restarts usually
+ * move between, so that the map is rarely replaced. */
+#define STEER_MAP_MIN_SLOTS 64
+
 /* Integer options a duplicate copies from its original. SO_REUSEPORT is
  * set separately (it must be on); buffer sizes come from configuration,
  * since reading them back would pin the kernel's auto-tuned values. */
@@ -329,25 +333,22 @@ static retained_map *steer_map_of(apr_pool_t *ptemp,
     return rm;
 }
 
-/* Empties and closes the last generation's maps: their sockets may then
- * join this generation's. */
-static void release_steer_maps(server_rec *s, bucketed_retained *retained)
+static void close_steer_map(server_rec *s, retained_map *rm)
 {
-    retained_map *rm;
-
-    for (rm = retained->steer_maps; rm; rm = rm->next) {
-        if (rm->fd < 0) {
-            continue;
-        }
-        reuseport_bpf_sockarray_clear(rm->fd, rm->entries);
-        if (close(rm->fd) < 0) {
-            int err = errno;
-            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
-                         "close() of the socket map of %s", rm->key);
-        }
-        rm->fd = -1;
-        rm->entries = 0;
+    reuseport_bpf_sockarray_clear(rm->fd, rm->entries);
+    if (close(rm->fd) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+                     "close() of the socket map of %s", rm->key);
     }
+    rm->fd = -1;
+    rm->entries = 0;
+}
+
+/* Closes the last generation's array of idle counts (its size is the
+ * bucket count; the socket maps stay). */
+static void release_idle_map(server_rec *s, bucketed_retained *retained)
+{
     if (retained->idle_map_open) {
         if (close(retained->idle_map_fd) < 0) {
             int err = errno;
@@ -379,35 +380,67 @@ static int open_idle_map(server_rec *s, const bucketed_config *conf,
     return 0;
 }
 
-/* The steering program (hash, CPU or load) of listener i's group: a map
- * of its bucket sockets (slot b: bucket b's), and the program reading it.
- * Returns the program's descriptor, or -1 after logging why. */
-static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
-                            const bucketed_config *conf,
-                            bucketed_retained *retained,
-                            ap_listen_rec **originals, int i)
+/* The sockets the plan gives listener i: one per bucket under the
+ * reuseport strategy (bucket b's is its b-th socket), just the original
+ * otherwise. */
+static int planned_copies(const bucket_plan *plan, int i)
+{
+    int b, k, n = 0;
+
+    for (b = 0; b < plan->num_buckets; b++) {
+        for (k = 0; k < plan->buckets[b].num_sockets; k++) {
+            n += plan->buckets[b].sockets[k].listener == i;
+        }
+    }
+    return n;
+}
+
+/* Puts listener i's planned sockets in its retained map, each in the slot
+ * of its duplicate ordinal; creates the map first when there is none or
+ * it is too small. 0, or -1 after logging. */
+static int fill_steer_map(apr_pool_t *ptemp, server_rec *s,
+                          const bucketed_config *conf,
+                          bucketed_retained *retained,
+                          ap_listen_rec **originals, int i, int copies,
+                          retained_map **out)
 {
     const bucket_plan *plan = &conf->plan;
     retained_map *rm = steer_map_of(ptemp, retained, originals[i]);
-    int b, k, err, prog, migrate;
+    int b, k, err;
 
-    rm->fd = reuseport_bpf_sockarray_create(plan->num_buckets, &err);
-    if (rm->fd < 0) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot create "
-                     "the socket map for %pI", originals[i]->bind_addr);
-        return -1;
+    if (rm->fd >= 0 && rm->entries < copies) {
+        /* More copies than the map has slots: a new map, and the short
+         * window the retained map exists to avoid. */
+        close_steer_map(s, rm);
     }
-    rm->entries = plan->num_buckets;
+    if (rm->fd < 0) {
+        int entries = copies > STEER_MAP_MIN_SLOTS ? copies
+                                                   : STEER_MAP_MIN_SLOTS;
+
+        rm->fd = reuseport_bpf_sockarray_create(entries, &err);
+        if (rm->fd < 0) {
+            ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot "
+                         "create the socket map for %pI",
+                         originals[i]->bind_addr);
+            return -1;
+        }
+        rm->entries = entries;
+    }
     for (b = 0; b < plan->num_buckets; b++) {
         const ap_listen_rec *lr = conf->bucket_listeners[b];
 
         for (k = 0; k < plan->buckets[b].num_sockets && lr;
              k++, lr = lr->next) {
-            if (plan->buckets[b].sockets[k].listener != i) {
+            const bucket_socket *bs = &plan->buckets[b].sockets[k];
+
+            if (bs->listener != i) {
                 continue;
             }
-            err = reuseport_bpf_sockarray_set(rm->fd, b, os_fd(lr->sd));
-            if (err != 0) {
+            /* EBUSY: the socket is in the map already, so in this very
+             * slot (a socket only ever goes to its ordinal's). */
+            err = reuseport_bpf_sockarray_set(rm->fd, bs->duplicate,
+                                              os_fd(lr->sd));
+            if (err != 0 && err != EBUSY) {
                 ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: "
                              "cannot put bucket %d's socket for %pI in its "
                              "socket map", b, originals[i]->bind_addr);
@@ -415,22 +448,41 @@ static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
             }
         }
     }
-    migrate = conf->migration.mechanism == MIGRATION_EBPF;
+    *out = rm;
+    return 0;
+}
+
+/* The steering program (hash, CPU or load) of listener i's group over its
+ * retained map: it selects among the first `copies` slots, so a socket
+ * beyond them (one being drained or closed) gets nothing new. Returns the
+ * program's descriptor, or -1 after logging why. */
+static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
+                                 const bucketed_config *conf,
+                                 bucketed_retained *retained,
+                                 ap_listen_rec **originals, int i)
+{
+    int copies = planned_copies(&conf->plan, i);
+    int migrate = conf->migration.mechanism == MIGRATION_EBPF;
+    retained_map *rm;
+    int err, prog;
+
+    if (fill_steer_map(ptemp, s, conf, retained, originals, i, copies,
+                       &rm) != 0) {
+        return -1;
+    }
     switch (conf->steering.mode) {
     case STEERING_LOAD:
         if (open_idle_map(s, conf, retained) != 0) {
             return -1;
         }
         prog = reuseport_bpf_load_load(rm->fd, retained->idle_map_fd,
-                                       plan->num_buckets, migrate, &err);
+                                       copies, migrate, &err);
         break;
     case STEERING_CPU:
-        prog = reuseport_bpf_cpu_load(rm->fd, plan->num_buckets, migrate,
-                                      &err);
+        prog = reuseport_bpf_cpu_load(rm->fd, copies, migrate, &err);
         break;
     default:
-        prog = reuseport_bpf_hash_load(rm->fd, plan->num_buckets, migrate,
-                                       &err);
+        prog = reuseport_bpf_hash_load(rm->fd, copies, migrate, &err);
         break;
     }
     if (prog < 0) {
@@ -466,7 +518,7 @@ static void attach_programs(apr_pool_t *ptemp, server_rec *s,
 
     conf->migration_prog_id = 0;
     conf->migration_groups = 0;
-    release_steer_maps(s, retained);
+    release_idle_map(s, retained);
     for (i = 0; i < num_listeners; i++) {
         group_migrates[i] = conf->migration.mechanism == MIGRATION_SYSCTL;
         group_drains[i] = 0;

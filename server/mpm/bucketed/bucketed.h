@@ -140,9 +140,13 @@ struct retained_socket {
                                       * (MIGRATION_DRAIN) */
 };
 
-/* The socket map behind one address's CPU steering program, kept so
- * that the next generation can empty it: a socket can be in one such map
- * only. */
+/* The socket map behind one address's steering program, kept across
+ * generations: slot k always holds the address's k-th socket (bucket k's:
+ * 0 the original, k the k-th duplicate), so a restart puts only new
+ * sockets in and the group is never without a working map (a socket can
+ * be in one such map only, so replacing the map would leave a window in
+ * which the kernel's hash picks among every socket of the group, ones
+ * being removed included). */
 typedef struct retained_map retained_map;
 struct retained_map {
     retained_map *next;
