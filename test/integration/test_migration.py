@@ -237,3 +237,34 @@ def test_without_migration_or_drain_plan_changes_reset(make_httpd,
                                  sockets=(2, 4, 2))
     print(f"neither: {RESTARTS} restarts, {result}")
     assert result.failed > 0, result
+
+
+def test_draining_sockets_show_where_operators_look(make_httpd):
+    """The status page says what a dropped socket becomes (migration=drain)
+    and which bucket drains it; the next restart closes it."""
+    need_build(NOREUSEPORT_SO)
+    metrics = "<Location /metrics>\n    SetHandler bucketed-metrics\n" \
+              "</Location>"
+    server = make_httpd(directives=directives(4, metrics),
+                        preload=NOREUSEPORT_SO,
+                        environ={"BUCKETED_SHIM_KERNEL": "5.13"})
+    server.start()
+    port = server.ports[0]
+    assert server.status()["migration"] == "drain"
+    generation = server.status()["generation"]
+    for step, (count, listening, draining) in enumerate(
+            [(2, 4, 2), (2, 2, 0)], start=1):
+        server.write_config(directives(count, metrics))
+        server.signal(signal.SIGUSR1)
+        wait_until(lambda: server.status()["generation"] == generation + step,
+                   30, what=f"generation {generation + step}")
+        status = server.status()
+        assert status["buckets"] == count, status
+        assert sum(b.get("draining", 0) for b in status["buckets_list"]) \
+            == draining, status
+        wait_until(lambda: len(listening_inodes(port)) == listening, 30,
+                   what=f"{listening} listening sockets")
+        # Whatever bucket a connection lands in, it is served.
+        assert http_get(port)[0] == 200
+    exposed = http_get(port, "/metrics")[1].decode()
+    assert 'migration="drain"' in exposed, exposed

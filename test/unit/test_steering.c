@@ -142,6 +142,15 @@ static void test_drain_when_the_kernel_leaves_a_socket_out(void **state)
     assert_not_contains(c.reason, "drain");
 }
 
+static void test_migration_names(void **state)
+{
+    (void)state;
+    assert_string_equal(migration_name(MIGRATION_EBPF), "migrate");
+    assert_string_equal(migration_name(MIGRATION_SYSCTL), "sysctl");
+    assert_string_equal(migration_name(MIGRATION_DRAIN), "drain");
+    assert_string_equal(migration_name(MIGRATION_NONE), "none");
+}
+
 static void test_plan_socket_actions(void **state)
 {
     static const struct {
@@ -328,6 +337,7 @@ int main(void)
         POOL_TEST(test_refusals_are_none_with_the_reason),
         POOL_TEST(test_sysctl_counts_only_when_seen_migrating),
         POOL_TEST(test_drain_when_the_kernel_leaves_a_socket_out),
+        POOL_TEST(test_migration_names),
         POOL_TEST(test_plan_socket_actions),
         POOL_TEST(test_steering_parse),
         POOL_TEST(test_steering_auto_and_hash),

@@ -123,6 +123,21 @@ migration_choice migration_choose(apr_pool_t *p,
     return c;
 }
 
+const char *migration_name(migration_e mechanism)
+{
+    switch (mechanism) {
+    case MIGRATION_EBPF:
+        return "migrate";
+    case MIGRATION_SYSCTL:
+        return "sysctl";
+    case MIGRATION_DRAIN:
+        return "drain";
+    case MIGRATION_NONE:
+    default:
+        return "none";
+    }
+}
+
 plan_socket_action_e plan_socket_action(const plan_socket_state *st)
 {
     if (st->in_new_plan) {

@@ -67,6 +67,9 @@ migration_choice migration_choose(apr_pool_t *p,
                                   const migration_trial *drain,
                                   int sysctl);
 
+/* migrate, sysctl, drain or none: for the status page. */
+const char *migration_name(migration_e mechanism);
+
 /* ---- the plan-change diff */
 
 typedef enum {
