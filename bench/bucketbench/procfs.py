@@ -231,6 +231,41 @@ def pss_bytes(pids):
     return total_kb * 1024
 
 
+def rss_bytes(pids):
+    """Resident set size summed over processes, from /proc/<pid>/statm,
+    which anyone may read: shared pages count once per process."""
+    total_pages = 0
+    for pid in pids:
+        try:
+            total_pages += int(_read(f"/proc/{pid}/statm").split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total_pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def server_memory(pids):
+    """(kind, bytes) of a server's processes: ("pss", pss_bytes) when every
+    process's smaps_rollup is readable, else ("rss", rss_bytes)."""
+    rollups = [smaps_rollup_kb(pid) for pid in pids]
+    if all(rollup is not None for rollup in rollups):
+        return "pss", sum(rollup.get("Pss", 0) for rollup in rollups) * 1024
+    return "rss", rss_bytes(pids)
+
+
+def open_files_limit(pid):
+    """The soft RLIMIT_NOFILE of a process, from /proc/<pid>/limits (None
+    when gone; float('inf') for unlimited)."""
+    try:
+        limits = _read(f"/proc/{pid}/limits")
+    except OSError:
+        return None
+    for line in limits.splitlines():
+        if line.startswith("Max open files"):
+            soft = line.split()[3]
+            return float("inf") if soft == "unlimited" else int(soft)
+    return None
+
+
 # ---------------------------------------------------------------- sockets
 
 def proc_listening_inodes(port):
