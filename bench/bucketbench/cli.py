@@ -32,6 +32,8 @@ DOCS_BEGIN = "<!-- bench/run --publish: generated tables begin -->"
 DOCS_END = "<!-- bench/run --publish: generated tables end -->"
 SKEW_DOCS_BEGIN = "<!-- bench/run --publish skew: generated tables begin -->"
 SKEW_DOCS_END = "<!-- bench/run --publish skew: generated tables end -->"
+IDLE_DOCS_BEGIN = "<!-- bench/run --publish idle: generated tables begin -->"
+IDLE_DOCS_END = "<!-- bench/run --publish idle: generated tables end -->"
 
 DEFAULTS = {"concurrency": [50, 400, 1000, 2000], "runs": 5, "duration": 2,
             "warmup": 1, "slots": 1024, "slow_slots": 64}
@@ -403,17 +405,23 @@ def publish(out_dir):
     between its markers and its plots into docs/img/bench-*.png. The text
     around the markers (the reading of the numbers) stays as written. A
     run of skewed workloads only goes to the skewed-load section, as its
-    side-by-side tables (the full tables stay in its report.md)."""
+    side-by-side tables (the full tables stay in its report.md); a run of
+    the idle workload only, to the idle section, as its idle tables."""
     meta, records = _load_run(out_dir)
     points = report.summarize(records)
     options = meta["options"]
-    if all(WORKLOADS[name].skewed for name in options["workloads"]):
-        text = "\n".join(report.context_lines(meta, "###")) + "\n" \
-            + report.skew_section(points, options, "###",
-                                  "The skewed workloads side by side")
-        _replace_generated(SKEW_DOCS_BEGIN, SKEW_DOCS_END, text)
-        print(f"updated {DOCS_PAGE}", file=sys.stderr)
-        return
+    sections = (
+        (lambda w: w.skewed, SKEW_DOCS_BEGIN, SKEW_DOCS_END,
+         report.skew_section, "The skewed workloads side by side"),
+        (lambda w: w.idle, IDLE_DOCS_BEGIN, IDLE_DOCS_END,
+         report.idle_section, "Idle connections beside the active load"))
+    for belongs, begin, end, section, title in sections:
+        if all(belongs(WORKLOADS[name]) for name in options["workloads"]):
+            text = "\n".join(report.context_lines(meta, "###")) + "\n" \
+                + section(points, options, "###", title)
+            _replace_generated(begin, end, text)
+            print(f"updated {DOCS_PAGE}", file=sys.stderr)
+            return
     image_dir = os.path.join(os.path.dirname(DOCS_PAGE), "img")
     images = {}
     groups = list(report.workload_groups(points, options))

@@ -107,17 +107,24 @@ def _cmdline(pid):
         return None
 
 
+def _line_starting(path, prefix):
+    """The first line of a /proc file that starts with prefix; None when
+    there is none or the file is gone."""
+    try:
+        text = _read(path)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return line
+    return None
+
+
 def uids(pid):
     """(real, effective, saved, filesystem) uid of a process, from the Uid
     line of /proc/<pid>/status; None when it is gone."""
-    try:
-        status = _read(f"/proc/{pid}/status")
-    except OSError:
-        return None
-    for line in status.splitlines():
-        if line.startswith("Uid:"):
-            return tuple(int(uid) for uid in line.split()[1:])
-    return None
+    line = _line_starting(f"/proc/{pid}/status", "Uid:")
+    return tuple(int(uid) for uid in line.split()[1:]) if line else None
 
 
 def processes_mentioning(text):
@@ -255,15 +262,11 @@ def server_memory(pids):
 def open_files_limit(pid):
     """The soft RLIMIT_NOFILE of a process, from /proc/<pid>/limits (None
     when gone; float('inf') for unlimited)."""
-    try:
-        limits = _read(f"/proc/{pid}/limits")
-    except OSError:
+    line = _line_starting(f"/proc/{pid}/limits", "Max open files")
+    if line is None:
         return None
-    for line in limits.splitlines():
-        if line.startswith("Max open files"):
-            soft = line.split()[3]
-            return float("inf") if soft == "unlimited" else int(soft)
-    return None
+    soft = line.split()[3]
+    return float("inf") if soft == "unlimited" else int(soft)
 
 
 # ---------------------------------------------------------------- sockets

@@ -323,7 +323,9 @@ def target_verdicts(points):
     return verdicts
 
 
-def _verdict_line(verdict):
+def _verdict_parts(verdict):
+    """(state, ratio, spread) texts of a target verdict: met or not, the
+    median ratio and the range of the per-round ratios."""
     state = {True: "met", False: "**NOT met**", None: "not judged"}[
         verdict["met"]]
     rounds = verdict["per_round"]
@@ -331,10 +333,25 @@ def _verdict_line(verdict):
               if rounds else "")
     # Three decimals: a median of 0.996 must not read as 1.00 and fail.
     ratio = "n/a" if verdict["ratio"] is None else f"{verdict['ratio']:.3f}x"
+    return state, ratio, spread
+
+
+def _verdict_line(verdict):
+    state, ratio, spread = _verdict_parts(verdict)
     return (f"- {state}: {verdict['label']}, {verdict['workload']}, "
             f"{level_title(verdict['kernel_level'])} "
             f"c={verdict['concurrency']}: {ratio} stock prefork (target "
             f">= {verdict['target']:.2f}x{spread})")
+
+
+def _targets_block(verdicts, what, line):
+    """The targets paragraph: how many of the verdicts were met, then one
+    line(verdict) each; empty without verdicts."""
+    if not verdicts:
+        return []
+    met = sum(1 for v in verdicts if v["met"])
+    return ([f"Targets ({what}): {met} of {len(verdicts)} met.", ""]
+            + [line(v) for v in verdicts] + [""])
 
 
 def _errors_cell(point):
@@ -368,24 +385,15 @@ def skew_section(points, options, heading="##",
         ("Errors (connect+read+write+timeout+non-2xx) / successful "
          "responses, all rounds:", _errors_cell),
     )
-    for level in options["levels"]:
-        for concurrency in options["concurrency"]:
-            at = [p for p in skew if p["kernel_level"] == level
-                  and p["concurrency"] == concurrency]
-            if not at:
-                continue
-            present = [n for n in names if any(p["workload"] == n
-                                               for p in at)]
-            lines += [f"{heading}# {level_title(level)}, c={concurrency}", ""]
-            for title, cell in measures:
-                lines += [title, "", _cross_table(at, present, cell), ""]
-    verdicts = target_verdicts(skew)
-    if verdicts:
-        met = sum(1 for v in verdicts if v["met"])
-        lines += [f"Targets (bucketed >= stock prefork on every split, the "
-                  f"even static split >= 1.5x; medians of same-round "
-                  f"ratios): {met} of {len(verdicts)} met.", ""]
-        lines += [_verdict_line(v) for v in verdicts] + [""]
+    for level, concurrency, at in _groups(skew, options, "concurrency"):
+        present = [n for n in names if any(p["workload"] == n for p in at)]
+        lines += [f"{heading}# {level_title(level)}, c={concurrency}", ""]
+        for title, cell in measures:
+            lines += [title, "", _cross_table(at, present, cell), ""]
+    lines += _targets_block(
+        target_verdicts(skew), "bucketed >= stock prefork on every split, "
+        "the even static split >= 1.5x; medians of same-round ratios",
+        _verdict_line)
     return "\n".join(lines)
 
 
@@ -449,12 +457,7 @@ IDLE_MEASURES = {"p99": "active-load p99",
 
 
 def _idle_verdict_line(verdict):
-    state = {True: "met", False: "**NOT met**", None: "not judged"}[
-        verdict["met"]]
-    ratio = "n/a" if verdict["ratio"] is None else f"{verdict['ratio']:.3f}x"
-    rounds = verdict["per_round"]
-    spread = (f"; rounds {min(rounds):.2f}-{max(rounds):.2f}x"
-              if rounds else "")
+    state, ratio, spread = _verdict_parts(verdict)
     return (f"- {state}: {verdict['label']}, "
             f"{IDLE_MEASURES[verdict['measure']]}, "
             f"{level_title(verdict['kernel_level'])} "
@@ -481,35 +484,22 @@ def idle_section(points, options, heading="##",
              f"how many idle connections the server had not closed. Per "
              f"idle connection = (with idle - before) / connections held. "
              f"Medians over {options['runs']} runs; errors summed.", ""]
-    for level in options["levels"]:
-        for concurrency in options["concurrency"]:
-            at = [p for p in held if p["kernel_level"] == level
-                  and p["concurrency"] == concurrency]
-            if not at:
-                continue
-            lines += [f"{heading}# {level_title(level)}, {count:,} idle, "
-                      f"c={concurrency} active", "", idle_table(at), ""]
-            compared = [p for p in at
-                        if p["idle"].get("vs_" + IDLE_BASELINE)]
-            if compared:
-                rows = [[p["label"], _fmt_ratio(p, IDLE_BASELINE),
-                         _fmt_idle_ratio(p["idle"]["vs_" + IDLE_BASELINE]
-                                         ["p99"]),
-                         _fmt_idle_ratio(p["idle"]["vs_" + IDLE_BASELINE]
-                                         ["per_connection"])]
-                        for p in compared]
-                lines += ["Against stock event, medians of same-round "
-                          "ratios (range over rounds):", "",
-                          _table(["Configuration", "active req/s",
-                                  "active p99", "memory per idle "
-                                  "connection"], rows), ""]
-    verdicts = idle_verdicts(held)
-    if verdicts:
-        met = sum(1 for v in verdicts if v["met"])
-        lines += [f"Targets (issue 9: p99 of the active load and memory "
-                  f"per idle connection each <= stock event's): {met} of "
-                  f"{len(verdicts)} met.", ""]
-        lines += [_idle_verdict_line(v) for v in verdicts] + [""]
+    against = "vs_" + IDLE_BASELINE
+    for level, concurrency, at in _groups(held, options, "concurrency"):
+        lines += [f"{heading}# {level_title(level)}, {count:,} idle, "
+                  f"c={concurrency} active", "", idle_table(at), ""]
+        rows = [[p["label"], _fmt_ratio(p, IDLE_BASELINE),
+                 _fmt_idle_ratio(p["idle"][against]["p99"]),
+                 _fmt_idle_ratio(p["idle"][against]["per_connection"])]
+                for p in at if p["idle"].get(against)]
+        if rows:
+            lines += ["Against stock event, medians of same-round ratios "
+                      "(range over rounds):", "",
+                      _table(["Configuration", "active req/s", "active p99",
+                              "memory per idle connection"], rows), ""]
+    lines += _targets_block(
+        idle_verdicts(held), "issue 9: p99 of the active load and memory "
+        "per idle connection each <= stock event's", _idle_verdict_line)
     return "\n".join(lines)
 
 
@@ -548,15 +538,22 @@ def _failures_section(points):
     return lines
 
 
+def _groups(points, options, field, option=None):
+    """(level, value, points) for each kernel level and each value of
+    options[option] (default: the option named as the field) that has
+    points with that value in the field, in the order of the options."""
+    for level in options["levels"]:
+        for value in options[option or field]:
+            group = [p for p in points if p["kernel_level"] == level
+                     and p[field] == value]
+            if group:
+                yield level, value, group
+
+
 def workload_groups(points, options):
     """(level, workload, points) for each kernel level and workload that has
     points, in the order of the options."""
-    for level in options["levels"]:
-        for workload in options["workloads"]:
-            group = [p for p in points if p["kernel_level"] == level
-                     and p["workload"] == workload]
-            if group:
-                yield level, workload, group
+    return _groups(points, options, "workload", "workloads")
 
 
 def _module_lines(modules):
