@@ -427,8 +427,8 @@ def _fmt_idle_ratio(ratio):
     if not ratio or ratio["median"] is None:
         return "–"
     rounds = ratio["per_round"]
-    return (f"{ratio['median']:.3f}x ({min(rounds):.2f}-"
-            f"{max(rounds):.2f}x)")
+    return (f"{ratio['median']:.3f}x ({min(rounds):.3f}-"
+            f"{max(rounds):.3f}x)")
 
 
 def idle_verdicts(points):
