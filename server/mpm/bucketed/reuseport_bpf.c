@@ -517,6 +517,40 @@ static void close_all(int *fds, int n)
     }
 }
 
+/* Two listeners of one group on 127.0.0.1, an ephemeral port (in *addr
+ * then): 0, or the errno (fds[] that opened are left for the caller). */
+static int trial_pair(struct sockaddr_in *addr, int *fds)
+{
+    int i, err = 0;
+
+    memset(addr, 0, sizeof(*addr));
+    addr->sin_family = AF_INET;
+    addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (i = 0; i < 2; i++) {
+        fds[i] = trial_listener(addr, &err);
+        if (fds[i] < 0) {
+            return err;
+        }
+    }
+    return 0;
+}
+
+/* TRIAL_CONNECTIONS clients connected to addr: 0, or the errno. */
+static int connect_clients(int *clients, const struct sockaddr_in *addr)
+{
+    int i;
+
+    for (i = 0; i < TRIAL_CONNECTIONS; i++) {
+        clients[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (clients[i] < 0
+            || connect(clients[i], (const struct sockaddr *)addr,
+                       sizeof(*addr)) < 0) {
+            return errno;
+        }
+    }
+    return 0;
+}
+
 void reuseport_bpf_migration_trial(migration_trial *t, int use_program)
 {
     struct sockaddr_in addr;
@@ -542,15 +576,10 @@ void reuseport_bpf_migration_trial(migration_trial *t, int use_program)
     }
     /* Every connection to the first listener while it is alone; then the
      * second joins its group, and the first is closed. */
-    for (i = 0; i < TRIAL_CONNECTIONS; i++) {
-        clients[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (clients[i] < 0
-            || connect(clients[i], (struct sockaddr *)&addr,
-                       sizeof(addr)) < 0) {
-            t->outcome = TRIAL_SETUP_FAILED;
-            t->err = errno;
-            goto out;
-        }
+    t->err = connect_clients(clients, &addr);
+    if (t->err != 0) {
+        t->outcome = TRIAL_SETUP_FAILED;
+        goto out;
     }
     t->queued = wait_queued(first, TRIAL_CONNECTIONS);
     second = trial_listener(&addr, &err);
@@ -599,7 +628,8 @@ void reuseport_bpf_drain_trial(migration_trial *t)
 {
     struct sockaddr_in addr;
     int clients[TRIAL_CONNECTIONS];
-    int fds[2] = { -1, -1 }, map = -1, prog = -1, i, err = 0;
+    /* the two listeners, then the map and the program */
+    int fds[4] = { -1, -1, -1, -1 }, i, err = 0;
 
     memset(t, 0, sizeof(*t));
     for (i = 0; i < TRIAL_CONNECTIONS; i++) {
@@ -609,46 +639,35 @@ void reuseport_bpf_drain_trial(migration_trial *t)
         t->outcome = TRIAL_NO_BUILD;
         return;
     }
-    memset(&addr, 0, sizeof(addr));
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    for (i = 0; i < 2; i++) {
-        fds[i] = trial_listener(&addr, &err);
-        if (fds[i] < 0) {
-            t->outcome = TRIAL_SETUP_FAILED;
-            t->err = err;
-            goto out;
-        }
+    t->err = trial_pair(&addr, fds);
+    if (t->err != 0) {
+        t->outcome = TRIAL_SETUP_FAILED;
+        goto out;
     }
     /* The first listener is the one left out: only the second is in the
      * map the program selects from. */
-    map = reuseport_bpf_sockarray_create(1, &err);
-    if (map >= 0) {
-        err = reuseport_bpf_sockarray_set(map, 0, fds[1]);
+    fds[2] = reuseport_bpf_sockarray_create(1, &err);
+    if (fds[2] >= 0) {
+        err = reuseport_bpf_sockarray_set(fds[2], 0, fds[1]);
         if (err == 0) {
-            prog = reuseport_bpf_hash_load(map, 1, 0, &err);
+            fds[3] = reuseport_bpf_hash_load(fds[2], 1, 0, &err);
         }
     }
-    if (prog < 0) {
+    if (fds[3] < 0) {
         t->outcome = TRIAL_LOAD_REFUSED;
         t->err = err;
         goto out;
     }
-    err = reuseport_bpf_attach(fds[0], prog);
+    err = reuseport_bpf_attach(fds[0], fds[3]);
     if (err != 0) {
         t->outcome = TRIAL_ATTACH_REFUSED;
         t->err = err;
         goto out;
     }
-    for (i = 0; i < TRIAL_CONNECTIONS; i++) {
-        clients[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (clients[i] < 0
-            || connect(clients[i], (struct sockaddr *)&addr,
-                       sizeof(addr)) < 0) {
-            t->outcome = TRIAL_SETUP_FAILED;
-            t->err = errno;
-            goto out;
-        }
+    t->err = connect_clients(clients, &addr);
+    if (t->err != 0) {
+        t->outcome = TRIAL_SETUP_FAILED;
+        goto out;
     }
     t->queued = TRIAL_CONNECTIONS;
     t->moved = wait_queued(fds[1], TRIAL_CONNECTIONS);
@@ -657,13 +676,7 @@ void reuseport_bpf_drain_trial(migration_trial *t)
     }
     t->outcome = TRIAL_DONE;
 out:
-    if (prog >= 0) {
-        close(prog);
-    }
-    if (map >= 0) {
-        close(map);
-    }
-    close_all(fds, 2);
+    close_all(fds, 4);
     close_all(clients, TRIAL_CONNECTIONS);
 }
 
@@ -672,15 +685,10 @@ int reuseport_bpf_steering_trial(steering_e mode, const char **step)
     struct sockaddr_in addr;
     int fds[2] = { -1, -1 }, map = -1, idle = -1, prog = -1, err = 0, i;
 
-    memset(&addr, 0, sizeof(addr));
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     *step = "the trial sockets";
-    for (i = 0; i < 2; i++) {
-        fds[i] = trial_listener(&addr, &err);
-        if (fds[i] < 0) {
-            goto out;
-        }
+    err = trial_pair(&addr, fds);
+    if (err != 0) {
+        goto out;
     }
     *step = "BPF_MAP_CREATE of a REUSEPORT_SOCKARRAY";
     map = reuseport_bpf_sockarray_create(2, &err);
