@@ -1,7 +1,7 @@
 """bucketed's status page (mod_bucketed_status), shared by the harness and
 the integration tests (test/integration). The page is plain text: header
 lines `key=value` (mpm, strategy, reason, kernel, generation, buckets,
-steering), then one line per bucket, e.g. `bucket=0 sockets=2
+steering, migration), then one line per bucket, e.g. `bucket=0 sockets=2
 listen=127.0.0.1:8080 127.0.0.1:8081 children=3 idle=2 busy=1 accepted=1234
 queue=0 max_queue=4 backlog=1022 drops=0` (fields after accepted= are added
 at the end over time; drops= only where the kernel's count means

@@ -48,6 +48,9 @@ class Workload:
     # Same-round req/s ratio against stock prefork that bucketed must keep
     # (issue 8), or None where no target was set.
     target_vs_prefork: float = None
+    # Holds --idle-connections idle keep-alive connections open beside the
+    # active load (issue 9; see idle.py).
+    idle: bool = False
 
     @property
     def skewed(self):
@@ -85,6 +88,9 @@ WORKLOADS = {workload.name: workload for workload in (
              f"but 1 request in {MIXED_SLOW_EVERY} "
              f"({100 // MIXED_SLOW_EVERY} %) to the slow handler",
              listen_count=1, keep_alive=False, handler=MIXED),
+    Workload("idle", "one Listen, idle keep-alive connections held open "
+             "beside an active keep-alive load", listen_count=1,
+             keep_alive=True, idle=True),
 )}
 
 # Names that stand for several workloads on the command line.
@@ -92,7 +98,8 @@ WORKLOAD_GROUPS = {
     "skew": ("skew-all-static", "skew-90-static", "skew-even-static",
              "skew-all-slow", "skew-90-slow", "skew-even-slow"),
 }
-# What runs when --workloads is not given (the skewed ones on request).
+# What runs when --workloads is not given (the skewed and idle ones on
+# request).
 DEFAULT_WORKLOADS = ("w1", "w2", "w3")
 
 
@@ -109,6 +116,12 @@ class ServerSpec:
     handlers: tuple = (STATIC, SLOW)
     # bucketed's ChildModel; "" for the stock MPMs and nginx.
     child_model: str = ""
+
+    @property
+    def one_connection_per_process(self):
+        """prefork's model: a process holds its connection, idle or not."""
+        return self.mpm == "prefork" or (self.mpm == "bucketed"
+                                         and self.child_model != "event")
 
 
 SERVERS = {spec.name: spec for spec in (
@@ -160,6 +173,10 @@ RATIO_BASELINES = ("prefork", "event")
 # arrangement) is shown as a reference, not judged.
 TARGET_SERVERS = ("bucketed-reuseport", "bucketed-listen", "bucketed-auto",
                   "bucketed-event")
+# The idle workload's targets (issue 9): these servers' active-load p99 and
+# memory per idle connection at most the baseline's.
+IDLE_BASELINE = "event"
+IDLE_TARGET_SERVERS = ("bucketed-event",)
 # Why a server that cannot serve a handler is left out of its workloads.
 HANDLER_NOT_SUPPORTED = {
     SLOW: "the slow handler is an httpd module (mod_lua); nginx has no "
@@ -190,6 +207,24 @@ def handler_skip_reason(spec, handler):
     if needed in spec.handlers:
         return None
     return HANDLER_NOT_SUPPORTED.get(needed, f"cannot serve {handler}")
+
+
+# Why a prefork-model server is left out of the idle workload.
+IDLE_NOT_SUPPORTED = (
+    "one connection per process: its request slots (--slots, 1,024 by "
+    "default) cannot hold --idle-connections idle keep-alive connections "
+    "(10,000 by default) beside the active load; the rest would wait in the "
+    "listen backlog")
+
+
+def unsupported_reason(spec, workload):
+    """Why a server sits a workload out, or None when it runs it."""
+    reason = handler_skip_reason(spec, workload.handler)
+    if reason:
+        return reason
+    if workload.idle and spec.one_connection_per_process:
+        return IDLE_NOT_SUPPORTED
+    return None
 
 
 def server_label(spec, level):

@@ -7,16 +7,18 @@ import argparse
 import atexit
 import json
 import os
+import resource
 import shutil
 import signal
 import sys
 import tempfile
 import time
 
-from . import environment, load, memory, overhead, report
-from .catalog import (DEFAULT_WORKLOADS, KERNEL_LEVELS, NATIVE, NO_REUSEPORT,
-                      PHP, SERVERS, USES_SLOW_HANDLER, WORKLOAD_GROUPS,
-                      WORKLOADS, handler_skip_reason)
+from . import environment, idle, load, memory, overhead, report
+from .catalog import (DEFAULT_WORKLOADS, IDLE_NOT_SUPPORTED, KERNEL_LEVELS,
+                      NATIVE, NO_REUSEPORT, PHP, SERVERS, USES_SLOW_HANDLER,
+                      WORKLOAD_GROUPS, WORKLOADS, handler_skip_reason,
+                      unsupported_reason)
 from .configs import EVENT_THREADS_PER_CHILD, MIN_SPARE_SERVERS
 from .net import Timeout, port_is_free
 from .runner import Plan, Progress, Runner
@@ -30,6 +32,8 @@ DOCS_BEGIN = "<!-- bench/run --publish: generated tables begin -->"
 DOCS_END = "<!-- bench/run --publish: generated tables end -->"
 SKEW_DOCS_BEGIN = "<!-- bench/run --publish skew: generated tables begin -->"
 SKEW_DOCS_END = "<!-- bench/run --publish skew: generated tables end -->"
+IDLE_DOCS_BEGIN = "<!-- bench/run --publish idle: generated tables begin -->"
+IDLE_DOCS_END = "<!-- bench/run --publish idle: generated tables end -->"
 
 DEFAULTS = {"concurrency": [50, 400, 1000, 2000], "runs": 5, "duration": 2,
             "warmup": 1, "slots": 1024, "slow_slots": 64}
@@ -37,6 +41,9 @@ DEFAULTS = {"concurrency": [50, 400, 1000, 2000], "runs": 5, "duration": 2,
 # too short-lived to quote, hence no warm-up either.
 QUICK = {"concurrency": [200], "runs": 2, "duration": 1, "warmup": 0,
          "slots": 256, "slow_slots": 64}
+# The idle workload: connections held idle, and wrk's active connections
+# when --concurrency is not given and only idle workloads run.
+IDLE_DEFAULTS = {"connections": 10000, "concurrency": [150]}
 MEMORY_DEFAULTS = {"restarts": 100, "requests": 200, "slots": 64}
 MEMORY_MAX_SLOTS = 4096
 MEMORY_MAX_RESTARTS = 10000
@@ -135,6 +142,12 @@ def parse_args(argv):
                              f"handler's workloads (default "
                              f"{DEFAULTS['slow_slots']}; a multiple of "
                              f"{EVENT_THREADS_PER_CHILD})")
+    parser.add_argument("--idle-connections", type=int,
+                        default=IDLE_DEFAULTS["connections"],
+                        help=f"idle keep-alive connections the idle workload "
+                             f"holds open beside its active load (default "
+                             f"%(default)s; needs that many open files, "
+                             f"checked against ulimit -Hn)")
     parser.add_argument("--threads", type=int, default=2,
                         help="wrk threads (default 2; the skewed workloads "
                              "always use 10)")
@@ -164,6 +177,7 @@ def parse_args(argv):
     for key in ("runs", "duration", "warmup", "slots", "slow_slots"):
         if getattr(args, key) is None:
             setattr(args, key, preset[key])
+    args.concurrency_given = bool(args.concurrency)
     args.concurrency = _numbers(args.concurrency, "--concurrency") \
         if args.concurrency else preset["concurrency"]
     return args
@@ -174,6 +188,9 @@ def _validate(args):
     args.workloads = _names(args.workloads, list(WORKLOADS), "workload",
                             WORKLOAD_GROUPS)
     args.levels = _names(args.levels, list(KERNEL_LEVELS), "kernel level")
+    if not args.concurrency_given \
+            and all(WORKLOADS[name].idle for name in args.workloads):
+        args.concurrency = list(IDLE_DEFAULTS["concurrency"])
     if args.runs < 1 or args.duration < 1 or args.warmup < 0:
         raise UsageError("--runs and --duration must be at least 1, "
                          "--warmup at least 0")
@@ -191,6 +208,8 @@ def _validate(args):
             raise UsageError(f"{option} must be a multiple of "
                              f"{EVENT_THREADS_PER_CHILD} (event's threads "
                              f"per child), got {slots}")
+    if any(WORKLOADS[name].idle for name in args.workloads):
+        _validate_idle(args)
     lua = os.path.join(args.modules_dir, "mod_lua.so")
     slow = [name for name in args.workloads
             if WORKLOADS[name].handler in USES_SLOW_HANDLER]
@@ -205,6 +224,24 @@ def _validate(args):
         raise UsageError(f"nginx not found ({args.nginx}): install it "
                          f"(apt-get install nginx), pass --nginx PATH, or "
                          f"leave it out of --servers")
+
+
+def _validate_idle(args):
+    """The idle workload's numbers against this machine's limits; then
+    raises this process's open-file limit for it, which the servers and
+    wrk inherit."""
+    count = args.idle_connections
+    active = max(args.concurrency)
+    why = idle.check_counts(count, active, args.slots, args.duration,
+                            resource.getrlimit(resource.RLIMIT_NOFILE)[1],
+                            idle.local_port_range())
+    if why:
+        raise UsageError(why)
+    try:
+        idle.raise_nofile_limit(
+            idle.required_descriptors(count, active, args.slots))
+    except idle.IdleError as error:
+        raise UsageError(str(error)) from None
 
 
 def _validate_splits(args):
@@ -262,18 +299,15 @@ def _select_servers(args, tools):
                                 "reason": spec.not_applicable[level]})
             else:
                 by_level[level].append(spec)
-    handlers = []
-    for name in args.workloads:
-        if WORKLOADS[name].handler not in handlers:
-            handlers.append(WORKLOADS[name].handler)
     for spec in runnable:
-        for handler in handlers:
-            reason = handler_skip_reason(spec, handler)
-            left_out = [name for name in args.workloads
-                        if WORKLOADS[name].handler == handler]
+        left_out = {}
+        for name in args.workloads:
+            reason = unsupported_reason(spec, WORKLOADS[name])
             if reason:
-                skipped.append({"server": spec.name, "kernel_level": None,
-                                "workloads": left_out, "reason": reason})
+                left_out.setdefault(reason, []).append(name)
+        for reason, names in left_out.items():
+            skipped.append({"server": spec.name, "kernel_level": None,
+                            "workloads": names, "reason": reason})
     return by_level, skipped
 
 
@@ -301,6 +335,9 @@ def list_catalog(tools):
             why = handler_skip_reason(spec, handler)
             if why:
                 print(f"  {'':20} not run with the {handler} handler: {why}")
+        if spec.one_connection_per_process:
+            print(f"  {'':20} not run in the idle workload: "
+                  f"{IDLE_NOT_SUPPORTED}")
     print("workloads (default: " + ",".join(DEFAULT_WORKLOADS) + "):")
     php_reason = tools.php_missing_reason()
     if php_reason:
@@ -384,17 +421,23 @@ def publish(out_dir):
     between its markers and its plots into docs/img/bench-*.png. The text
     around the markers (the reading of the numbers) stays as written. A
     run of skewed workloads only goes to the skewed-load section, as its
-    side-by-side tables (the full tables stay in its report.md)."""
+    side-by-side tables (the full tables stay in its report.md); a run of
+    the idle workload only, to the idle section, as its idle tables."""
     meta, records = _load_run(out_dir)
     points = report.summarize(records)
     options = meta["options"]
-    if all(WORKLOADS[name].skewed for name in options["workloads"]):
-        text = "\n".join(report.context_lines(meta, "###")) + "\n" \
-            + report.skew_section(points, options, "###",
-                                  "The skewed workloads side by side")
-        _replace_generated(SKEW_DOCS_BEGIN, SKEW_DOCS_END, text)
-        print(f"updated {DOCS_PAGE}", file=sys.stderr)
-        return
+    sections = (
+        (lambda w: w.skewed, SKEW_DOCS_BEGIN, SKEW_DOCS_END,
+         report.skew_section, "The skewed workloads side by side"),
+        (lambda w: w.idle, IDLE_DOCS_BEGIN, IDLE_DOCS_END,
+         report.idle_section, "Idle connections beside the active load"))
+    for belongs, begin, end, section, title in sections:
+        if all(belongs(WORKLOADS[name]) for name in options["workloads"]):
+            text = "\n".join(report.context_lines(meta, "###")) + "\n" \
+                + section(points, options, "###", title)
+            _replace_generated(begin, end, text)
+            print(f"updated {DOCS_PAGE}", file=sys.stderr)
+            return
     image_dir = os.path.join(os.path.dirname(DOCS_PAGE), "img")
     images = {}
     groups = list(report.workload_groups(points, options))
@@ -439,7 +482,8 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                 runs=args.runs, duration_s=args.duration,
                 warmup_s=args.warmup, threads=args.threads,
                 timeout_s=args.timeout, base_port=args.base_port,
-                slow_slots=args.slow_slots)
+                slow_slots=args.slow_slots,
+                idle_connections=args.idle_connections)
     runs_bucketed = any(spec.mpm == "bucketed"
                         for specs in by_level.values() for spec in specs)
     meta = {"started_at": time.strftime("%Y-%m-%d %H:%M:%S %z"),
@@ -449,6 +493,7 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                 "runs": args.runs, "duration_s": args.duration,
                 "warmup_s": args.warmup, "slots": args.slots,
                 "slow_slots": args.slow_slots,
+                "idle_connections": args.idle_connections,
                 "wrk_threads": args.threads, "timeout_s": args.timeout,
                 "base_port": args.base_port, "quick": args.quick},
             "machine": environment.machine_facts(tools),

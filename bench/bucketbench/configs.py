@@ -12,7 +12,10 @@ server can work on at once:
 - nginx: one worker per core, each with S connection slots, so any single
   worker can hold all S at once: headroom for reuseport's uneven hash split.
 All of them: one 15-byte static file, no access log, listen backlog 511,
-unlimited keep-alive requests with a 5 s keep-alive timeout.
+unlimited keep-alive requests with a 5 s keep-alive timeout. The idle
+workload (idle.py) changes three things, alike for every server: a 60 s
+keep-alive timeout, AsyncRequestWorkerFactor for the threaded httpd models
+(room for the idle connections), and worker_connections for nginx.
 
 The slow handler (workloads with handler "slow"; httpd only) is a mod_lua
 page that sleeps SLOW_HANDLER_MS in the process serving it, as a PHP page
@@ -59,13 +62,17 @@ def _threaded(mpm, child_model):
     return mpm == "event" or child_model == "event"
 
 
-def httpd_capacity(mpm, slots, child_model=""):
+def httpd_capacity(mpm, slots, child_model="", async_factor=None):
     """The MPM directives that give an httpd `slots` request slots;
-    child_model: bucketed's ChildModel ("" for the stock MPMs)."""
+    child_model: bucketed's ChildModel ("" for the stock MPMs);
+    async_factor: AsyncRequestWorkerFactor of the threaded models (None:
+    event's default, 2)."""
     model = [f"ChildModel {child_model}"] if child_model else []
     if _threaded(mpm, child_model):
         children = slots // EVENT_THREADS_PER_CHILD
-        return model + [
+        factor = [f"AsyncRequestWorkerFactor {async_factor}"] \
+            if async_factor is not None else []
+        return model + factor + [
             f"ServerLimit {children}",
             f"StartServers {children}",
             f"ThreadLimit {EVENT_THREADS_PER_CHILD}",
@@ -152,7 +159,9 @@ def httpd_processes(mpm, slots, child_model=""):
 
 def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
                  slots, directives=(), status_module=None, run_as=None,
-                 slow_handler=False, child_model="", php=False):
+                 slow_handler=False, child_model="",
+                 keepalive_timeout_s=KEEPALIVE_TIMEOUT_S, async_factor=None,
+                 php=False):
     """httpd.conf for one server.
 
     root: the server's private directory (ServerRoot, logs, pid, runtime);
@@ -161,6 +170,7 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
     status_module: path of mod_bucketed_status.so, or None; run_as: (user,
     group) when started as root, which httpd then switches its children to;
     slow_handler: serve SLOW_NAME in the document root as a Lua handler;
+    async_factor: see httpd_capacity (the idle workload sets it);
     php: run .php files with mod_php (module_paths must hold "php")."""
     lines = [
         f"ServerRoot {_quote(root)}",
@@ -185,7 +195,7 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
         f"TypesConfig {_quote(root + '/mime.types')}",
         "KeepAlive On",
         "MaxKeepAliveRequests 0",
-        f"KeepAliveTimeout {KEEPALIVE_TIMEOUT_S}",
+        f"KeepAliveTimeout {keepalive_timeout_s}",
         f"DocumentRoot {_quote(docroot)}",
         f"<Directory {_quote(docroot)}>",
         "    Require all granted",
@@ -199,7 +209,7 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
                   "</Files>"]
     if php:
         lines += php_lines(root)
-    lines += httpd_capacity(mpm, slots, child_model)
+    lines += httpd_capacity(mpm, slots, child_model, async_factor)
     lines += list(directives)
     if status_module:
         lines += [f"<Location {STATUS_PATH}>",
@@ -212,10 +222,14 @@ MIME_TYPES = "text/plain txt\n"
 
 
 def nginx_config(*, root, docroot, ports, slots, workers, reuseport,
-                 run_as=None):
+                 run_as=None, idle_connections=0,
+                 keepalive_timeout_s=KEEPALIVE_TIMEOUT_S):
     """nginx.conf for one server, run with `nginx -p root -c this`.
     reuseport: give each worker its own socket per port (needs
-    SO_REUSEPORT); otherwise all workers share one socket per port."""
+    SO_REUSEPORT); otherwise all workers share one socket per port.
+    idle_connections: more connection slots per worker, so that any one
+    worker can hold the idle workload's connections besides its slots."""
+    connections = slots + idle_connections + NGINX_SPARE_DESCRIPTORS
     listen_flags = f" reuseport backlog={LISTEN_BACKLOG}" if reuseport \
         else f" backlog={LISTEN_BACKLOG}"
     listens = "\n".join(f"        listen 127.0.0.1:{port}{listen_flags};"
@@ -224,17 +238,17 @@ def nginx_config(*, root, docroot, ports, slots, workers, reuseport,
     return f"""{user}daemon off;
 master_process on;
 worker_processes {workers};
-worker_rlimit_nofile {slots + NGINX_SPARE_DESCRIPTORS};
+worker_rlimit_nofile {connections};
 pid {root}/nginx.pid;
 error_log {root}/error_log warn;
 events {{
-    worker_connections {slots + NGINX_SPARE_DESCRIPTORS};
+    worker_connections {connections};
 }}
 http {{
     access_log off;
     types {{ text/plain txt; }}
     default_type text/plain;
-    keepalive_timeout {KEEPALIVE_TIMEOUT_S}s;
+    keepalive_timeout {keepalive_timeout_s}s;
     keepalive_requests 1000000000;
     client_body_temp_path {root}/tmp/body;
     proxy_temp_path {root}/tmp/proxy;

@@ -107,17 +107,24 @@ def _cmdline(pid):
         return None
 
 
+def _line_starting(path, prefix):
+    """The first line of a /proc file that starts with prefix; None when
+    there is none or the file is gone."""
+    try:
+        text = _read(path)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return line
+    return None
+
+
 def uids(pid):
     """(real, effective, saved, filesystem) uid of a process, from the Uid
     line of /proc/<pid>/status; None when it is gone."""
-    try:
-        status = _read(f"/proc/{pid}/status")
-    except OSError:
-        return None
-    for line in status.splitlines():
-        if line.startswith("Uid:"):
-            return tuple(int(uid) for uid in line.split()[1:])
-    return None
+    line = _line_starting(f"/proc/{pid}/status", "Uid:")
+    return tuple(int(uid) for uid in line.split()[1:]) if line else None
 
 
 def processes_mentioning(text):
@@ -229,6 +236,37 @@ def pss_bytes(pids):
         if fields:
             total_kb += fields.get("Pss", 0)
     return total_kb * 1024
+
+
+def rss_bytes(pids):
+    """Resident set size summed over processes, from /proc/<pid>/statm,
+    which anyone may read: shared pages count once per process."""
+    total_pages = 0
+    for pid in pids:
+        try:
+            total_pages += int(_read(f"/proc/{pid}/statm").split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total_pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def server_memory(pids):
+    """(kind, bytes) of a server's processes: ("pss", pss_bytes) when every
+    process's smaps_rollup is readable, else ("rss", rss_bytes)."""
+    rollups = [smaps_rollup_kb(pid) for pid in pids]
+    if all(rollup is not None for rollup in rollups):
+        return "pss", sum(rollup.get("Pss", 0) for rollup in rollups) * 1024
+    return "rss", rss_bytes(pids)
+
+
+def open_files_limit(pid):
+    """The soft RLIMIT_NOFILE of a process, from /proc/<pid>/limits (None
+    when gone; float('inf') for unlimited)."""
+    line = _line_starting(f"/proc/{pid}/limits", "Max open files")
+    if line is None:
+        return None
+    soft = line.split()[3]
+    return float("inf") if soft == "unlimited" else int(soft)
 
 
 # ---------------------------------------------------------------- sockets

@@ -4,8 +4,8 @@ import json
 from collections import defaultdict
 
 from . import stats, steering
-from .catalog import (KERNEL_LEVELS, NATIVE, RATIO_BASELINES,
-                      TARGET_SERVERS, WORKLOADS)
+from .catalog import (IDLE_BASELINE, IDLE_TARGET_SERVERS, KERNEL_LEVELS,
+                      NATIVE, RATIO_BASELINES, TARGET_SERVERS, WORKLOADS)
 
 LATENCY_KEYS = ("p50", "p90", "p99", "p99.9", "max")
 ERROR_KINDS = ("connect", "read", "write", "timeout", "non_2xx")
@@ -84,12 +84,71 @@ def _summarize_point(runs):
         "server_processes": _median_of(good, lambda r:
                                        r["server_processes"]),
         "buckets": _bucket_summary(good),
+        "idle": _idle_summary(good),
         # For ratios of latency taken round by round (steering.py).
         "by_round": [{"round": r["round"], "rps": r["rps"],
                       "p99": r["latency_ms"]["p99"] if r["latency_ms"]
                       else None} for r in good],
     }
     return point
+
+
+def _idle_summary(runs):
+    """The idle workload's numbers over a point's successful runs: medians
+    of the memory measurements (MB) and of the memory per idle connection
+    (kB), and the fewest connections opened and found open at the end
+    (a server that closes idle connections shows there). None for the
+    other workloads."""
+    held = [r["idle"] for r in runs if r.get("idle")]
+    if not held:
+        return None
+
+    def med(key, unit):
+        return stats.median([h[key] / unit for h in held
+                             if h[key] is not None])
+    failures = {}
+    for entry in held:
+        for reason, count in entry["failures"].items():
+            failures[reason] = failures.get(reason, 0) + count
+    return {"connections": held[0]["connections"],
+            "memory_kind": held[0]["memory_kind"],
+            "opened_min": min(h["opened"] for h in held),
+            "open_at_end_min": min(h["open_at_end"] for h in held),
+            "open_at_end_median": stats.median([h["open_at_end"]
+                                                for h in held]),
+            "failures": failures,
+            "memory_before_mb": med("memory_before_bytes", 2 ** 20),
+            "memory_with_idle_mb": med("memory_with_idle_bytes", 2 ** 20),
+            "memory_at_end_mb": med("memory_at_end_bytes", 2 ** 20),
+            "per_connection_kb": med("per_connection_bytes", 1024),
+            "open_s": med("open_s", 1),
+            "held_s_max": max(h["held_s"] for h in held)}
+
+
+def _by_round(runs, extract):
+    """{round: value} of a point's runs; None for failed runs."""
+    return {r["round"]: extract(r) if r["ok"] else None for r in runs}
+
+
+def _idle_p99(record):
+    return record["latency_ms"]["p99"] if record["latency_ms"] else None
+
+
+def _idle_per_connection(record):
+    return record["idle"]["per_connection_bytes"]
+
+
+def _idle_ratios(mine, theirs):
+    """Same-round ratios of the idle workload's p99 and memory per idle
+    connection against a baseline's runs: {measure: {median, per_round}}."""
+    ratios = {}
+    for key, extract in (("p99", _idle_p99),
+                         ("per_connection", _idle_per_connection)):
+        per_round = stats.round_ratios(_by_round(mine, extract),
+                                       _by_round(theirs, extract))
+        ratios[key] = {"median": stats.median(per_round),
+                       "per_round": per_round}
+    return ratios
 
 
 def summarize(records):
@@ -113,6 +172,9 @@ def summarize(records):
                        for r in theirs})
             point["ratios"][baseline] = {"median": stats.median(per_round),
                                          "per_round": per_round}
+            if point["idle"] and baseline == IDLE_BASELINE:
+                point["idle"]["vs_" + baseline] = _idle_ratios(
+                    grouped[(level, workload, concurrency, server)], theirs)
     # Records arrive in running order, so the points keep it: level,
     # workload, concurrency, then servers in their interleaving order.
     return list(points.values())
@@ -265,7 +327,9 @@ def target_verdicts(points):
     return verdicts
 
 
-def _verdict_line(verdict):
+def _verdict_parts(verdict):
+    """(state, ratio, spread) texts of a target verdict: met or not, the
+    median ratio and the range of the per-round ratios."""
     state = {True: "met", False: "**NOT met**", None: "not judged"}[
         verdict["met"]]
     rounds = verdict["per_round"]
@@ -273,10 +337,25 @@ def _verdict_line(verdict):
               if rounds else "")
     # Three decimals: a median of 0.996 must not read as 1.00 and fail.
     ratio = "n/a" if verdict["ratio"] is None else f"{verdict['ratio']:.3f}x"
+    return state, ratio, spread
+
+
+def _verdict_line(verdict):
+    state, ratio, spread = _verdict_parts(verdict)
     return (f"- {state}: {verdict['label']}, {verdict['workload']}, "
             f"{level_title(verdict['kernel_level'])} "
             f"c={verdict['concurrency']}: {ratio} stock prefork (target "
             f">= {verdict['target']:.2f}x{spread})")
+
+
+def _targets_block(verdicts, what, line):
+    """The targets paragraph: how many of the verdicts were met, then one
+    line(verdict) each; empty without verdicts."""
+    if not verdicts:
+        return []
+    met = sum(1 for v in verdicts if v["met"])
+    return ([f"Targets ({what}): {met} of {len(verdicts)} met.", ""]
+            + [line(v) for v in verdicts] + [""])
 
 
 def _errors_cell(point):
@@ -310,24 +389,121 @@ def skew_section(points, options, heading="##",
         ("Errors (connect+read+write+timeout+non-2xx) / successful "
          "responses, all rounds:", _errors_cell),
     )
-    for level in options["levels"]:
-        for concurrency in options["concurrency"]:
-            at = [p for p in skew if p["kernel_level"] == level
-                  and p["concurrency"] == concurrency]
-            if not at:
-                continue
-            present = [n for n in names if any(p["workload"] == n
-                                               for p in at)]
-            lines += [f"{heading}# {level_title(level)}, c={concurrency}", ""]
-            for title, cell in measures:
-                lines += [title, "", _cross_table(at, present, cell), ""]
-    verdicts = target_verdicts(skew)
-    if verdicts:
-        met = sum(1 for v in verdicts if v["met"])
-        lines += [f"Targets (bucketed >= stock prefork on every split, the "
-                  f"even static split >= 1.5x; medians of same-round "
-                  f"ratios): {met} of {len(verdicts)} met.", ""]
-        lines += [_verdict_line(v) for v in verdicts] + [""]
+    for level, concurrency, at in _groups(skew, options, "concurrency"):
+        present = [n for n in names if any(p["workload"] == n for p in at)]
+        lines += [f"{heading}# {level_title(level)}, c={concurrency}", ""]
+        for title, cell in measures:
+            lines += [title, "", _cross_table(at, present, cell), ""]
+    lines += _targets_block(
+        target_verdicts(skew), "bucketed >= stock prefork on every split, "
+        "the even static split >= 1.5x; medians of same-round ratios",
+        _verdict_line)
+    return "\n".join(lines)
+
+
+def idle_table(points):
+    """One row per server of an idle-workload point: the active load and
+    the server's memory without and with the idle connections held."""
+    rows = []
+    for p in points:
+        held = p["idle"]
+        if not held:
+            continue
+        rows.append([
+            _label(p), _fmt(p["rps"]["median"]),
+            _fmt_ms(p["latency_ms"]["p99"]), _errors_cell(p),
+            f"{held['open_at_end_min']:,} / {held['connections']:,}",
+            _fmt(held["memory_before_mb"], 1),
+            _fmt(held["memory_with_idle_mb"], 1),
+            _fmt(held["memory_at_end_mb"], 1),
+            _fmt(held["per_connection_kb"], 2), _fmt(held["open_s"], 1)])
+    kind = next((p["idle"]["memory_kind"].upper() for p in points
+                 if p["idle"]), "PSS")
+    return _table(["Configuration", "active req/s", "active p99 ms",
+                   "errors / ok responses",
+                   "idle still open at end (fewest) / held",
+                   f"{kind} before MB", f"{kind} with idle MB",
+                   f"{kind} at end MB", "per idle connection kB",
+                   "opening s"], rows)
+
+
+def _fmt_idle_ratio(ratio):
+    if not ratio or ratio["median"] is None:
+        return "–"
+    rounds = ratio["per_round"]
+    return (f"{ratio['median']:.3f}x ({min(rounds):.3f}-"
+            f"{max(rounds):.3f}x)")
+
+
+def idle_verdicts(points):
+    """Issue 9's idle-workload targets for IDLE_TARGET_SERVERS: the active
+    load's p99 and the memory per idle connection each at most the
+    baseline's (medians of same-round ratios <= 1; None: not judged)."""
+    verdicts = []
+    for p in points:
+        if not p.get("idle") or p["server"] not in IDLE_TARGET_SERVERS:
+            continue
+        ratios = p["idle"].get("vs_" + IDLE_BASELINE) or {}
+        for measure in ("p99", "per_connection"):
+            median = (ratios.get(measure) or {}).get("median")
+            verdicts.append({
+                "kernel_level": p["kernel_level"],
+                "concurrency": p["concurrency"], "server": p["server"],
+                "label": p["label"], "measure": measure, "ratio": median,
+                "per_round": (ratios.get(measure) or {}).get("per_round",
+                                                              []),
+                "met": None if median is None else median <= 1.0})
+    return verdicts
+
+
+IDLE_MEASURES = {"p99": "active-load p99",
+                 "per_connection": "memory per idle connection"}
+
+
+def _idle_verdict_line(verdict):
+    state, ratio, spread = _verdict_parts(verdict)
+    return (f"- {state}: {verdict['label']}, "
+            f"{IDLE_MEASURES[verdict['measure']]}, "
+            f"{level_title(verdict['kernel_level'])} "
+            f"c={verdict['concurrency']}: {ratio} stock event's (target "
+            f"<= 1.00x{spread})")
+
+
+def idle_section(points, options, heading="##",
+                 title="Idle keep-alive connections beside an active load "
+                       "(issue 9)"):
+    """The idle workload: per kernel level and concurrency the table of
+    idle_table, the same-round ratios against stock event, and issue 9's
+    targets. Empty without idle points."""
+    held = [p for p in points if p.get("idle")]
+    if not held:
+        return ""
+    count = held[0]["idle"]["connections"]
+    lines = [f"{heading} {title}", "",
+             f"Each run: the server started fresh and warmed up; its memory "
+             f"(sum over its processes) measured; {count:,} keep-alive "
+             f"connections opened, each sending one GET and reading the "
+             f"answer, then held idle; the memory measured again; wrk's "
+             f"active keep-alive load for {options['duration_s']} s; then "
+             f"how many idle connections the server had not closed. Per "
+             f"idle connection = (with idle - before) / connections held. "
+             f"Medians over {options['runs']} runs; errors summed.", ""]
+    against = "vs_" + IDLE_BASELINE
+    for level, concurrency, at in _groups(held, options, "concurrency"):
+        lines += [f"{heading}# {level_title(level)}, {count:,} idle, "
+                  f"c={concurrency} active", "", idle_table(at), ""]
+        rows = [[p["label"], _fmt_ratio(p, IDLE_BASELINE),
+                 _fmt_idle_ratio(p["idle"][against]["p99"]),
+                 _fmt_idle_ratio(p["idle"][against]["per_connection"])]
+                for p in at if p["idle"].get(against)]
+        if rows:
+            lines += ["Against stock event, medians of same-round ratios "
+                      "(range over rounds):", "",
+                      _table(["Configuration", "active req/s", "active p99",
+                              "memory per idle connection"], rows), ""]
+    lines += _targets_block(
+        idle_verdicts(held), "issue 9: p99 of the active load and memory "
+        "per idle connection each <= stock event's", _idle_verdict_line)
     return "\n".join(lines)
 
 
@@ -366,15 +542,22 @@ def _failures_section(points):
     return lines
 
 
+def _groups(points, options, field, option=None):
+    """(level, value, points) for each kernel level and each value of
+    options[option] (default: the option named as the field) that has
+    points with that value in the field, in the order of the options."""
+    for level in options["levels"]:
+        for value in options[option or field]:
+            group = [p for p in points if p["kernel_level"] == level
+                     and p[field] == value]
+            if group:
+                yield level, value, group
+
+
 def workload_groups(points, options):
     """(level, workload, points) for each kernel level and workload that has
     points, in the order of the options."""
-    for level in options["levels"]:
-        for workload in options["workloads"]:
-            group = [p for p in points if p["kernel_level"] == level
-                     and p["workload"] == workload]
-            if group:
-                yield level, workload, group
+    return _groups(points, options, "workload", "workloads")
 
 
 def _module_lines(modules):
@@ -432,12 +615,11 @@ def render_markdown(meta, points, plots, top_level=1):
         lines += [f"{h2} Skipped", ""]
         lines += [f"- {skip_text(s)}" for s in skipped]
         lines.append("")
-    skew = skew_section(points, options, h2)
-    if skew:
-        lines += [skew, ""]
-    steered = steering.section(points, options, h2)
-    if steered:
-        lines += [steered, ""]
+    for section in (skew_section(points, options, h2),
+                    idle_section(points, options, h2),
+                    steering.section(points, options, h2)):
+        if section:
+            lines += [section, ""]
     for level, workload, group in workload_groups(points, options):
         lines += [f"{h2} {workload.upper()} {WORKLOADS[workload].title}"
                   f" — {level_title(level)}", "",

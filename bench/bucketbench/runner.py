@@ -17,9 +17,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import bucket_status, configs, load, procfs
+from . import bucket_status, configs, idle, load, procfs
 from .catalog import (MIXED, MIXED_SLOW_EVERY, SLOW, WORKLOADS,
-                      handler_skip_reason, server_label)
+                      server_label, unsupported_reason)
 from .net import free_ports
 from .server import HTTP_TIMEOUT_S, Server, ServerError
 
@@ -44,11 +44,12 @@ class Plan:
     timeout_s: int
     base_port: int = None
     slow_slots: int = None   # slots for the slow handler's workloads
+    idle_connections: int = 0   # held open in the idle workload
 
     def servers_for(self, level, workload):
         """The servers of a level that can serve the workload."""
         return [spec for spec in self.servers[level]
-                if handler_skip_reason(spec, workload.handler) is None]
+                if unsupported_reason(spec, workload) is None]
 
     def slots_for(self, workload, default):
         """Request slots of every server in this workload: the slow handler
@@ -148,6 +149,9 @@ class Runner:
         self.scratch_dir = scratch_dir
         self.progress = progress
         self.running = []        # servers up now, for stop_all()
+        # Servers that ran an idle run since they were started: the next
+        # one starts them afresh (see _fresh_start).
+        self.used = set()
         self.runs_saved = 0      # numbers the records in running order
         os.makedirs(self.raw_dir, exist_ok=True)
 
@@ -171,7 +175,9 @@ class Runner:
             server = Server(spec, level,
                             self._ports(index, workload.listen_count),
                             workdir, self.tools, slots=slots,
-                            handler=workload.handler)
+                            handler=workload.handler,
+                            idle_connections=self.plan.idle_connections
+                            if workload.idle else 0)
             server.launch()
             self.running.append(server)
             servers.append(server)
@@ -276,6 +282,54 @@ class Runner:
         })
         return result
 
+    def _fresh_start(self, server, workload):
+        """The idle workload measures memory growth from a fresh server
+        (started and warmed up, nothing more): after a run, a server keeps
+        the heap its idle connections grew, which would shrink the next
+        run's growth. None on success, else why the server is down."""
+        if server not in self.used:
+            return None
+        server.stop()
+        self.used.discard(server)
+        return self._restart(server, workload)
+
+    def _measure_idle(self, server, workload, concurrency):
+        """One run of the idle workload: the server's memory, then
+        --idle-connections idle keep-alive connections opened and held,
+        its memory again, the active wrk run (_measure), how many idle
+        connections are still open, and its memory at the end."""
+        count = self.plan.idle_connections
+        memory_kind, before = procfs.server_memory(
+            procfs.process_tree(server.pid))
+        with idle.IdleConnections(server.ports[0], "/" + configs.DOC_NAME,
+                                  count) as held:
+            opened = held.open()
+            pids = procfs.process_tree(server.pid)
+            _, with_idle = procfs.server_memory(pids)
+            limits = [procfs.open_files_limit(pid) for pid in pids]
+            lowest = min((limit for limit in limits if limit is not None),
+                         default=None)
+            if lowest is not None and lowest < count:
+                raise ServerError(f"{server.spec.name}: a server process "
+                                  f"may open only {lowest} files, fewer "
+                                  f"than the {count} idle connections")
+            result = self._measure(server, workload, concurrency, True)
+            open_at_end = held.count_open()
+            held_s = held.held_s()
+            _, at_end = procfs.server_memory(procfs.process_tree(server.pid))
+        result["idle"] = {
+            "connections": count, "opened": opened,
+            "failures": held.failures,
+            "open_at_end": open_at_end, "open_s": held.open_s,
+            "held_s": held_s, "memory_kind": memory_kind,
+            "memory_before_bytes": before,
+            "memory_with_idle_bytes": with_idle,
+            "memory_at_end_bytes": at_end,
+            "per_connection_bytes": idle.per_connection_bytes(
+                before, with_idle, opened),
+            "server_nofile_min": lowest}
+        return result
+
     def _run_once(self, server, level, workload, concurrency, round_no):
         record = {"schema": "bucketbench.run/1", "kernel_level": level,
                   "workload": workload.name, "concurrency": concurrency,
@@ -290,14 +344,23 @@ class Runner:
         record["restarted"] = not server.alive()
         if record["restarted"]:
             record["log_before_restart"] = server.error_log_tail()
+            self.used.discard(server)
             why_not = self._restart(server, workload)
-            if why_not:
-                record.update(ok=False, error=why_not,
-                              error_log_tail=server.error_log_tail())
-                return record
+        else:
+            why_not = self._fresh_start(server, workload) \
+                if workload.idle else None
+        if why_not:
+            record.update(ok=False, error=why_not,
+                          error_log_tail=server.error_log_tail())
+            return record
         try:
-            record.update(self._measure(server, workload, concurrency,
-                                        round_no == self.plan.runs))
+            if workload.idle:
+                self.used.add(server)
+                record.update(self._measure_idle(server, workload,
+                                                 concurrency))
+            else:
+                record.update(self._measure(server, workload, concurrency,
+                                            round_no == self.plan.runs))
             record.update(ok=True, error=None, error_log_tail=None)
         except (ServerError, load.LoadError, OSError) as error:
             record.update(ok=False, error=str(error),

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from . import configs, procfs
+from . import configs, idle, procfs
 from .catalog import NO_REUSEPORT, PHP, STATIC, USES_SLOW_HANDLER
 from .net import Timeout, http_get
 
@@ -51,10 +51,12 @@ class Server:
     slots: its request slots (default: the harness's --slots); handler:
     what the workload requests (a catalog handler: STATIC, SLOW, MIXED or
     PHP); with SLOW or MIXED the server also serves the slow handler, with
-    PHP the PHP page under mod_php."""
+    PHP the PHP page under mod_php; idle_connections: how many idle
+    keep-alive connections the idle workload holds (0: not that workload),
+    which sets the keep-alive timeout and the room for them (idle.py)."""
 
     def __init__(self, spec, level, ports, workdir, tools, slots=None,
-                 handler=STATIC):
+                 handler=STATIC, idle_connections=0):
         self.spec = spec
         self.level = level
         self.ports = ports
@@ -62,6 +64,7 @@ class Server:
         self.tools = tools
         self.slots = slots or tools.slots
         self.handler = handler
+        self.idle_connections = idle_connections
         self.process = None
         self.expected_processes = 0
         # Failed starts since the last good one, and the latest error.
@@ -88,11 +91,15 @@ class Server:
         if php:
             self._write_php_files(docroot)
         slots = self.slots
+        keepalive_s = idle.KEEPALIVE_TIMEOUT_S if self.idle_connections \
+            else configs.KEEPALIVE_TIMEOUT_S
         if self.spec.kind == "nginx":
             text = configs.nginx_config(
                 root=self.workdir, docroot=docroot, ports=self.ports,
                 slots=slots, workers=self.tools.cores,
-                reuseport=self.level != NO_REUSEPORT, run_as=run_as_user())
+                reuseport=self.level != NO_REUSEPORT, run_as=run_as_user(),
+                idle_connections=self.idle_connections,
+                keepalive_timeout_s=keepalive_s)
             self.expected_processes = configs.nginx_processes(self.tools.cores)
             self.config_path = os.path.join(self.workdir, "nginx.conf")
         else:
@@ -107,7 +114,10 @@ class Server:
                 status_module=self.tools.status_module
                 if self.spec.mpm == "bucketed" else None,
                 run_as=run_as_user(), slow_handler=slow,
-                child_model=self.spec.child_model, php=php)
+                child_model=self.spec.child_model,
+                keepalive_timeout_s=keepalive_s,
+                async_factor=idle.async_factor(self.idle_connections, slots)
+                if self.idle_connections else None, php=php)
             self.expected_processes = configs.httpd_processes(
                 self.spec.mpm, slots, self.spec.child_model)
             self.config_path = os.path.join(self.workdir, "httpd.conf")

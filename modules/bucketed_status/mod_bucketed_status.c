@@ -74,7 +74,7 @@ static double age_seconds(apr_time_t when, apr_time_t now)
 
 /* The plan's fields that head the text page and mod_status's ?auto
  * section, under each view's key. */
-#define PLAN_FIELDS 6
+#define PLAN_FIELDS 7
 typedef struct {
     const char *text_key, *auto_key, *value;
 } plan_field;
@@ -90,6 +90,7 @@ static void plan_fields(apr_pool_t *p, const bucketed_status *st,
           apr_itoa(p, st->generation) },
         { "buckets", "BucketedBuckets", apr_itoa(p, st->num_buckets) },
         { "steering", "BucketedSteering", st->steering },
+        { "migration", "BucketedMigration", st->migration },
     };
 
     memcpy(fields, all, sizeof(all));
@@ -119,6 +120,9 @@ static void text_report(request_rec *r, const bucketed_status *st)
                    t.max_depth, t.backlog);
         if (t.has_drops) {
             ap_rprintf(r, " drops=%" APR_UINT64_T_FMT, t.drops);
+        }
+        if (bs->draining > 0) {
+            ap_rprintf(r, " draining=%d", bs->draining);
         }
         ap_rputs("\n", r);
     }
@@ -245,11 +249,14 @@ static void metrics_report(request_rec *r, const bucketed_status *st)
     apr_size_t f;
     int b, k;
 
-    family(r, "bucketed_info", "gauge", "The bucket plan: strategy and how "
-           "connections are steered to buckets (value always 1).");
-    ap_rprintf(r, "bucketed_info{strategy=\"%s\",steering=\"%s\"} 1\n",
+    family(r, "bucketed_info", "gauge", "The bucket plan: strategy, how "
+           "connections are steered to buckets, and what a restart that "
+           "drops a socket does with its queue (value always 1).");
+    ap_rprintf(r, "bucketed_info{strategy=\"%s\",steering=\"%s\","
+               "migration=\"%s\"} 1\n",
                label_value(r->pool, st->strategy),
-               label_value(r->pool, st->steering));
+               label_value(r->pool, st->steering),
+               label_value(r->pool, st->migration));
     family(r, "bucketed_generation", "gauge",
            "Configuration generation: restarts since the server started.");
     ap_rprintf(r, "bucketed_generation %d\n", st->generation);
@@ -355,10 +362,12 @@ static void status_html(request_rec *r, const bucketed_status *st, int flags)
     int b, k;
 
     ap_rputs("<hr /><h2>Listener buckets (bucketed MPM)</h2>\n<dl>", r);
-    ap_rprintf(r, "<dt>Strategy: %s (%s), steering: %s</dt>\n",
+    ap_rprintf(r, "<dt>Strategy: %s (%s), steering: %s, sockets a restart "
+               "drops: %s</dt>\n",
                ap_escape_html(r->pool, st->strategy),
                ap_escape_html(r->pool, st->reason),
-               ap_escape_html(r->pool, st->steering));
+               ap_escape_html(r->pool, st->steering),
+               ap_escape_html(r->pool, st->migration));
     ap_rprintf(r, "<dt>%s</dt>\n", ap_escape_html(r->pool, st->kernel));
     ap_rprintf(r, "<dt>Generation %d, %d bucket(s); ", st->generation,
                st->num_buckets);

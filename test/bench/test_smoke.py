@@ -26,11 +26,14 @@ POINT_KEYS = {"kernel_level", "emulated", "workload", "concurrency",
               "server_pss_mb", "server_processes", "buckets", "ratios"}
 
 
-def bench(top, build, *args, timeout=RUN_TIMEOUT_S):
+def bench(top, build, *args, timeout=RUN_TIMEOUT_S, preexec_fn=None):
+    """bench/run with args; preexec_fn runs in the child before it (e.g.
+    to lower a limit)."""
     env = dict(os.environ, BUCKETED_BUILD=build)
     return subprocess.run([sys.executable, os.path.join(top, "bench", "run"),
                            *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+                          timeout=timeout, check=False,
+                          preexec_fn=preexec_fn)
 
 
 def one_point(top, build, out, level, servers=None):

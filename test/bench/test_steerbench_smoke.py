@@ -8,16 +8,15 @@ import shutil
 
 import pytest
 
-from bucketbench import catalog, cli, configs, environment
+from bucketbench import bucket_status, catalog, cli, configs, environment
 from bucketbench.catalog import NATIVE, PHP, SERVERS
 from bucketbench.net import free_ports, http_get
 from bucketbench.server import Server
 
 from test_smoke import bench, check_run_record
 
-# BPF map types (linux/bpf.h) the steering programs use.
+# The BPF map type (linux/bpf.h) of load steering's idle counts.
 BPF_MAP_TYPE_ARRAY = 2
-BPF_MAP_TYPE_REUSEPORT_SOCKARRAY = 20
 HTTP_TIMEOUT_S = 10
 SERVERS_RUN = ("prefork,bucketed-reuseport,bucketed-cpu,bucketed-load,"
                "bucketed-single,event,nginx")
@@ -95,17 +94,18 @@ def _map_types(pid):
     return sorted(types)
 
 
-@pytest.mark.parametrize("name, maps", [
-    ("prefork", []),
-    ("bucketed-reuseport", []),
-    ("bucketed-cpu", [BPF_MAP_TYPE_REUSEPORT_SOCKARRAY]),
-    ("bucketed-load", [BPF_MAP_TYPE_ARRAY,
-                       BPF_MAP_TYPE_REUSEPORT_SOCKARRAY]),
+@pytest.mark.parametrize("name, steering", [
+    ("prefork", None),
+    ("bucketed-reuseport", "hash"),
+    ("bucketed-cpu", "cpu"),
+    ("bucketed-load", "load"),
 ])
-def test_php_page_from_the_servers_own_ini(build, scratch, name, maps):
+def test_php_page_from_the_servers_own_ini(build, scratch, name,
+                                          steering):
     """The PHP page answers what it prints, PHP read the php.ini in the
     server's directory and no scan directory (nothing of /etc/php), and a
-    steering row's parent holds its steering maps (hash: none)."""
+    bucketed row runs the steering its directive asks for (status page;
+    load: the parent also holds the array of idle counts)."""
     tools = _tools(build)
     if tools.php_missing_reason():
         pytest.skip(tools.php_missing_reason())
@@ -127,6 +127,10 @@ def test_php_page_from_the_servers_own_ini(build, scratch, name, maps):
         assert status == 200
         assert body.decode() == (f"{workdir}/{configs.PHP_INI_NAME}"
                                  f"|false|UTC")
-        assert _map_types(server.pid) == maps
+        if steering:
+            status = bucket_status.fetch_status(port, HTTP_TIMEOUT_S)
+            assert status["steering"].split()[0] == steering, status
+            assert (BPF_MAP_TYPE_ARRAY in _map_types(server.pid)) == \
+                (steering == "load")
     finally:
         server.stop()

@@ -6,9 +6,15 @@ it to another socket of the group: bucketed asks for that per group (an
 eBPF program attached as BPF_SK_REUSEPORT_SELECT_OR_MIGRATE), leaving the
 machine-wide net.ipv4.tcp_migrate_req alone.
 
-The control runs the same restarts with the LD_PRELOAD shim emulating a
-5.13 kernel, which refuses the migration program: there connections are
-reset, so the zero of the first test means something.
+Where the kernel cannot migrate but takes an SK_REUSEPORT program with a
+socket map (4.19 to 5.13; emulated here by the LD_PRELOAD shim as 5.13,
+which refuses the migration attach type), bucketed drains instead: a
+removed socket gets no new connection, is accepted from for a generation
+and closed at a later restart once empty.
+
+The control runs the same restarts with the shim emulating a 4.18 kernel,
+which has neither: there connections are reset, so the zeros mean
+something.
 """
 import re
 import signal
@@ -17,13 +23,18 @@ from pathlib import Path
 
 import pytest
 
-from httpd_fixture import (NOREUSEPORT_SO, Load, http_get, listening_inodes,
-                           need_build, wait_until)
+from httpd_fixture import (NOREUSEPORT_SO, Load, Timeout, http_get,
+                           listening_inodes, need_build, wait_until)
 from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 MIGRATE_REQ = Path("/proc/sys/net/ipv4/tcp_migrate_req")
 RESTARTS = 10
 COUNTS = (2, 4)
+# Draining keeps a removed socket until a later restart: BucketCount 4 -> 2
+# leaves duplicates 2 and 3 draining (still listening), the next 2 -> 2
+# closes them, 2 -> 4 opens new ones. Listening sockets after each step:
+DRAIN_COUNTS = (2, 4, 2)
+DRAIN_SOCKETS = (2, 4, 4)
 SERVER_DIRECTIVES = ("StartServers 8\nMinSpareServers 4\n"
                      "MaxSpareServers 16\nMaxRequestWorkers 64")
 EVENT_DIRECTIVES = ("ChildModel event\nThreadsPerChild 8\nStartServers 4\n"
@@ -43,16 +54,19 @@ def directives(count, extra="", model=SERVER_DIRECTIVES):
 
 
 def restart_alternating(server, restarts, counts=COUNTS, extra="",
-                        model=SERVER_DIRECTIVES):
-    """Graceful restarts under load, BucketCount alternating counts[1] and
-    counts[0] (the server starts with counts[0]); returns the load's
-    result."""
+                        model=SERVER_DIRECTIVES, sockets=None):
+    """Graceful restarts under load, BucketCount going round counts (the
+    server starts with counts[0], restart i uses counts[i % len(counts)]),
+    each waited on until the address has sockets[...] listening sockets
+    (default: one per bucket); returns the load's result."""
+    sockets = sockets or counts
     port = server.ports[0]
     generation = server.status()["generation"]
     load = Load(server.ports, count=10**6, threads=LOAD_THREADS,
                 seconds=240, minimum=1000).start()
     for i in range(1, restarts + 1):
-        count = counts[i % 2]
+        count = counts[i % len(counts)]
+        listening = sockets[i % len(counts)]
         done = load.done()
         wait_until(lambda: load.done() > done + 200, 30,
                    what="requests before the next restart")
@@ -62,8 +76,14 @@ def restart_alternating(server, restarts, counts=COUNTS, extra="",
                    and server.status()["buckets"] == count, 30,
                    what=f"generation {generation + i} with {count} buckets")
         # Every old child gone, so the closed duplicates are really closed.
-        wait_until(lambda: len(listening_inodes(port)) == count, 30,
-                   what=f"{count} listening sockets")
+        try:
+            wait_until(lambda: len(listening_inodes(port)) == listening, 30,
+                       what=f"{listening} listening sockets")
+        except Timeout as e:
+            said = [line for line in server.error_log().splitlines()
+                    if "duplicate listener" in line]
+            raise AssertionError(f"restart {i}: {e}; the log on sockets: "
+                                 f"{said[-6:]}") from e
     done = load.done()
     wait_until(lambda: load.done() > done + 200, 30,
                what="requests after the last restart")
@@ -157,7 +177,9 @@ def test_program_is_loaded_and_attached(make_httpd):
                            capture_output=True, text=True, timeout=30)
     assert shown.returncode == 0, shown.stderr
     assert "sk_reuseport" in shown.stdout, shown.stdout
-    assert "bucketed_mig" in shown.stdout, shown.stdout
+    # The hash's choice through a map of this generation's sockets, so
+    # a socket that goes gets nothing new.
+    assert "bucketed_hash" in shown.stdout, shown.stdout
     server.stop()
     # The group went with the server's sockets, and the program with it.
     wait_until(lambda: subprocess.run(
@@ -165,15 +187,84 @@ def test_program_is_loaded_and_attached(make_httpd):
         timeout=30).returncode != 0, 20, what=f"program {prog_id} to go")
 
 
-def test_without_the_program_plan_changes_reset(make_httpd, sysctl_untouched):
-    """The control: a 5.13 kernel (shim) refuses the program; bucketed says
-    so, and the same restarts reset connections."""
+def drain_steps(restarts):
+    """(drains, closes) among restarts 1..restarts of DRAIN_COUNTS."""
+    steps = [i % len(DRAIN_COUNTS) for i in range(1, restarts + 1)]
+    return steps.count(2), steps.count(0)
+
+
+@pytest.mark.parametrize("model", ["prefork", "event"])
+def test_without_migration_plan_changes_drain(make_httpd, sysctl_untouched,
+                                              model):
+    """A 5.13 kernel (shim): no migration, so bucketed drains; the same
+    kind of restarts under load lose nothing, and the log shows each
+    removed socket drained and later closed."""
     need_build(NOREUSEPORT_SO)
-    server = make_httpd(directives=directives(2), preload=NOREUSEPORT_SO,
+    settings = EVENT_DIRECTIVES if model == "event" else SERVER_DIRECTIVES
+    server = make_httpd(directives=directives(2, model=settings),
+                        preload=NOREUSEPORT_SO,
                         environ={"BUCKETED_SHIM_KERNEL": "5.13"})
     server.start()
     log = server.error_log()
-    assert re.search(r"migration: none: .*reset", log), log
-    result = restart_alternating(server, RESTARTS)
-    print(f"without the program: {RESTARTS} restarts, {result}")
+    assert "migration: drain (no migration: the kernel refused a " \
+           "SELECT_OR_MIGRATE program" in log, log
+    result = restart_alternating(server, RESTARTS, counts=DRAIN_COUNTS,
+                                 model=settings, sockets=DRAIN_SOCKETS)
+    print(f"draining ({model}): {RESTARTS} restarts, {result}")
+    assert result.failed == 0, result.errors
+    assert result.ok >= 1000
+    drains, closes = drain_steps(RESTARTS)
+    log = server.error_log()
+    assert log.count("draining duplicate listener") == 2 * drains, log
+    assert log.count("drained for 1 generation(s), nothing queued") \
+        == 2 * closes, log
+    assert "are reset" not in log, log
+    assert http_get(server.ports[0])[0] == 200
+
+
+def test_without_migration_or_drain_plan_changes_reset(make_httpd,
+                                                       sysctl_untouched):
+    """The control: a 4.18 kernel (shim) takes no SK_REUSEPORT program;
+    bucketed says so, and the same restarts reset connections."""
+    need_build(NOREUSEPORT_SO)
+    server = make_httpd(directives=directives(2), preload=NOREUSEPORT_SO,
+                        environ={"BUCKETED_SHIM_KERNEL": "4.18"})
+    server.start()
+    log = server.error_log()
+    assert re.search(r"migration: none: .*cannot drain either: the kernel "
+                     r"refused an SK_REUSEPORT program.*reset", log), log
+    result = restart_alternating(server, RESTARTS, counts=DRAIN_COUNTS,
+                                 sockets=(2, 4, 2))
+    print(f"neither: {RESTARTS} restarts, {result}")
     assert result.failed > 0, result
+
+
+def test_draining_sockets_show_where_operators_look(make_httpd):
+    """The status page says what a dropped socket becomes (migration=drain)
+    and which bucket drains it; the next restart closes it."""
+    need_build(NOREUSEPORT_SO)
+    metrics = "<Location /metrics>\n    SetHandler bucketed-metrics\n" \
+              "</Location>"
+    server = make_httpd(directives=directives(4, metrics),
+                        preload=NOREUSEPORT_SO,
+                        environ={"BUCKETED_SHIM_KERNEL": "5.13"})
+    server.start()
+    port = server.ports[0]
+    assert server.status()["migration"] == "drain"
+    generation = server.status()["generation"]
+    for step, (count, listening, draining) in enumerate(
+            [(2, 4, 2), (2, 2, 0)], start=1):
+        server.write_config(directives(count, metrics))
+        server.signal(signal.SIGUSR1)
+        wait_until(lambda: server.status()["generation"] == generation + step,
+                   30, what=f"generation {generation + step}")
+        status = server.status()
+        assert status["buckets"] == count, status
+        assert sum(b.get("draining", 0) for b in status["buckets_list"]) \
+            == draining, status
+        wait_until(lambda: len(listening_inodes(port)) == listening, 30,
+                   what=f"{listening} listening sockets")
+        # Whatever bucket a connection lands in, it is served.
+        assert http_get(port)[0] == 200
+    exposed = http_get(port, "/metrics")[1].decode()
+    assert 'migration="drain"' in exposed, exposed

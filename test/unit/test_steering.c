@@ -30,13 +30,13 @@ static const migration_trial not_run = { TRIAL_NOT_RUN, 0, 0, 0 };
 static void test_program_that_migrates_is_chosen(void **state)
 {
     migration_trial t = trial(TRIAL_DONE, 0, 8, 8);
-    migration_choice c = migration_choose(*state, &t, &not_run, 0);
+    migration_choice c = migration_choose(*state, &t, &not_run, NULL, 0);
 
     assert_int_equal(c.mechanism, MIGRATION_EBPF);
     assert_contains(c.reason, "per-group eBPF (5.14+)");
     assert_contains(c.reason, "8 queued");
     /* The sysctl being on changes nothing: ours is per group. */
-    c = migration_choose(*state, &t, &not_run, 1);
+    c = migration_choose(*state, &t, &not_run, NULL, 1);
     assert_int_equal(c.mechanism, MIGRATION_EBPF);
 }
 
@@ -45,7 +45,7 @@ static void test_program_that_migrates_is_chosen(void **state)
 static void test_program_taken_but_nothing_moves_is_none(void **state)
 {
     migration_trial t = trial(TRIAL_DONE, 0, 8, 0);
-    migration_choice c = migration_choose(*state, &t, &not_run, 0);
+    migration_choice c = migration_choose(*state, &t, &not_run, NULL, 0);
 
     assert_int_equal(c.mechanism, MIGRATION_NONE);
     assert_contains(c.reason, "none: the kernel took the program");
@@ -53,7 +53,7 @@ static void test_program_taken_but_nothing_moves_is_none(void **state)
     assert_contains(c.reason, "reset when it closes");
     /* Some but not all moved: still no guarantee. */
     t = trial(TRIAL_DONE, 0, 8, 7);
-    assert_int_equal(migration_choose(*state, &t, &not_run, 0).mechanism,
+    assert_int_equal(migration_choose(*state, &t, &not_run, NULL, 0).mechanism,
                      MIGRATION_NONE);
 }
 
@@ -76,7 +76,7 @@ static void test_refusals_are_none_with_the_reason(void **state)
 
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         migration_trial t = trial(cases[i].outcome, cases[i].err, 0, 0);
-        migration_choice c = migration_choose(*state, &t, &not_run, 0);
+        migration_choice c = migration_choose(*state, &t, &not_run, NULL, 0);
 
         CASE_CHECK(cases[i].says, c.mechanism == MIGRATION_NONE);
         assert_contains(c.reason, "none: ");
@@ -92,15 +92,80 @@ static void test_sysctl_counts_only_when_seen_migrating(void **state)
     migration_trial stuck = trial(TRIAL_DONE, 0, 8, 0);
     migration_choice c;
 
-    c = migration_choose(*state, &refused, &moved, 1);
+    c = migration_choose(*state, &refused, &moved, NULL, 1);
     assert_int_equal(c.mechanism, MIGRATION_SYSCTL);
     assert_contains(c.reason, "tcp_migrate_req=1");
-    c = migration_choose(*state, &refused, &stuck, 1);
+    c = migration_choose(*state, &refused, &stuck, NULL, 1);
     assert_int_equal(c.mechanism, MIGRATION_NONE);
     assert_contains(c.reason, "nor did net.ipv4.tcp_migrate_req=1");
     /* A trial without the program means nothing with the sysctl off. */
-    c = migration_choose(*state, &refused, &moved, 0);
+    c = migration_choose(*state, &refused, &moved, NULL, 0);
     assert_int_equal(c.mechanism, MIGRATION_NONE);
+}
+
+/* 4.19 to 5.13 (Debian's 5.10): nothing migrates, but a program can
+ * leave a socket out. */
+static void test_drain_when_the_kernel_leaves_a_socket_out(void **state)
+{
+    migration_trial nothing_moved = trial(TRIAL_DONE, 0, 8, 0);
+    migration_trial refused = trial(TRIAL_LOAD_REFUSED, EINVAL, 0, 0);
+    migration_trial moved = trial(TRIAL_DONE, 0, 8, 8);
+    migration_trial drained = trial(TRIAL_DONE, 0, 8, 8);
+    migration_trial leaked = trial(TRIAL_DONE, 0, 8, 6);
+    migration_trial no_map = trial(TRIAL_LOAD_REFUSED, EINVAL, 0, 0);
+    /* with_program, without_program, drain, sysctl -> mechanism, and
+     * what the reason says (NULL: nothing to check) */
+    const struct {
+        const migration_trial *with, *without, *drain;
+        int sysctl;
+        migration_e mechanism;
+        const char *says;
+    } cases[] = {
+        { &nothing_moved, &not_run, &drained, 0, MIGRATION_DRAIN,
+          "drain (no migration: the kernel took" },
+        { &nothing_moved, &not_run, &drained, 0, MIGRATION_DRAIN,
+          "all 8 connections" },
+        { &refused, &not_run, &drained, 0, MIGRATION_DRAIN,
+          "refused a SELECT_OR_MIGRATE" },
+        /* Migration is preferred where it works. */
+        { &moved, &not_run, &drained, 0, MIGRATION_EBPF, NULL },
+        { &refused, &moved, &drained, 1, MIGRATION_SYSCTL, NULL },
+        /* A program that leaks connections to the left-out socket, or no
+         * program at all: none, saying why. */
+        { &nothing_moved, &not_run, &leaked, 0, MIGRATION_NONE,
+          "cannot drain either: a program leaving a listener out sent it "
+          "2 of 8" },
+        { &refused, &not_run, &no_map, 0, MIGRATION_NONE,
+          "Linux before 4.19?" },
+        { &refused, &not_run, &no_map, 0, MIGRATION_NONE,
+          "reset when it closes" },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        migration_choice c = migration_choose(*state, cases[i].with,
+                                              cases[i].without,
+                                              cases[i].drain,
+                                              cases[i].sysctl);
+
+        CASE_CHECK(cases[i].says ? cases[i].says : "mechanism",
+                   c.mechanism == cases[i].mechanism);
+        if (cases[i].says != NULL) {
+            assert_contains(c.reason, cases[i].says);
+        }
+    }
+    /* The drain trial not run: not mentioned. */
+    assert_not_contains(migration_choose(*state, &refused, &not_run,
+                                         &not_run, 0).reason, "drain");
+}
+
+static void test_migration_names(void **state)
+{
+    (void)state;
+    assert_string_equal(migration_name(MIGRATION_EBPF), "migrate");
+    assert_string_equal(migration_name(MIGRATION_SYSCTL), "sysctl");
+    assert_string_equal(migration_name(MIGRATION_DRAIN), "drain");
+    assert_string_equal(migration_name(MIGRATION_NONE), "none");
 }
 
 static void test_plan_socket_actions(void **state)
@@ -110,13 +175,35 @@ static void test_plan_socket_actions(void **state)
         plan_socket_action_e action;
         const char *says;
     } cases[] = {
-        { { 1, 1, 1 }, PLAN_SOCKET_KEEP, "keeping" },
-        { { 1, 1, 0 }, PLAN_SOCKET_KEEP, "keeping" },
-        { { 0, 1, 1 }, PLAN_SOCKET_CLOSE_MIGRATE, "move to the other" },
-        { { 0, 1, 0 }, PLAN_SOCKET_CLOSE_RESET, "reset when the last old" },
+        /* in_new_plan, group_stays, group_migrates, group_drains,
+         * drained_generations, queued */
+        { { 1, 1, 1, 0, 0, 5 }, PLAN_SOCKET_KEEP, "keeping" },
+        { { 1, 1, 0, 0, 0, 5 }, PLAN_SOCKET_KEEP, "keeping" },
+        { { 0, 1, 1, 0, 0, 5 }, PLAN_SOCKET_CLOSE_MIGRATE,
+          "move to the other" },
+        { { 0, 1, 0, 0, 0, 5 }, PLAN_SOCKET_CLOSE_RESET,
+          "reset when the last old" },
         /* The address itself went: nothing left to migrate to. */
-        { { 0, 0, 1 }, PLAN_SOCKET_CLOSE_RESET, "no longer listened on" },
-        { { 0, 0, 0 }, PLAN_SOCKET_CLOSE_RESET, "no longer listened on" },
+        { { 0, 0, 1, 0, 0, 5 }, PLAN_SOCKET_CLOSE_RESET,
+          "no longer listened on" },
+        { { 0, 0, 0, 1, 1, 0 }, PLAN_SOCKET_CLOSE_RESET,
+          "no longer listened on" },
+        /* Drain: first left out (even with an empty queue: a connection
+         * steered to it just before may still complete its handshake),
+         * closed at a later restart once a generation passed and its
+         * queue is empty. */
+        { { 0, 1, 0, 1, 0, 0 }, PLAN_SOCKET_DRAIN, "draining" },
+        { { 0, 1, 0, 1, 0, 3 }, PLAN_SOCKET_DRAIN, "3 now" },
+        { { 0, 1, 0, 1, 1, 2 }, PLAN_SOCKET_DRAIN, "gets no new connection" },
+        { { 0, 1, 0, 1, 1, -1 }, PLAN_SOCKET_DRAIN, "depth unknown" },
+        { { 0, 1, 0, 1, 1, 0 }, PLAN_SOCKET_CLOSE_DRAINED,
+          "drained for 1 generation(s), nothing queued" },
+        { { 0, 1, 0, 1, 4, 0 }, PLAN_SOCKET_CLOSE_DRAINED, "drained for 4" },
+        /* Migration wins where the group has both. */
+        { { 0, 1, 1, 1, 0, 3 }, PLAN_SOCKET_CLOSE_MIGRATE,
+          "move to the other" },
+        /* Planned again: kept, whatever it went through. */
+        { { 1, 1, 0, 1, 2, 0 }, PLAN_SOCKET_KEEP, "keeping" },
     };
     size_t i;
 
@@ -266,6 +353,8 @@ int main(void)
         POOL_TEST(test_program_taken_but_nothing_moves_is_none),
         POOL_TEST(test_refusals_are_none_with_the_reason),
         POOL_TEST(test_sysctl_counts_only_when_seen_migrating),
+        POOL_TEST(test_drain_when_the_kernel_leaves_a_socket_out),
+        POOL_TEST(test_migration_names),
         POOL_TEST(test_plan_socket_actions),
         POOL_TEST(test_steering_parse),
         POOL_TEST(test_steering_auto_and_hash),

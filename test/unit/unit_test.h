@@ -65,4 +65,13 @@ static inline void assert_contains(const char *haystack, const char *needle)
     }
 }
 
+static inline void assert_not_contains(const char *haystack,
+                                       const char *needle)
+{
+    if (haystack == NULL || strstr(haystack, needle) != NULL) {
+        fail_msg("'%s' contains '%s'", haystack ? haystack : "(null)",
+                 needle);
+    }
+}
+
 #endif /* UNIT_TEST_H */

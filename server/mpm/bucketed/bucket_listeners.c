@@ -7,7 +7,9 @@
  *
  * Every socket ends up in exactly one bucket, so its blocking mode can be
  * chosen per bucket: blocking for a bucket's only socket (children sleep
- * in accept()), non-blocking when a bucket waits on several.
+ * in accept()), non-blocking when a bucket waits on several. A socket being
+ * drained (steering.h, MIGRATION_DRAIN) is appended to one bucket's list
+ * after its planned ones.
  */
 #include <errno.h>
 #include <sched.h>
@@ -28,6 +30,10 @@
 #include "reuseport_bpf.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
+
+/* Slots of a new socket map: room for the bucket counts restarts usually
+ * move between, so that the map is rarely replaced. */
+#define STEER_MAP_MIN_SLOTS 64
 
 /* Integer options a duplicate copies from its original. SO_REUSEPORT is
  * set separately (it must be on); buffer sizes come from configuration,
@@ -182,6 +188,7 @@ static apr_socket_t *get_duplicate(apr_pool_t *ptemp, server_rec *s,
     for (rs = retained->sockets; rs; rs = rs->next) {
         if (strcmp(rs->key, key) == 0) {
             rs->in_use = 1;
+            rs->drained_generations = 0;
             return rs->sd;
         }
     }
@@ -194,6 +201,7 @@ static apr_socket_t *get_duplicate(apr_pool_t *ptemp, server_rec *s,
     rs = apr_pcalloc(retained->socket_pool, sizeof(*rs));
     rs->sd = sd;
     rs->key = apr_pstrdup(retained->socket_pool, key);
+    rs->duplicate = duplicate;
     rs->in_use = 1;
     rs->next = retained->sockets;
     retained->sockets = rs;
@@ -217,16 +225,34 @@ static int listener_of(apr_pool_t *ptemp, const retained_socket *rs,
     return -1;
 }
 
-/* Duplicates the new plan does not use (steering.c decides what becomes
- * of their queues; this says so and closes). Children of the old
- * generation keep their own descriptors until they leave: the socket
- * really closes, and its queue migrates or is reset, with the last one. */
-static void close_unused_duplicates(apr_pool_t *ptemp, server_rec *s,
-                                    const bucketed_config *conf,
-                                    bucketed_retained *retained,
-                                    ap_listen_rec **originals,
-                                    int num_listeners,
-                                    const int *group_migrates)
+/* Appends a socket being drained to bucket b's list: it is accepted from
+ * like the bucket's own, and no steering map holds it. */
+static void adopt_draining(apr_pool_t *pconf, bucketed_config *conf, int b,
+                           const ap_listen_rec *orig, apr_socket_t *sd)
+{
+    ap_listen_rec **tail = &conf->bucket_listeners[b];
+    ap_listen_rec *mine = apr_pmemdup(pconf, orig, sizeof(*orig));
+
+    while (*tail) {
+        tail = &(*tail)->next;
+    }
+    mine->sd = sd;
+    mine->next = NULL;
+    *tail = mine;
+}
+
+/* Duplicates the new plan does not use: steering.c decides whether each
+ * is drained (kept one more generation, out of the steering maps) or
+ * closed; this says so and does it. Children of the old generation keep
+ * their own descriptors until they leave: a closed socket really closes,
+ * and its queue migrates or is reset, with the last one. */
+static void settle_unused_duplicates(apr_pool_t *pconf, server_rec *s,
+                                     bucketed_config *conf,
+                                     bucketed_retained *retained,
+                                     ap_listen_rec **originals,
+                                     int num_listeners,
+                                     const int *group_migrates,
+                                     const int *group_drains)
 {
     retained_socket **link = &retained->sockets;
 
@@ -239,13 +265,25 @@ static void close_unused_duplicates(apr_pool_t *ptemp, server_rec *s,
             link = &rs->next;
             continue;
         }
-        listener = listener_of(ptemp, rs, originals, num_listeners);
+        listener = listener_of(pconf, rs, originals, num_listeners);
         st.in_new_plan = 0;
         st.group_stays = listener >= 0;
         st.group_migrates = listener >= 0 && group_migrates[listener];
+        st.group_drains = listener >= 0 && group_drains[listener];
+        st.drained_generations = rs->drained_generations;
+        st.queued = reuseport_bpf_queued(os_fd(rs->sd));
         ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: %s",
-                     plan_socket_describe(ptemp, &st, rs->key,
+                     plan_socket_describe(pconf, &st, rs->key,
                                           conf->migration.reason));
+        if (plan_socket_action(&st) == PLAN_SOCKET_DRAIN) {
+            adopt_draining(pconf, conf,
+                           rs->duplicate % conf->plan.num_buckets,
+                           originals[listener], rs->sd);
+            rs->in_use = 1;
+            rs->drained_generations++;
+            link = &rs->next;
+            continue;
+        }
         apr_socket_close(rs->sd);
         *link = rs->next;
     }
@@ -295,25 +333,22 @@ static retained_map *steer_map_of(apr_pool_t *ptemp,
     return rm;
 }
 
-/* Empties and closes the last generation's maps: their sockets may then
- * join this generation's. */
-static void release_steer_maps(server_rec *s, bucketed_retained *retained)
+static void close_steer_map(server_rec *s, retained_map *rm)
 {
-    retained_map *rm;
-
-    for (rm = retained->steer_maps; rm; rm = rm->next) {
-        if (rm->fd < 0) {
-            continue;
-        }
-        reuseport_bpf_sockarray_clear(rm->fd, rm->entries);
-        if (close(rm->fd) < 0) {
-            int err = errno;
-            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
-                         "close() of the socket map of %s", rm->key);
-        }
-        rm->fd = -1;
-        rm->entries = 0;
+    reuseport_bpf_sockarray_clear(rm->fd, rm->entries);
+    if (close(rm->fd) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+                     "close() of the socket map of %s", rm->key);
     }
+    rm->fd = -1;
+    rm->entries = 0;
+}
+
+/* Closes the last generation's array of idle counts (its size is the
+ * bucket count; the socket maps stay). */
+static void release_idle_map(server_rec *s, bucketed_retained *retained)
+{
     if (retained->idle_map_open) {
         if (close(retained->idle_map_fd) < 0) {
             int err = errno;
@@ -345,35 +380,67 @@ static int open_idle_map(server_rec *s, const bucketed_config *conf,
     return 0;
 }
 
-/* The steering program (CPU or load) of listener i's group: a map of its
- * bucket sockets (slot b: bucket b's), and the program reading it.
- * Returns the program's descriptor, or -1 after logging why. */
-static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
-                            const bucketed_config *conf,
-                            bucketed_retained *retained,
-                            ap_listen_rec **originals, int i)
+/* The sockets the plan gives listener i: one per bucket under the
+ * reuseport strategy (bucket b's is its b-th socket), just the original
+ * otherwise. */
+static int planned_copies(const bucket_plan *plan, int i)
+{
+    int b, k, n = 0;
+
+    for (b = 0; b < plan->num_buckets; b++) {
+        for (k = 0; k < plan->buckets[b].num_sockets; k++) {
+            n += plan->buckets[b].sockets[k].listener == i;
+        }
+    }
+    return n;
+}
+
+/* Puts listener i's planned sockets in its retained map, each in the slot
+ * of its duplicate ordinal; creates the map first when there is none or
+ * it is too small. 0, or -1 after logging. */
+static int fill_steer_map(apr_pool_t *ptemp, server_rec *s,
+                          const bucketed_config *conf,
+                          bucketed_retained *retained,
+                          ap_listen_rec **originals, int i, int copies,
+                          retained_map **out)
 {
     const bucket_plan *plan = &conf->plan;
     retained_map *rm = steer_map_of(ptemp, retained, originals[i]);
-    int b, k, err, prog;
+    int b, k, err;
 
-    rm->fd = reuseport_bpf_sockarray_create(plan->num_buckets, &err);
-    if (rm->fd < 0) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot create "
-                     "the socket map for %pI", originals[i]->bind_addr);
-        return -1;
+    if (rm->fd >= 0 && rm->entries < copies) {
+        /* More copies than the map has slots: a new map, and the short
+         * window the retained map exists to avoid. */
+        close_steer_map(s, rm);
     }
-    rm->entries = plan->num_buckets;
+    if (rm->fd < 0) {
+        int entries = copies > STEER_MAP_MIN_SLOTS ? copies
+                                                   : STEER_MAP_MIN_SLOTS;
+
+        rm->fd = reuseport_bpf_sockarray_create(entries, &err);
+        if (rm->fd < 0) {
+            ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot "
+                         "create the socket map for %pI",
+                         originals[i]->bind_addr);
+            return -1;
+        }
+        rm->entries = entries;
+    }
     for (b = 0; b < plan->num_buckets; b++) {
         const ap_listen_rec *lr = conf->bucket_listeners[b];
 
         for (k = 0; k < plan->buckets[b].num_sockets && lr;
              k++, lr = lr->next) {
-            if (plan->buckets[b].sockets[k].listener != i) {
+            const bucket_socket *bs = &plan->buckets[b].sockets[k];
+
+            if (bs->listener != i) {
                 continue;
             }
-            err = reuseport_bpf_sockarray_set(rm->fd, b, os_fd(lr->sd));
-            if (err != 0) {
+            /* EBUSY: the socket is in the map already, so in this very
+             * slot (a socket only ever goes to its ordinal's). */
+            err = reuseport_bpf_sockarray_set(rm->fd, bs->duplicate,
+                                              os_fd(lr->sd));
+            if (err != 0 && err != EBUSY) {
                 ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: "
                              "cannot put bucket %d's socket for %pI in its "
                              "socket map", b, originals[i]->bind_addr);
@@ -381,19 +448,42 @@ static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
             }
         }
     }
-    if (conf->steering.mode == STEERING_LOAD) {
+    *out = rm;
+    return 0;
+}
+
+/* The steering program (hash, CPU or load) of listener i's group over its
+ * retained map: it selects among the first `copies` slots, so a socket
+ * beyond them (one being drained or closed) gets nothing new. Returns the
+ * program's descriptor, or -1 after logging why. */
+static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
+                                 const bucketed_config *conf,
+                                 bucketed_retained *retained,
+                                 ap_listen_rec **originals, int i)
+{
+    int copies = planned_copies(&conf->plan, i);
+    int migrate = conf->migration.mechanism == MIGRATION_EBPF;
+    retained_map *rm;
+    int err, prog;
+
+    if (fill_steer_map(ptemp, s, conf, retained, originals, i, copies,
+                       &rm) != 0) {
+        return -1;
+    }
+    switch (conf->steering.mode) {
+    case STEERING_LOAD:
         if (open_idle_map(s, conf, retained) != 0) {
             return -1;
         }
         prog = reuseport_bpf_load_load(rm->fd, retained->idle_map_fd,
-                                       plan->num_buckets,
-                                       conf->migration.mechanism
-                                           == MIGRATION_EBPF, &err);
-    }
-    else {
-        prog = reuseport_bpf_cpu_load(rm->fd, plan->num_buckets,
-                                      conf->migration.mechanism
-                                          == MIGRATION_EBPF, &err);
+                                       copies, migrate, &err);
+        break;
+    case STEERING_CPU:
+        prog = reuseport_bpf_cpu_load(rm->fd, copies, migrate, &err);
+        break;
+    default:
+        prog = reuseport_bpf_hash_load(rm->fd, copies, migrate, &err);
+        break;
     }
     if (prog < 0) {
         ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot load "
@@ -405,37 +495,40 @@ static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
 }
 
 /* Puts this generation's program on every reuseport group, before any of
- * its sockets is closed: the steering program (which migrates too when
- * the kernel can) under BucketSteering cpu or load, else the migration
- * program; a group whose steering program fails gets the migration one. group_migrates[i] says which groups migrate. Program
- * descriptors are closed at once: each group holds its own reference (so
- * a program lives exactly as long as its group), and no child inherits
- * one. */
+ * its sockets is closed: a steering program with a map of this
+ * generation's sockets (the hash's, or BucketSteering cpu or load) where
+ * the group migrates (it is then loaded to migrate too), drains, or is
+ * steered; a group whose steering program fails gets the migration
+ * program where the kernel migrates. group_migrates[i] and
+ * group_drains[i] say what each group then does with a socket that goes.
+ * Program descriptors are closed at once: each group holds its own
+ * reference (so a program lives exactly as long as its group), and no
+ * child inherits one. */
 static void attach_programs(apr_pool_t *ptemp, server_rec *s,
                             bucketed_config *conf,
                             bucketed_retained *retained,
                             ap_listen_rec **originals, int num_listeners,
-                            int *group_migrates)
+                            int *group_migrates, int *group_drains)
 {
-    int steer = conf->steering.mode == STEERING_CPU
-                || conf->steering.mode == STEERING_LOAD;
     int ebpf = conf->migration.mechanism == MIGRATION_EBPF;
+    int drain = conf->migration.mechanism == MIGRATION_DRAIN;
+    int steer = ebpf || drain || conf->steering.mode == STEERING_CPU
+                || conf->steering.mode == STEERING_LOAD;
     int i, prog, mig = -1, mig_failed = 0, err;
 
     conf->migration_prog_id = 0;
     conf->migration_groups = 0;
-    release_steer_maps(s, retained);
+    release_idle_map(s, retained);
     for (i = 0; i < num_listeners; i++) {
         group_migrates[i] = conf->migration.mechanism == MIGRATION_SYSCTL;
-        if ((!steer && !ebpf) || !in_reuseport_group(originals[i])) {
+        group_drains[i] = 0;
+        if (!steer || !in_reuseport_group(originals[i])) {
             continue;
         }
-        prog = steer ? load_steering_program(ptemp, s, conf, retained,
-                                             originals, i)
-                     : -1;
+        prog = load_steering_program(ptemp, s, conf, retained, originals, i);
         if (prog < 0 && ebpf) {
-            /* One migration program serves every group; also where the
-             * CPU steering program failed, so the group still migrates. */
+            /* One migration program serves every group whose steering
+             * program failed, so that the group still migrates. */
             if (mig < 0 && !mig_failed) {
                 mig = reuseport_bpf_migrate_load(&err);
                 if (mig < 0) {
@@ -462,6 +555,7 @@ static void attach_programs(apr_pool_t *ptemp, server_rec *s,
         }
         else {
             group_migrates[i] = group_migrates[i] || ebpf;
+            group_drains[i] = drain;
             conf->migration_groups++;
         }
         if (prog != mig) {
@@ -607,7 +701,7 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
 {
     const bucket_plan *plan = &conf->plan;
     ap_listen_rec **originals, *lr;
-    int *duplicated, *group_migrates;
+    int *duplicated, *group_migrates, *group_drains;
     int num_listeners = 0, b, k;
     retained_socket *rs;
     apr_status_t rv;
@@ -619,6 +713,7 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
     duplicated = apr_pcalloc(pconf, sizeof(*duplicated) * num_listeners);
     group_migrates = apr_pcalloc(pconf,
                                  sizeof(*group_migrates) * num_listeners);
+    group_drains = apr_pcalloc(pconf, sizeof(*group_drains) * num_listeners);
     num_listeners = 0;
     for (lr = ap_listeners; lr; lr = lr->next) {
         originals[num_listeners++] = lr;
@@ -666,32 +761,48 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
                     return !OK;
                 }
             }
-            /* Non-blocking where a child waits on several sockets, and
-             * always in ChildModel event, whose event thread accepts. */
-            rv = apr_socket_opt_set(mine->sd, APR_SO_NONBLOCK,
-                                    def->num_sockets > 1
-                                    || conf->child_model
-                                       == CHILD_MODEL_EVENT);
-            if (rv != APR_SUCCESS) {
-                ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
-                             "bucketed: cannot set the blocking mode of %pI",
-                             orig->bind_addr);
-                return !OK;
-            }
             *tail = mine;
             tail = &mine->next;
         }
-        if (bucket_wait_mode(def->num_sockets, conf->kernel.epoll_exclusive)
+    }
+    attach_programs(pconf, s, conf, retained, originals, num_listeners,
+                    group_migrates, group_drains);
+    settle_unused_duplicates(pconf, s, conf, retained, originals,
+                             num_listeners, group_migrates, group_drains);
+    for (b = 0; b < plan->num_buckets; b++) {
+        int count = bucket_listeners_count(conf, b);
+
+        for (lr = conf->bucket_listeners[b]; lr; lr = lr->next) {
+            /* Non-blocking where a child waits on several sockets, and
+             * always in ChildModel event, whose event thread accepts. */
+            rv = apr_socket_opt_set(lr->sd, APR_SO_NONBLOCK,
+                                    count > 1 || conf->child_model
+                                                 == CHILD_MODEL_EVENT);
+            if (rv != APR_SUCCESS) {
+                ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
+                             "bucketed: cannot set the blocking mode of %pI",
+                             lr->bind_addr);
+                return !OK;
+            }
+        }
+        if (bucket_wait_mode(count, conf->kernel.epoll_exclusive)
                 == BUCKET_WAIT_MUTEX
             && create_accept_mutex(pconf, s, conf, b) != APR_SUCCESS) {
             return !OK;
         }
     }
-    attach_programs(pconf, s, conf, retained, originals, num_listeners,
-                    group_migrates);
-    close_unused_duplicates(pconf, s, conf, retained, originals,
-                            num_listeners, group_migrates);
     return OK;
+}
+
+int bucket_listeners_count(const bucketed_config *conf, int bucket)
+{
+    const ap_listen_rec *lr;
+    int n = 0;
+
+    for (lr = conf->bucket_listeners[bucket]; lr; lr = lr->next) {
+        n++;
+    }
+    return n;
 }
 
 void bucket_listeners_keep_only(bucketed_config *conf, int bucket)

@@ -17,12 +17,13 @@
 #include "bucketed_status.h"
 
 /* How a new connection reaches one bucket rather than another. */
-static const char *steering_of(bucket_strategy_e strategy)
+static const char *steering_of(const bucketed_config *conf)
 {
-    switch (strategy) {
+    switch (conf->plan.strategy) {
     case BUCKET_STRATEGY_REUSEPORT:
-        return "hash";      /* the kernel hashes the 4-tuple over the
-                             * SO_REUSEPORT group */
+        /* the 4-tuple's hash over the group, the receiving CPU, or the
+         * bucket's idle children (BucketSteering) */
+        return steering_name(conf->steering.mode);
     case BUCKET_STRATEGY_LISTEN:
         return "address";   /* the address the client connected to */
     default:
@@ -53,6 +54,8 @@ static void read_bucket(apr_pool_t *p, const bucketed_config *conf,
     for (lr = conf->bucket_listeners[b]; lr; lr = lr->next) {
         bs->sockets++;
     }
+    /* Sockets being drained follow the planned ones in the list. */
+    bs->draining = bs->sockets - conf->plan.buckets[b].num_sockets;
     bs->socket = apr_pcalloc(p, sizeof(*bs->socket) * (bs->sockets + 1));
     for (lr = conf->bucket_listeners[b]; lr; lr = lr->next, k++) {
         bucketed_socket_status *ss = &bs->socket[k];
@@ -88,7 +91,8 @@ static const bucketed_status *bucketed_get_status(apr_pool_t *p)
 
     st->strategy = bucket_strategy_name(conf->plan.strategy);
     st->reason = conf->plan.reason;
-    st->steering = steering_of(conf->plan.strategy);
+    st->steering = steering_of(conf);
+    st->migration = migration_name(conf->migration.mechanism);
     st->kernel = kernel_features_describe(p, &conf->kernel);
     st->generation = retained->mpm->my_generation;
     st->num_buckets = conf->plan.num_buckets;

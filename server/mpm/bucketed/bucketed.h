@@ -132,12 +132,21 @@ struct retained_socket {
     retained_socket *next;
     const char *key;                 /* address and duplicate ordinal */
     apr_socket_t *sd;
-    int in_use;                      /* planned in the current generation */
+    int duplicate;                   /* its ordinal, k > 0 */
+    int in_use;                      /* planned or draining in the current
+                                      * generation */
+    int drained_generations;         /* generations spent out of the
+                                      * steering map, accepted from
+                                      * (MIGRATION_DRAIN) */
 };
 
-/* The socket map behind one address's CPU steering program, kept so
- * that the next generation can empty it: a socket can be in one such map
- * only. */
+/* The socket map behind one address's steering program, kept across
+ * generations: slot k always holds the address's k-th socket (bucket k's:
+ * 0 the original, k the k-th duplicate), so a restart puts only new
+ * sockets in and the group is never without a working map (a socket can
+ * be in one such map only, so replacing the map would leave a window in
+ * which the kernel's hash picks among every socket of the group, ones
+ * being removed included). */
 typedef struct retained_map retained_map;
 struct retained_map {
     retained_map *next;
@@ -192,6 +201,9 @@ void *bucketed_create_server_config(apr_pool_t *p, server_rec *s);
 int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
                           bucketed_config *conf, bucketed_retained *retained);
 void bucket_listeners_keep_only(bucketed_config *conf, int bucket);
+/* Sockets bucket's children accept on: its planned ones, and any being
+ * drained into it. */
+int bucket_listeners_count(const bucketed_config *conf, int bucket);
 void bucket_listeners_close_all(bucketed_retained *retained);
 /* BucketSteering for this plan (runs the CPU trial once per generation
  * when cpu is asked for); NULL or the error. */

@@ -37,6 +37,8 @@ typedef struct {
 
 typedef struct {
     int sockets;                 /* listening sockets the bucket owns */
+    int draining;                /* of those, sockets a restart dropped
+                                  * from the plan, drained into it */
     const char *listen;          /* their addresses, space separated */
     int children;                /* live children of the current
                                   * generation, from the parent's census */
@@ -52,6 +54,9 @@ typedef struct {
     const char *strategy;        /* reuseport, listen or single */
     const char *reason;
     const char *steering;        /* how connections reach a bucket */
+    const char *migration;       /* what a restart that drops a socket
+                                  * does with its queue: migrate, sysctl,
+                                  * drain or none */
     const char *kernel;          /* kernel_features_describe() */
     int generation;
     int num_buckets;

@@ -243,7 +243,7 @@ void child_main(server_rec *s, bucketed_config *conf,
     ctx.waiter.s = s;
     ctx.waiter.bucket = bucket;
     ctx.waiter.listeners = conf->bucket_listeners[bucket];
-    ctx.waiter.mode = bucket_wait_mode(conf->plan.buckets[bucket].num_sockets,
+    ctx.waiter.mode = bucket_wait_mode(bucket_listeners_count(conf, bucket),
                                        conf->kernel.epoll_exclusive);
     ctx.waiter.accept_mutex = conf->accept_mutex[bucket];
     ctx.waiter.leaving = &ctx.leaving;

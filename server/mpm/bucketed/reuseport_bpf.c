@@ -56,12 +56,13 @@
 
 #define MIGRATE_PROGRAM_NAME "bucketed_mig"
 #define CPU_PROGRAM_NAME "bucketed_cpu"
+#define HASH_PROGRAM_NAME "bucketed_hash"
 #define LOAD_PROGRAM_NAME "bucketed_load"
 #define IDLE_MAP_NAME "bucketed_idle"
 /* The load program: a head, one block per bucket, a tail. */
 #define LOAD_HEAD 3
 #define LOAD_BLOCK 13
-#define LOAD_TAIL 11
+#define LOAD_TAIL 10
 #define MAP_NAME "bucketed_socks"
 /* No GPL-only helper is called: the license string is informative. */
 #define PROGRAM_LICENSE "Apache-2.0"
@@ -159,7 +160,18 @@ int reuseport_bpf_migrate_load(int *err)
                         MIGRATE_PROGRAM_NAME, err);
 }
 
-int reuseport_bpf_cpu_load(int map_fd, int buckets, int migrate, int *err)
+/* Where a select program takes its key from. */
+typedef enum {
+    KEY_FROM_CPU,       /* bpf_get_smp_processor_id() */
+    KEY_FROM_HASH       /* ctx->hash, the kernel's hash of the 4-tuple */
+} select_key_e;
+
+/* key = source % buckets; sk_select_reuseport(ctx, map, &key, 0); SK_PASS.
+ * The helper's result is ignored: on failure (an empty slot) the kernel's
+ * hash chooses among the whole group. */
+static int select_program_load(int map_fd, int buckets, int migrate,
+                               select_key_e source, const char *name,
+                               int *err)
 {
     struct bpf_insn prog[13];
     int n = 0;
@@ -168,14 +180,18 @@ int reuseport_bpf_cpu_load(int map_fd, int buckets, int migrate, int *err)
         *err = EINVAL;
         return -1;
     }
-    /* key = smp_processor_id() % buckets, on the stack at r10 - 4 */
     prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_6, BPF_REG_1, 0, 0);
-    prog[n++] = insn(BPF_JMP | BPF_CALL, 0, 0, 0,
-                     ABI_FUNC_GET_SMP_PROCESSOR_ID);
+    if (source == KEY_FROM_CPU) {
+        prog[n++] = insn(BPF_JMP | BPF_CALL, 0, 0, 0,
+                         ABI_FUNC_GET_SMP_PROCESSOR_ID);
+    }
+    else {
+        prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_0, BPF_REG_6,
+                         ABI_SK_REUSEPORT_MD_HASH, 0);
+    }
     prog[n++] = insn(BPF_ALU | BPF_MOD | BPF_K, BPF_REG_0, 0, 0, buckets);
+    /* the key on the stack at r10 - 4 */
     prog[n++] = insn(BPF_STX | BPF_MEM | BPF_W, BPF_REG_10, BPF_REG_0, -4, 0);
-    /* sk_select_reuseport(ctx, map, &key, 0); its result is ignored: on
-     * failure (an empty slot) the kernel's hash chooses */
     prog[n++] = insn(BPF_LD | BPF_DW | BPF_IMM, BPF_REG_2, BPF_PSEUDO_MAP_FD,
                      0, map_fd);
     prog[n++] = insn(0, 0, 0, 0, 0);
@@ -189,7 +205,19 @@ int reuseport_bpf_cpu_load(int map_fd, int buckets, int migrate, int *err)
                      ABI_SK_PASS);
     prog[n++] = insn(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
     return load_program(prog, n, migrate ? ABI_SK_REUSEPORT_SELECT_OR_MIGRATE
-                                         : 0, CPU_PROGRAM_NAME, err);
+                                         : 0, name, err);
+}
+
+int reuseport_bpf_cpu_load(int map_fd, int buckets, int migrate, int *err)
+{
+    return select_program_load(map_fd, buckets, migrate, KEY_FROM_CPU,
+                               CPU_PROGRAM_NAME, err);
+}
+
+int reuseport_bpf_hash_load(int map_fd, int buckets, int migrate, int *err)
+{
+    return select_program_load(map_fd, buckets, migrate, KEY_FROM_HASH,
+                               HASH_PROGRAM_NAME, err);
 }
 
 /* Emits a 64-bit load of a map's descriptor into reg (two slots). */
@@ -212,7 +240,7 @@ int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
         *err = EINVAL;
         return -1;
     }
-    select_at = LOAD_HEAD + LOAD_BLOCK * buckets + 2;
+    select_at = LOAD_HEAD + LOAD_BLOCK * buckets + 1;
     /* r7 = ctx->hash % buckets: the hash's own choice comes first */
     prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_6, BPF_REG_1, 0, 0);
     prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_7, BPF_REG_6,
@@ -242,10 +270,9 @@ int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
                        select_at - (n + 1), 0);
         n++;
     }
-    /* no bucket has an idle child: the kernel's hash */
-    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0,
-                     ABI_SK_PASS);
-    prog[n++] = insn(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
+    /* no bucket has an idle child: the hash's bucket, from the map (the
+     * kernel's own hash would also pick sockets left out of the plan) */
+    prog[n++] = insn(BPF_STX | BPF_MEM | BPF_W, BPF_REG_10, BPF_REG_7, -4, 0);
     /* select: sk_select_reuseport(ctx, sock_map, &key, 0), then SK_PASS */
     prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_1, BPF_REG_6, 0, 0);
     n = emit_map(prog, n, BPF_REG_2, sock_map);
@@ -346,6 +373,11 @@ int reuseport_bpf_cpu_load(int map_fd, int buckets, int migrate, int *err)
     return -1;
 }
 
+int reuseport_bpf_hash_load(int map_fd, int buckets, int migrate, int *err)
+{
+    return reuseport_bpf_cpu_load(map_fd, buckets, migrate, err);
+}
+
 int reuseport_bpf_sockarray_create(int entries, int *err)
 {
     (void)entries;
@@ -434,9 +466,7 @@ static int trial_listener(struct sockaddr_in *addr, int *err)
     return fd;
 }
 
-/* Connections waiting in a listener's accept queue (TCP_INFO reports them
- * as tcpi_unacked for a listening socket); -1 on error. */
-static int queued_on(int listener)
+int reuseport_bpf_queued(int listener)
 {
     struct tcp_info info;
     socklen_t len = sizeof(info);
@@ -455,7 +485,7 @@ static int wait_queued(int listener, int want)
     int i, n = 0;
 
     for (i = 0; i < TRIAL_WAIT_STEPS; i++) {
-        n = queued_on(listener);
+        n = reuseport_bpf_queued(listener);
         if (n < 0 || n >= want) {
             break;
         }
@@ -487,6 +517,40 @@ static void close_all(int *fds, int n)
     }
 }
 
+/* Two listeners of one group on 127.0.0.1, an ephemeral port (in *addr
+ * then): 0, or the errno (fds[] that opened are left for the caller). */
+static int trial_pair(struct sockaddr_in *addr, int *fds)
+{
+    int i, err = 0;
+
+    memset(addr, 0, sizeof(*addr));
+    addr->sin_family = AF_INET;
+    addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (i = 0; i < 2; i++) {
+        fds[i] = trial_listener(addr, &err);
+        if (fds[i] < 0) {
+            return err;
+        }
+    }
+    return 0;
+}
+
+/* TRIAL_CONNECTIONS clients connected to addr: 0, or the errno. */
+static int connect_clients(int *clients, const struct sockaddr_in *addr)
+{
+    int i;
+
+    for (i = 0; i < TRIAL_CONNECTIONS; i++) {
+        clients[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (clients[i] < 0
+            || connect(clients[i], (const struct sockaddr *)addr,
+                       sizeof(*addr)) < 0) {
+            return errno;
+        }
+    }
+    return 0;
+}
+
 void reuseport_bpf_migration_trial(migration_trial *t, int use_program)
 {
     struct sockaddr_in addr;
@@ -512,15 +576,10 @@ void reuseport_bpf_migration_trial(migration_trial *t, int use_program)
     }
     /* Every connection to the first listener while it is alone; then the
      * second joins its group, and the first is closed. */
-    for (i = 0; i < TRIAL_CONNECTIONS; i++) {
-        clients[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (clients[i] < 0
-            || connect(clients[i], (struct sockaddr *)&addr,
-                       sizeof(addr)) < 0) {
-            t->outcome = TRIAL_SETUP_FAILED;
-            t->err = errno;
-            goto out;
-        }
+    t->err = connect_clients(clients, &addr);
+    if (t->err != 0) {
+        t->outcome = TRIAL_SETUP_FAILED;
+        goto out;
     }
     t->queued = wait_queued(first, TRIAL_CONNECTIONS);
     second = trial_listener(&addr, &err);
@@ -565,20 +624,71 @@ out:
     close_all(clients, TRIAL_CONNECTIONS);
 }
 
+void reuseport_bpf_drain_trial(migration_trial *t)
+{
+    struct sockaddr_in addr;
+    int clients[TRIAL_CONNECTIONS];
+    /* the two listeners, then the map and the program */
+    int fds[4] = { -1, -1, -1, -1 }, i, err = 0;
+
+    memset(t, 0, sizeof(*t));
+    for (i = 0; i < TRIAL_CONNECTIONS; i++) {
+        clients[i] = -1;
+    }
+    if (!reuseport_bpf_built()) {
+        t->outcome = TRIAL_NO_BUILD;
+        return;
+    }
+    t->err = trial_pair(&addr, fds);
+    if (t->err != 0) {
+        t->outcome = TRIAL_SETUP_FAILED;
+        goto out;
+    }
+    /* The first listener is the one left out: only the second is in the
+     * map the program selects from. */
+    fds[2] = reuseport_bpf_sockarray_create(1, &err);
+    if (fds[2] >= 0) {
+        err = reuseport_bpf_sockarray_set(fds[2], 0, fds[1]);
+        if (err == 0) {
+            fds[3] = reuseport_bpf_hash_load(fds[2], 1, 0, &err);
+        }
+    }
+    if (fds[3] < 0) {
+        t->outcome = TRIAL_LOAD_REFUSED;
+        t->err = err;
+        goto out;
+    }
+    err = reuseport_bpf_attach(fds[0], fds[3]);
+    if (err != 0) {
+        t->outcome = TRIAL_ATTACH_REFUSED;
+        t->err = err;
+        goto out;
+    }
+    t->err = connect_clients(clients, &addr);
+    if (t->err != 0) {
+        t->outcome = TRIAL_SETUP_FAILED;
+        goto out;
+    }
+    t->queued = TRIAL_CONNECTIONS;
+    t->moved = wait_queued(fds[1], TRIAL_CONNECTIONS);
+    if (reuseport_bpf_queued(fds[0]) != 0 || t->moved < 0) {
+        t->moved = 0;
+    }
+    t->outcome = TRIAL_DONE;
+out:
+    close_all(fds, 4);
+    close_all(clients, TRIAL_CONNECTIONS);
+}
+
 int reuseport_bpf_steering_trial(steering_e mode, const char **step)
 {
     struct sockaddr_in addr;
     int fds[2] = { -1, -1 }, map = -1, idle = -1, prog = -1, err = 0, i;
 
-    memset(&addr, 0, sizeof(addr));
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     *step = "the trial sockets";
-    for (i = 0; i < 2; i++) {
-        fds[i] = trial_listener(&addr, &err);
-        if (fds[i] < 0) {
-            goto out;
-        }
+    err = trial_pair(&addr, fds);
+    if (err != 0) {
+        goto out;
     }
     *step = "BPF_MAP_CREATE of a REUSEPORT_SOCKARRAY";
     map = reuseport_bpf_sockarray_create(2, &err);
@@ -634,6 +744,19 @@ void reuseport_bpf_migration_trial(migration_trial *t, int use_program)
     t->err = ENOSYS;
 }
 
+int reuseport_bpf_queued(int listener)
+{
+    (void)listener;
+    return -1;
+}
+
+void reuseport_bpf_drain_trial(migration_trial *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->outcome = TRIAL_SETUP_FAILED;
+    t->err = ENOSYS;
+}
+
 int reuseport_bpf_steering_trial(steering_e mode, const char **step)
 {
     (void)mode;
@@ -646,15 +769,18 @@ int reuseport_bpf_steering_trial(steering_e mode, const char **step)
 migration_choice reuseport_bpf_choose_migration(apr_pool_t *p, int reuseport,
                                                 int sysctl)
 {
-    migration_trial with_program, without_program;
+    migration_trial with_program, without_program, drain;
 
     memset(&with_program, 0, sizeof(with_program));
     memset(&without_program, 0, sizeof(without_program));
+    memset(&drain, 0, sizeof(drain));
     if (reuseport) {
         reuseport_bpf_migration_trial(&with_program, 1);
         if (sysctl == 1 && with_program.outcome != TRIAL_DONE) {
             reuseport_bpf_migration_trial(&without_program, 0);
         }
+        reuseport_bpf_drain_trial(&drain);
     }
-    return migration_choose(p, &with_program, &without_program, sysctl);
+    return migration_choose(p, &with_program, &without_program, &drain,
+                            sysctl);
 }

@@ -31,11 +31,17 @@ int reuseport_bpf_migrate_load(int *err);
  * program. Returns the descriptor or -1 with *err set. */
 int reuseport_bpf_cpu_load(int map_fd, int buckets, int migrate, int *err);
 
+/* Loads the hash steering program: as the CPU one, but the slot is
+ * ctx->hash % buckets, the kernel's hash of the connection. The same
+ * choice as the kernel's own, except that a socket of the group that is
+ * not in the map (one being drained) gets nothing. */
+int reuseport_bpf_hash_load(int map_fd, int buckets, int migrate, int *err);
+
 /* Loads the load-aware steering program for a group of `buckets` (1 to
  * STEERING_MAX_LOAD_BUCKETS) sockets: starting at the hash's bucket
  * (ctx->hash mod buckets), it selects the first bucket b whose entry in
  * the array idle_map is not 0, from the REUSEPORT_SOCKARRAY sock_map;
- * with none, the kernel's hash. migrate as for reuseport_bpf_cpu_load. */
+ * with none, the hash's bucket. migrate as for reuseport_bpf_cpu_load. */
 int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
                             int migrate, int *err);
 
@@ -63,10 +69,21 @@ int reuseport_bpf_attach(int sock_fd, int prog_fd);
 /* The kernel's id of a loaded program (what bpftool shows), 0 if unknown. */
 unsigned int reuseport_bpf_prog_id(int prog_fd);
 
+/* Connections waiting in a listener's accept queue (TCP_INFO reports them
+ * as tcpi_unacked for a listening socket); -1 on error. */
+int reuseport_bpf_queued(int listener);
+
 /* Two listeners of one group on 127.0.0.1, connections queued on the
  * first, the second added, the first closed: how many the second then
  * holds. With use_program, the migration program is attached first. */
 void reuseport_bpf_migration_trial(migration_trial *t, int use_program);
+
+/* Whether a group can drain a socket: two listeners of one group, a
+ * socket map holding only the second, the hash program attached,
+ * connections made. queued = connections made, moved = how many the
+ * second then held (all of them, with none on the first, when the kernel
+ * steers by the map). */
+void reuseport_bpf_drain_trial(migration_trial *t);
 
 /* Whether a steering mode (STEERING_CPU or STEERING_LOAD) works: a trial
  * group of two listeners, a socket map holding both, the program loaded

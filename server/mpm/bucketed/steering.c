@@ -43,14 +43,45 @@ static const char *trial_failure(apr_pool_t *p, const migration_trial *t)
     }
 }
 
+/* Why the drain trial (when run) did not show a socket left out. */
+static const char *drain_failure(apr_pool_t *p, const migration_trial *t)
+{
+    if (t == NULL || t->outcome == TRIAL_NOT_RUN
+        || t->outcome == TRIAL_NO_BUILD) {
+        return "";
+    }
+    if (t->outcome == TRIAL_DONE) {
+        return apr_psprintf(p, "; cannot drain either: a program leaving a "
+                            "listener out sent it %d of %d connections",
+                            t->queued - t->moved, t->queued);
+    }
+    if (t->outcome == TRIAL_SETUP_FAILED) {
+        return apr_psprintf(p, "; cannot drain either: the trial sockets "
+                            "failed (%s)", strerror(t->err));
+    }
+    return apr_psprintf(p, "; cannot drain either: the kernel refused an "
+                        "SK_REUSEPORT program with a socket map (%s%s)",
+                        strerror(t->err),
+                        t->err == EPERM ? ": needs CAP_BPF or CAP_SYS_ADMIN"
+                                        : ": Linux before 4.19?");
+}
+
 static int trial_migrated(const migration_trial *t)
 {
     return t->outcome == TRIAL_DONE && t->queued > 0 && t->moved == t->queued;
 }
 
+/* The drain trial: every connection went to the socket in the map. */
+static int trial_drained(const migration_trial *t)
+{
+    return t != NULL && t->outcome == TRIAL_DONE && t->queued > 0
+           && t->moved == t->queued;
+}
+
 migration_choice migration_choose(apr_pool_t *p,
                                   const migration_trial *with_program,
                                   const migration_trial *without_program,
+                                  const migration_trial *drain,
                                   int sysctl)
 {
     migration_choice c;
@@ -70,12 +101,41 @@ migration_choice migration_choose(apr_pool_t *p,
                                 trial_failure(p, with_program));
         return c;
     }
+    if (trial_drained(drain)) {
+        c.mechanism = MIGRATION_DRAIN;
+        c.reason = apr_psprintf(p, "drain (no migration: %s; a trial "
+                                "program leaving one of two listeners out "
+                                "sent all %d connections to the other): a "
+                                "removed bucket's socket gets no new "
+                                "connection, is accepted from for a "
+                                "generation and closed at a later restart "
+                                "once its queue is empty",
+                                trial_failure(p, with_program),
+                                drain->queued);
+        return c;
+    }
     c.mechanism = MIGRATION_NONE;
-    c.reason = apr_psprintf(p, "none: %s%s; " RESET_CONSEQUENCE,
+    c.reason = apr_psprintf(p, "none: %s%s%s; " RESET_CONSEQUENCE,
                             trial_failure(p, with_program),
                             sysctl == 1 ? ", nor did net.ipv4.tcp_migrate_req=1"
-                                          " migrate" : "");
+                                          " migrate" : "",
+                            drain_failure(p, drain));
     return c;
+}
+
+const char *migration_name(migration_e mechanism)
+{
+    switch (mechanism) {
+    case MIGRATION_EBPF:
+        return "migrate";
+    case MIGRATION_SYSCTL:
+        return "sysctl";
+    case MIGRATION_DRAIN:
+        return "drain";
+    case MIGRATION_NONE:
+    default:
+        return "none";
+    }
 }
 
 plan_socket_action_e plan_socket_action(const plan_socket_state *st)
@@ -83,8 +143,19 @@ plan_socket_action_e plan_socket_action(const plan_socket_state *st)
     if (st->in_new_plan) {
         return PLAN_SOCKET_KEEP;
     }
-    return st->group_stays && st->group_migrates ? PLAN_SOCKET_CLOSE_MIGRATE
-                                                 : PLAN_SOCKET_CLOSE_RESET;
+    if (!st->group_stays) {
+        return PLAN_SOCKET_CLOSE_RESET;
+    }
+    if (st->group_migrates) {
+        return PLAN_SOCKET_CLOSE_MIGRATE;
+    }
+    if (!st->group_drains) {
+        return PLAN_SOCKET_CLOSE_RESET;
+    }
+    /* Left out of steering for a whole generation, nothing is steered to
+     * it any more; an empty queue then means nothing is lost. */
+    return st->drained_generations > 0 && st->queued == 0
+        ? PLAN_SOCKET_CLOSE_DRAINED : PLAN_SOCKET_DRAIN;
 }
 
 const char *plan_socket_describe(apr_pool_t *p, const plan_socket_state *st,
@@ -95,6 +166,18 @@ const char *plan_socket_describe(apr_pool_t *p, const plan_socket_state *st,
     switch (plan_socket_action(st)) {
     case PLAN_SOCKET_KEEP:
         return apr_psprintf(p, "keeping duplicate listener %s", key);
+    case PLAN_SOCKET_DRAIN:
+        return apr_psprintf(p, "draining duplicate listener %s, which the "
+                            "new bucket plan no longer uses: it gets no new "
+                            "connection; children of the new generation "
+                            "accept what is queued on it (%s), and a later "
+                            "restart closes it once empty", key,
+                            st->queued < 0 ? "depth unknown"
+                            : apr_psprintf(p, "%d now", st->queued));
+    case PLAN_SOCKET_CLOSE_DRAINED:
+        what = apr_psprintf(p, "drained for %d generation(s), nothing "
+                            "queued on it", st->drained_generations);
+        break;
     case PLAN_SOCKET_CLOSE_MIGRATE:
         what = "connections queued on it move to the other sockets of its "
                "reuseport group when the last old child holding it leaves";

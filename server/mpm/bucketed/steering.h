@@ -20,7 +20,10 @@
 typedef enum {
     MIGRATION_NONE = 0,
     MIGRATION_EBPF,       /* our SELECT_OR_MIGRATE program on the group */
-    MIGRATION_SYSCTL      /* net.ipv4.tcp_migrate_req=1, machine-wide */
+    MIGRATION_SYSCTL,     /* net.ipv4.tcp_migrate_req=1, machine-wide */
+    MIGRATION_DRAIN       /* no migration, but a program can leave a socket
+                           * out: it gets no new connection and is accepted
+                           * from until empty, then closed (4.19+) */
 } migration_e;
 
 /* What a trial did: two listeners of one reuseport group on loopback,
@@ -50,22 +53,33 @@ typedef struct {
 /*
  * with_program: the trial with our program attached; without_program: the
  * same trial with no program (run only when tcp_migrate_req is 1, else
- * TRIAL_NOT_RUN); sysctl: tcp_migrate_req, -1 when absent. A mechanism is
- * chosen only when a trial saw every queued connection move: the kernel
- * version and the sysctl file prove nothing (Debian's 5.10 loads the
- * program, has no migration, and migrates nothing).
+ * TRIAL_NOT_RUN); drain: the trial of a program leaving a socket out
+ * (queued = connections made, moved = those the kept socket got), or NULL
+ * when not run; sysctl: tcp_migrate_req, -1 when absent. A mechanism is
+ * chosen only when a trial saw it work: the kernel version and the sysctl
+ * file prove nothing (Debian's 5.10 loads the migration program, has no
+ * migration, and migrates nothing). Migration is preferred to draining:
+ * it also saves half-open connections and needs no later restart.
  */
 migration_choice migration_choose(apr_pool_t *p,
                                   const migration_trial *with_program,
                                   const migration_trial *without_program,
+                                  const migration_trial *drain,
                                   int sysctl);
+
+/* migrate, sysctl, drain or none: for the status page. */
+const char *migration_name(migration_e mechanism);
 
 /* ---- the plan-change diff */
 
 typedef enum {
     PLAN_SOCKET_KEEP,           /* the new plan uses it */
     PLAN_SOCKET_CLOSE_MIGRATE,  /* closed; its queue moves to the group */
-    PLAN_SOCKET_CLOSE_RESET     /* closed; its queue is reset */
+    PLAN_SOCKET_CLOSE_RESET,    /* closed; its queue is reset */
+    PLAN_SOCKET_DRAIN,          /* kept open one more generation, out of
+                                 * the steering map, accepted from */
+    PLAN_SOCKET_CLOSE_DRAINED   /* closed; nothing was steered to it for a
+                                 * whole generation and its queue is empty */
 } plan_socket_action_e;
 
 /* One retained SO_REUSEPORT duplicate at a restart. */
@@ -75,13 +89,19 @@ typedef struct {
                              * group keeps a socket to migrate to */
     int group_migrates;     /* the group migrates on close (program
                              * attached, or the sysctl) */
+    int group_drains;       /* the group's program selects only from this
+                             * generation's sockets (MIGRATION_DRAIN) */
+    int drained_generations;/* generations it has already spent out of
+                             * the steering map, accepted from */
+    int queued;             /* connections in its accept queue now; -1
+                             * unknown */
 } plan_socket_state;
 
 plan_socket_action_e plan_socket_action(const plan_socket_state *st);
 
-/* The log line for a socket that goes ("closing duplicate listener KEY,
- * which the new bucket plan no longer uses: " and what happens to its
- * queue); no_migration is the migration reason when the group has none. */
+/* The log line for a socket the new plan does not use (what becomes of
+ * it and of its queue); no_migration is the migration reason when the
+ * group has none. */
 const char *plan_socket_describe(apr_pool_t *p, const plan_socket_state *st,
                                  const char *key, const char *no_migration);
 

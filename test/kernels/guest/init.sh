@@ -140,7 +140,7 @@ report "PROBE $(grep -o 'bucketed: kernel .*' $ROOT/logs/error.log | head -n 1)"
 migration=$(grep -o 'bucketed: migration: .*' $ROOT/logs/error.log | head -n 1 | head -c 200)
 case "$migration" in
     *"migration: per-group eBPF"*) says=yes ;;
-    *"migration: none"*) says=no ;;
+    *"migration: none"*|*"migration: drain"*) says=no ;;
     *) says= ;;
 esac
 if feature_yes migrate_req; then works=yes; else works=no; fi
