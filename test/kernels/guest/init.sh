@@ -187,7 +187,7 @@ report "PROBE $(grep -o 'bucketed: kernel .*' $ROOT/logs/error.log | head -n 1)"
 migration=$(grep -o 'bucketed: migration: .*' $ROOT/logs/error.log | head -n 1 | head -c 200)
 case "$migration" in
     *"migration: per-group eBPF"*|*"migration: net.ipv4.tcp_migrate_req=1"*)
-        says=yes mechanism=migration ;;
+        says=yes mechanism=migrate ;;
     # 4.19-5.13: no migration; removed sockets are drained instead.
     *"migration: drain"*) says=no mechanism=drain ;;
     *"migration: none"*) says=no mechanism=none ;;
@@ -267,7 +267,7 @@ plan_step() {
     case "$mechanism" in
         drain) seen="$draining_now draining, $closed_drained closed drained"
                expect="$dropped draining, $draining closed drained" ;;
-        migration) seen="$migrated closed migrating"
+        migrate) seen="$migrated closed migrating"
                    expect="$dropped closed migrating" ;;
         *) seen= expect= ;;
     esac
@@ -289,7 +289,13 @@ for to in 4 2 2 4 2 2; do
     from=$to
 done
 stop_load
-summary="migration ${mechanism:-?}, BucketCount 2->4->2->2->4->2->2 in $(($(uptime_s) - began)) s, listening sockets after each step:$steps; $load_result"
+case "$mechanism" in
+    migrate) how="migrated by the kernel" ;;
+    drain) how="drained" ;;
+    none) how="reset" ;;
+    *) how="?" ;;
+esac
+summary="dropped sockets $how, BucketCount 2->4->2->2->4->2->2 in $(($(uptime_s) - began)) s, listening sockets after each step:$steps; $load_result"
 if [ -n "$step_detail" ]; then
     check plan_change FAIL "$step_detail; $summary"
 elif [ "$mechanism" = none ]; then
