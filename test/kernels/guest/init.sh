@@ -100,6 +100,14 @@ accepted_sum() {
     for n in $(accepted); do sum=$((sum + n)); done
     echo $sum
 }
+# Sockets the status page says are draining, over all buckets.
+draining_sum() {
+    sum=0
+    for n in $(sed -n 's/^bucket=.* draining=\([0-9]*\).*$/\1/p' /tmp/status); do
+        sum=$((sum + n))
+    done
+    echo $sum
+}
 every_bucket_served() {
     [ -n "$(accepted)" ] || return 1
     for n in $(accepted); do [ "$n" -gt 0 ] || return 1; done
@@ -264,9 +272,10 @@ plan_step() {
     migrated=$(grep -c 'closing duplicate listener .*move to the other sockets' /tmp/step.log)
     dropped=0
     [ "$from" -gt "$to" ] && dropped=$((from - to))
+    status
     case "$mechanism" in
-        drain) seen="$draining_now draining, $closed_drained closed drained"
-               expect="$dropped draining, $draining closed drained" ;;
+        drain) seen="$draining_now draining (status page: $(draining_sum)), $closed_drained closed drained"
+               expect="$dropped draining (status page: $dropped), $draining closed drained" ;;
         migrate) seen="$migrated closed migrating"
                    expect="$dropped closed migrating" ;;
         *) seen= expect= ;;
@@ -277,6 +286,8 @@ plan_step() {
     fi
     draining=$draining_now
     steps="$steps $from->$to:$want"
+    if [ "$draining" -gt 0 ]; then steps="$steps($draining draining)"; fi
+    return 0
 }
 
 uptime_s() { cut -d. -f1 /proc/uptime; }
@@ -285,7 +296,10 @@ began=$(uptime_s)
 start_load
 steps= step_detail= draining=0 from=2
 for to in 4 2 2 4 2 2; do
-    plan_step $from $to || break
+    if ! plan_step $from $to; then
+        step_detail=${step_detail:-"$from->$to failed"}
+        break
+    fi
     from=$to
 done
 stop_load
