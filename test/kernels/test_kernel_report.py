@@ -51,12 +51,18 @@ def test_the_whole_report_passes_with_every_row():
     assert result.cells["guest"].status == PASS
     assert result.cells["migrate_req"].value == "no"      # Debian's 5.10
     assert result.cells["migrate_sysctl"].value == "yes"
-    assert result.cells["event_model"].value == "SKIP"
+    assert result.cells["migration"].detail.startswith(
+        "bucketed: migration: drain")                     # 4.19-5.13
+    assert result.cells["plan_change"].value == PASS
+    assert result.cells["event_model"].value == PASS
     assert result.cells["graceful"].detail.endswith("failed=0 first_error=none")
+    assert result.cells["plan_change"].detail.endswith(
+        "failed=0 first_error=none")
 
 
 @pytest.mark.parametrize("prefix", [
     "CHECK graceful", "CHECK serving", "CHECK event_model",
+    "CHECK plan_change",
     "FEATURE cbpf_steers", "FEATURE migrate_req"])
 def test_a_missing_line_fails_its_row_and_the_kernel(prefix):
     name = prefix.split()[1]
@@ -96,6 +102,57 @@ def test_a_garbled_line_fails_the_guest(garbled):
 def test_a_bad_check_line_fails_its_row_and_the_kernel(line):
     result = judged(replace_line(GOOD, "CHECK graceful", line))
     assert result.cells["graceful"].status == FAIL
+    assert result.verdict == FAIL
+
+
+NO_MIGRATION = ("CHECK migration PASS bucketed: migration: none: the kernel "
+                "refused a SELECT_OR_MIGRATE program (Invalid argument: Linux "
+                "before 5.14?); kprobe migrate_req: no")
+PLAN_SKIP = ("CHECK plan_change SKIP no migration or drain before 4.19: "
+             "resets expected; ok=3900 failed=14 first_error=reset")
+
+
+def test_plan_change_may_be_skipped_where_the_kernel_has_no_migration():
+    text = replace_line(replace_line(GOOD, "CHECK migration", NO_MIGRATION),
+                        "CHECK plan_change", PLAN_SKIP)
+    result = judged(text)
+    assert result.cells["plan_change"].value == "SKIP"
+    assert result.verdict == PASS
+
+
+@pytest.mark.parametrize("migration", [
+    None,                                 # the fixture's: drain on 5.10
+    "CHECK migration PASS bucketed: migration: per-group eBPF (5.14+): a "
+    "trial listener closed with 8 queued connection(s) handed them all to "
+    "its group; kprobe migrate_req: yes",
+    "CHECK migration FAIL no migration line; kprobe migrate_req: no",
+])
+def test_plan_change_may_not_be_skipped_with_migration_or_drain(migration):
+    text = replace_line(GOOD, "CHECK plan_change", PLAN_SKIP)
+    if migration:
+        text = replace_line(text, "CHECK migration", migration)
+    result = judged(text)
+    assert result.cells["plan_change"].status == FAIL
+    assert "may be skipped only when the migration check says" in \
+        result.cells["plan_change"].detail
+    assert result.verdict == FAIL
+
+
+def test_plan_change_may_not_be_skipped_without_a_migration_line():
+    text = replace_line(without(GOOD, "CHECK migration"), "CHECK plan_change",
+                        PLAN_SKIP)
+    result = judged(text)
+    assert result.cells["plan_change"].status == FAIL
+    assert result.verdict == FAIL
+
+
+def test_the_event_model_may_not_be_skipped_any_more():
+    text = replace_line(GOOD, "CHECK event_model",
+                        "CHECK event_model SKIP the event child model does "
+                        "not exist yet")
+    result = judged(text)
+    assert result.cells["event_model"].status == FAIL
+    assert "may not be skipped" in result.cells["event_model"].detail
     assert result.verdict == FAIL
 
 
@@ -139,7 +196,8 @@ def test_a_timeout_fails_even_a_whole_report():
 def test_a_guest_cut_short_fails_every_unreported_row():
     cut = GOOD[:GOOD.index("CHECK serving")]
     result = judged(cut, outcome="timeout", exit_code=None)
-    for name in ("serving", "graceful", "fallback", "event_model"):
+    for name in ("serving", "graceful", "plan_change", "fallback",
+                 "event_model"):
         assert result.cells[name].status == FAIL
         assert "the guest failed" in result.cells[name].detail
     assert result.cells["start"].status == PASS
@@ -228,3 +286,6 @@ def test_the_document_says_what_is_real_and_what_emulated():
     assert "| **verdict** | **PASS** |" in doc
     # Debian's 5.10 has the sysctl without the behaviour: the document says so.
     assert "`net.ipv4.tcp_migrate_req` exists, yet" in doc
+    # What the plan changes found, per kernel: 5.10 drains, nothing failed.
+    assert "### Plan changes under load" in doc
+    assert "- 5.10: PASS: dropped sockets drained" in doc

@@ -59,7 +59,8 @@ mkdir -p $ROOT/htdocs $ROOT/logs $ROOT/run
 chmod 755 $ROOT $ROOT/htdocs
 echo "$MARKER" >$ROOT/htdocs/index.html
 
-# write_config NAME DIRECTIVES...: a private config for one server.
+# write_config NAME DIRECTIVES...: a private config for one server; the
+# prefork model's child counts unless DIRECTIVES say "ChildModel event".
 write_config() {
     conf=$ROOT/$1.conf; shift
     {
@@ -78,9 +79,14 @@ write_config() {
         echo "<Location /bucketed-status>"
         echo "    SetHandler bucketed-status"
         echo "</Location>"
-        echo "StartServers 4"
-        echo "MinSpareServers 2"
-        echo "MaxSpareServers 8"
+        case "$*" in
+            *"ChildModel event"*) ;;
+            *)
+                echo "StartServers 4"
+                echo "MinSpareServers 2"
+                echo "MaxSpareServers 8"
+                ;;
+        esac
         for line in "$@"; do echo "$line"; done
     } >"$conf"
 }
@@ -92,6 +98,14 @@ accepted() { sed -n 's/^bucket=.* accepted=\([0-9]*\).*$/\1/p' /tmp/status | tr 
 accepted_sum() {
     sum=0
     for n in $(accepted); do sum=$((sum + n)); done
+    echo $sum
+}
+# Sockets the status page says are draining, over all buckets.
+draining_sum() {
+    sum=0
+    for n in $(sed -n 's/^bucket=.* draining=\([0-9]*\).*$/\1/p' /tmp/status); do
+        sum=$((sum + n))
+    done
     echo $sum
 }
 every_bucket_served() {
@@ -122,6 +136,47 @@ listening_sockets() {
     hex=$(printf '%04X' "$1")
     awk -v port=":$hex" '$2 ~ port"$" && $4 == "0A"' /proc/net/tcp | wc -l
 }
+sockets_are() { [ "$(listening_sockets "$1")" = "$2" ]; }
+
+# start_load: kload in the background, until /tmp/stop exists (or 120 s);
+# stop_load ends it and leaves its "ok=N failed=M first_error=..." line in
+# load_result; load_clean says whether nothing failed.
+start_load() {
+    rm -f /tmp/stop
+    kload run $PORT1 /index.html "$MARKER" $THREADS 1000000 120 /tmp/stop \
+        >/tmp/load.out 2>&1 &
+    load_pid=$!
+}
+stop_load() {
+    touch /tmp/stop
+    wait "$load_pid"
+    load_result=$(cat /tmp/load.out)
+}
+load_clean() {
+    case "$load_result" in "ok="*" failed=0 "*) return 0 ;; esac
+    return 1
+}
+
+# graceful_restart: once the current generation serves (under the load),
+# SIGUSR1 to httpd; then waits for the next generation on the status page
+# and 20 requests it served. Sets generation, next and restart_detail
+# ("ok", or what did not happen).
+graceful_restart() {
+    status
+    generation=$(status_value generation)
+    next=$((generation + 1))
+    if ! wait_until 60 served_at_least 20; then
+        restart_detail="generation $generation served $(accepted_sum) requests, the load did not reach it"
+    elif ! kill -USR1 "$HTTPD_PID"; then
+        restart_detail="kill -USR1 $HTTPD_PID failed"
+    elif ! wait_until 60 generation_is $next; then
+        restart_detail="generation $next never came"
+    elif ! wait_until 60 served_at_least 20; then
+        restart_detail="generation $next served $(accepted_sum) requests"
+    else
+        restart_detail=ok
+    fi
+}
 
 log_tail() { tail -n 3 $ROOT/logs/error.log /tmp/httpd.out 2>/dev/null | tr '\n' ' ' | head -c 300; }
 
@@ -139,9 +194,12 @@ report "PROBE $(grep -o 'bucketed: kernel .*' $ROOT/logs/error.log | head -n 1)"
 # both are Linux 5.14's migration, so they must agree.
 migration=$(grep -o 'bucketed: migration: .*' $ROOT/logs/error.log | head -n 1 | head -c 200)
 case "$migration" in
-    *"migration: per-group eBPF"*) says=yes ;;
-    *"migration: none"*|*"migration: drain"*) says=no ;;
-    *) says= ;;
+    *"migration: per-group eBPF"*|*"migration: net.ipv4.tcp_migrate_req=1"*)
+        says=yes mechanism=migrate ;;
+    # 4.19-5.13: no migration; removed sockets are drained instead.
+    *"migration: drain"*) says=no mechanism=drain ;;
+    *"migration: none"*) says=no mechanism=none ;;
+    *) says= mechanism= ;;
 esac
 if feature_yes migrate_req; then works=yes; else works=no; fi
 if [ "$says" = "$works" ]; then
@@ -175,32 +233,92 @@ else
 fi
 
 # ---- graceful restart (SIGUSR1) under load: no request may fail
-rm -f /tmp/stop
-kload run $PORT1 /index.html "$MARKER" $THREADS 1000000 120 /tmp/stop \
-    >/tmp/graceful.out 2>&1 &
-load_pid=$!
-generation=$(status_value generation)
-next=$((generation + 1))
-if ! wait_until 60 served_at_least 20; then
-    detail="load did not start"
-elif ! kill -USR1 "$HTTPD_PID"; then
-    detail="kill -USR1 $HTTPD_PID failed"
-elif ! wait_until 60 generation_is $next; then
-    detail="generation $next never came"
-elif ! wait_until 60 served_at_least 20; then
-    detail="generation $next served $(accepted_sum) requests"
+start_load
+graceful_restart
+stop_load
+if [ "$restart_detail" = ok ] && load_clean; then
+    check graceful PASS "generation $generation->$next under load: $load_result"
 else
-    detail=ok
+    check graceful FAIL "$restart_detail: $load_result"
 fi
-touch /tmp/stop
-wait $load_pid
-result=$(cat /tmp/graceful.out)
-case "$detail $result" in
-    "ok ok="*" failed=0 "*)
-        check graceful PASS "generation $generation->$next under load: $result" ;;
-    *)
-        check graceful FAIL "$detail: $result" ;;
+
+# ---- plan changes under load: graceful restarts through BucketCount
+# 2 -> 4 -> 2 -> 2 -> 4 -> 2 -> 2, the config file rewritten each time.
+# A socket a lower count drops is migrated (5.14+: closed at once), or
+# drained (4.19-5.13: listening one more generation, then closed once
+# empty), or closed and its queue reset (before 4.19). Every step waits
+# for its listening sockets: 4 after 4->2 under drain and 2 after the next
+# restart; otherwise the new count.
+# plan_step FROM TO: sets step_detail and fails on the first thing that
+# did not happen.
+plan_step() {
+    from=$1 to=$2
+    write_config reuseport "Listen 127.0.0.1:$PORT1" "BucketCount $to"
+    log_lines=$(wc -l <$ROOT/logs/error.log)
+    graceful_restart
+    if [ "$restart_detail" != ok ]; then
+        step_detail="$from->$to: $restart_detail"
+        return 1
+    fi
+    want=$to
+    [ "$mechanism" = drain ] && [ "$from" -gt "$to" ] && want=$from
+    if ! wait_until 30 sockets_are $PORT1 $want; then
+        step_detail="$from->$to: $(listening_sockets $PORT1) listening sockets 30 s after generation $next served, expected $want"
+        return 1
+    fi
+    tail -n +$((log_lines + 1)) $ROOT/logs/error.log >/tmp/step.log
+    draining_now=$(grep -c 'draining duplicate listener' /tmp/step.log)
+    closed_drained=$(grep -c 'closing duplicate listener .*drained for 1 generation(s), nothing queued on it' /tmp/step.log)
+    migrated=$(grep -c 'closing duplicate listener .*move to the other sockets' /tmp/step.log)
+    dropped=0
+    [ "$from" -gt "$to" ] && dropped=$((from - to))
+    status
+    case "$mechanism" in
+        drain) seen="$draining_now draining (status page: $(draining_sum)), $closed_drained closed drained"
+               expect="$dropped draining (status page: $dropped), $draining closed drained" ;;
+        migrate) seen="$migrated closed migrating"
+                   expect="$dropped closed migrating" ;;
+        *) seen= expect= ;;
+    esac
+    if [ "$seen" != "$expect" ]; then
+        step_detail="$from->$to: log says $seen, expected $expect"
+        return 1
+    fi
+    draining=$draining_now
+    steps="$steps $from->$to:$want"
+    if [ "$draining" -gt 0 ]; then steps="$steps($draining draining)"; fi
+    return 0
+}
+
+uptime_s() { cut -d. -f1 /proc/uptime; }
+status
+began=$(uptime_s)
+start_load
+steps= step_detail= draining=0 from=2
+for to in 4 2 2 4 2 2; do
+    if ! plan_step $from $to; then
+        step_detail=${step_detail:-"$from->$to failed"}
+        break
+    fi
+    from=$to
+done
+stop_load
+case "$mechanism" in
+    migrate) how="migrated by the kernel" ;;
+    drain) how="drained" ;;
+    none) how="reset" ;;
+    *) how="?" ;;
 esac
+summary="dropped sockets $how, BucketCount 2->4->2->2->4->2->2 in $(($(uptime_s) - began)) s, listening sockets after each step:$steps; $load_result"
+if [ -n "$step_detail" ]; then
+    check plan_change FAIL "$step_detail; $summary"
+elif [ "$mechanism" = none ]; then
+    check plan_change SKIP "no migration or drain before 4.19: resets expected; $summary"
+elif [ "$mechanism" != "" ] && load_clean; then
+    check plan_change PASS "$summary"
+else
+    check plan_change FAIL "$summary"
+fi
 stop_httpd
 
 # ---- fallback: the shim refuses SO_REUSEPORT; two Listens, two buckets
@@ -222,5 +340,31 @@ else
     stop_httpd
 fi
 
-check event_model SKIP "the event child model does not exist yet"
+# ---- ChildModel event: worker threads and an event thread per child
+write_config event "Listen 127.0.0.1:$PORT1" "ChildModel event" "BucketCount 2" \
+    "ThreadsPerChild 8" "StartServers 2" "MinSpareThreads 8" "MaxSpareThreads 32"
+if ! start_httpd $ROOT/event.conf; then
+    check event_model FAIL "no status page within 60 s: $(log_tail)"
+elif ! grep -q 'bucketed: .*ChildModel event: each child has an event thread' \
+        $ROOT/logs/error.log; then
+    check event_model FAIL "the log does not say ChildModel event: $(log_tail)"
+else
+    result=$(kload run $PORT1 /index.html "$MARKER" $THREADS $REQUESTS 120)
+    status
+    served=$(accepted)
+    if [ "$result" != "ok=$REQUESTS failed=0 first_error=none" ] \
+        || ! every_bucket_served; then
+        check event_model FAIL "$result; accepted per bucket: $served"
+    else
+        start_load
+        graceful_restart
+        stop_load
+        if [ "$restart_detail" = ok ] && load_clean; then
+            check event_model PASS "$REQUESTS requests, accepted per bucket: $served; generation $generation->$next under load: $load_result"
+        else
+            check event_model FAIL "$REQUESTS requests, accepted per bucket: $served; graceful: $restart_detail: $load_result"
+        fi
+    fi
+fi
+stop_httpd
 finish
