@@ -8,6 +8,12 @@ Environment:
   BUCKETED_BUILD  where mod_mpm_bucketed.so, mod_bucketed_status.so and
                   bench/noreuseport.so are (default: BUCKETED_TOP)
   HTTPD_BIN       the httpd binary (default: /usr/sbin/apache2)
+  BUCKETED_TEST_PRELOAD  libraries put first in LD_PRELOAD of every process
+                  started through process_env() (every httpd), before a
+                  test's own preload: scripts/sanitize.sh preloads the
+                  sanitizer runtimes, which must come first
+  BUCKETED_TEST_ENV  names (space-separated) of variables passed from this
+                  environment to those processes (ASAN_OPTIONS ...)
 
 Nothing here sleeps for synchronisation: every wait is wait_until() on an
 observable condition with a bounded timeout.
@@ -46,6 +52,23 @@ STATUS_SO = BUILD / "mod_bucketed_status.so"
 NOREUSEPORT_SO = BUILD / "bench" / "noreuseport.so"
 INDEX_BODY = b"bucketed integration test\n"
 CGI_BODY = "slow cgi done"
+
+TEST_PRELOAD = os.environ.get("BUCKETED_TEST_PRELOAD", "")
+TEST_ENV = {name: os.environ[name]
+            for name in os.environ.get("BUCKETED_TEST_ENV", "").split()
+            if name in os.environ}
+
+
+def process_env(preload=None, environ=None, path="/usr/sbin:/usr/bin:/bin"):
+    """Environment of a process under test: PATH, the variables named by
+    BUCKETED_TEST_ENV, `environ`, and LD_PRELOAD = BUCKETED_TEST_PRELOAD
+    then `preload` (either may be absent)."""
+    env = {"PATH": path, **TEST_ENV, **(environ or {})}
+    libraries = [p for p in (TEST_PRELOAD, str(preload or "")) if p]
+    if libraries:
+        env["LD_PRELOAD"] = ":".join(libraries)
+    return env
+
 
 # Bounds of every wait, in seconds.
 START_TIMEOUT = 20
@@ -255,10 +278,7 @@ class Httpd:
     # -- one-shot commands (-t, -M, -V)
 
     def env(self):
-        env = {"PATH": "/usr/sbin:/usr/bin:/bin", **self.environ}
-        if self.preload:
-            env["LD_PRELOAD"] = str(self.preload)
-        return env
+        return process_env(self.preload, self.environ)
 
     def command(self, *args, timeout=60):
         """Runs httpd -f CONF ARGS; returns the CompletedProcess, with

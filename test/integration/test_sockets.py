@@ -11,7 +11,7 @@ import pytest
 
 from httpd_fixture import (BUILD, INDEX_BODY, LOOPBACK, NOREUSEPORT_SO,
                            children_of, http_get, listening_inodes,
-                           need_build, proc_listening_inodes,
+                           need_build, proc_listening_inodes, process_env,
                            socket_inodes_of, ss_listening, wait_until)
 from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
@@ -215,13 +215,13 @@ def test_reuseport_strategy_refused_without_reuseport(make_shimmed):
 def test_kernel_probe_unit_test_under_shim():
     binary = BUILD / "test" / "unit" / "test_kernel_probe"
     need_build(binary, NOREUSEPORT_SO)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-           "BUCKETED_EXPECT_NO_REUSEPORT": "1"}
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    expect = {"BUCKETED_EXPECT_NO_REUSEPORT": "1"}
     shimmed = subprocess.run([str(binary)], capture_output=True, text=True,
                              timeout=60,
-                             env={**env, "LD_PRELOAD": str(NOREUSEPORT_SO)})
+                             env=process_env(NOREUSEPORT_SO, expect, path))
     assert shimmed.returncode == 0, shimmed.stdout + shimmed.stderr
     # The expectation has teeth: on this kernel, without the shim, it fails.
     plain = subprocess.run([str(binary)], capture_output=True, text=True,
-                           timeout=60, env=env)
+                           timeout=60, env=process_env(None, expect, path))
     assert plain.returncode != 0, plain.stdout + plain.stderr
