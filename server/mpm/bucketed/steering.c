@@ -236,7 +236,8 @@ const char *steering_choose(apr_pool_t *p, const steering_input *in,
     out->mode = STEERING_HASH;
     if (in->requested == STEERING_AUTO) {
         out->reason = "hash (BucketSteering auto: the kernel's hash; cpu and "
-                      "load steering only when asked for)";
+                      "load steering only when asked for, as neither beat "
+                      "the hash in the benchmarks)";
         return NULL;
     }
     if (in->requested == STEERING_HASH) {
