@@ -160,6 +160,33 @@ int reuseport_bpf_migrate_load(int *err)
                         MIGRATE_PROGRAM_NAME, err);
 }
 
+/* Emits a 64-bit load of a map's descriptor into reg (two slots). */
+static int emit_map(struct bpf_insn *prog, int n, int reg, int map_fd)
+{
+    prog[n++] = insn(BPF_LD | BPF_DW | BPF_IMM, reg, BPF_PSEUDO_MAP_FD, 0,
+                     map_fd);
+    prog[n++] = insn(0, 0, 0, 0, 0);
+    return n;
+}
+
+/* Emits sk_select_reuseport(ctx in r6, map, key at r10 - 4, 0), then
+ * `return SK_PASS` (9 slots): the helper's result is ignored, and on
+ * failure (an empty slot) the kernel's hash chooses. */
+static int emit_select(struct bpf_insn *prog, int n, int map_fd)
+{
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_1, BPF_REG_6, 0, 0);
+    n = emit_map(prog, n, BPF_REG_2, map_fd);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_3, BPF_REG_10, 0, 0);
+    prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_3, 0, 0, -4);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_4, 0, 0, 0);
+    prog[n++] = insn(BPF_JMP | BPF_CALL, 0, 0, 0,
+                     ABI_FUNC_SK_SELECT_REUSEPORT);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0,
+                     ABI_SK_PASS);
+    prog[n++] = insn(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
+    return n;
+}
+
 /* Where a select program takes its key from. */
 typedef enum {
     KEY_FROM_CPU,       /* bpf_get_smp_processor_id() */
@@ -192,18 +219,7 @@ static int select_program_load(int map_fd, int buckets, int migrate,
     prog[n++] = insn(BPF_ALU | BPF_MOD | BPF_K, BPF_REG_0, 0, 0, buckets);
     /* the key on the stack at r10 - 4 */
     prog[n++] = insn(BPF_STX | BPF_MEM | BPF_W, BPF_REG_10, BPF_REG_0, -4, 0);
-    prog[n++] = insn(BPF_LD | BPF_DW | BPF_IMM, BPF_REG_2, BPF_PSEUDO_MAP_FD,
-                     0, map_fd);
-    prog[n++] = insn(0, 0, 0, 0, 0);
-    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_1, BPF_REG_6, 0, 0);
-    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_3, BPF_REG_10, 0, 0);
-    prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_3, 0, 0, -4);
-    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_4, 0, 0, 0);
-    prog[n++] = insn(BPF_JMP | BPF_CALL, 0, 0, 0,
-                     ABI_FUNC_SK_SELECT_REUSEPORT);
-    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0,
-                     ABI_SK_PASS);
-    prog[n++] = insn(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
+    n = emit_select(prog, n, map_fd);
     return load_program(prog, n, migrate ? ABI_SK_REUSEPORT_SELECT_OR_MIGRATE
                                          : 0, name, err);
 }
@@ -218,15 +234,6 @@ int reuseport_bpf_hash_load(int map_fd, int buckets, int migrate, int *err)
 {
     return select_program_load(map_fd, buckets, migrate, KEY_FROM_HASH,
                                HASH_PROGRAM_NAME, err);
-}
-
-/* Emits a 64-bit load of a map's descriptor into reg (two slots). */
-static int emit_map(struct bpf_insn *prog, int n, int reg, int map_fd)
-{
-    prog[n++] = insn(BPF_LD | BPF_DW | BPF_IMM, reg, BPF_PSEUDO_MAP_FD, 0,
-                     map_fd);
-    prog[n++] = insn(0, 0, 0, 0, 0);
-    return n;
 }
 
 int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
@@ -274,16 +281,7 @@ int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
      * kernel's own hash would also pick sockets left out of the plan) */
     prog[n++] = insn(BPF_STX | BPF_MEM | BPF_W, BPF_REG_10, BPF_REG_7, -4, 0);
     /* select: sk_select_reuseport(ctx, sock_map, &key, 0), then SK_PASS */
-    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_1, BPF_REG_6, 0, 0);
-    n = emit_map(prog, n, BPF_REG_2, sock_map);
-    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_3, BPF_REG_10, 0, 0);
-    prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_3, 0, 0, -4);
-    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_4, 0, 0, 0);
-    prog[n++] = insn(BPF_JMP | BPF_CALL, 0, 0, 0,
-                     ABI_FUNC_SK_SELECT_REUSEPORT);
-    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0,
-                     ABI_SK_PASS);
-    prog[n++] = insn(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
+    n = emit_select(prog, n, sock_map);
     return load_program(prog, n, migrate ? ABI_SK_REUSEPORT_SELECT_OR_MIGRATE
                                          : 0, LOAD_PROGRAM_NAME, err);
 }
