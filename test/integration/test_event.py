@@ -45,6 +45,15 @@ def event_server(make_httpd, extra="", **kwargs):
     return make_httpd(directives=EVENT + extra, **kwargs)
 
 
+def sized(buckets, threads, workers, start, spare):
+    """The sizing directives of a test's event server: BucketCount,
+    ThreadsPerChild, MaxRequestWorkers, StartServers and the
+    (MinSpareThreads, MaxSpareThreads) pair."""
+    return (f"BucketCount {buckets}\nThreadsPerChild {threads}\n"
+            f"MaxRequestWorkers {workers}\nStartServers {start}\n"
+            f"MinSpareThreads {spare[0]}\nMaxSpareThreads {spare[1]}\n")
+
+
 def per_bucket(status, key):
     return [b[key] for b in status["buckets_list"]]
 
@@ -108,15 +117,19 @@ class KeepAliveLoad(Load):
             conn.close()
 
 
-def open_keepalive(port, count):
-    """count connections, each having made one keep-alive request."""
-    conns = []
-    for _ in range(count):
-        c = http.client.HTTPConnection(LOOPBACK, port, timeout=HTTP_TIMEOUT)
+def get_index(conns):
+    """One keep-alive GET / on each connection, each answered in full."""
+    for c in conns:
         c.request("GET", "/")
         r = c.getresponse()
         assert (r.status, r.read()) == (200, INDEX_BODY)
-        conns.append(c)
+
+
+def open_keepalive(port, count):
+    """count connections, each having made one keep-alive request."""
+    conns = [http.client.HTTPConnection(LOOPBACK, port, timeout=HTTP_TIMEOUT)
+             for _ in range(count)]
+    get_index(conns)
     return conns
 
 
@@ -174,14 +187,10 @@ def test_every_bucket_accepts_under_load(make_httpd, buckets):
 def test_idle_keepalive_beyond_threads_while_active_served(make_httpd):
     # Two children of 4 workers: 8 threads. Each child may hold 4 + 4 x 4
     # = 20 connections while its workers idle.
-    server = event_server(make_httpd, "BucketCount 1\nThreadsPerChild 4\n"
-                                      "MaxRequestWorkers 8\n"
-                                      "StartServers 2\n"
-                                      "MinSpareThreads 1\n"
-                                      "MaxSpareThreads 8\n"
-                                      "AsyncRequestWorkerFactor 4\n"
-                                      "KeepAliveTimeout 60\n"
-                                      "MaxKeepAliveRequests 0\n")
+    server = event_server(make_httpd, sized(1, 4, 8, 2, (1, 8))
+                          + "AsyncRequestWorkerFactor 4\n"
+                            "KeepAliveTimeout 60\n"
+                            "MaxKeepAliveRequests 0\n")
     server.start()
     port = server.ports[0]
     idle = open_keepalive(port, 24)
@@ -191,10 +200,7 @@ def test_idle_keepalive_beyond_threads_while_active_served(make_httpd):
         assert result.failed == 0, result.errors
         assert result.ok == 300
         # And every idle connection is still open and serves again.
-        for c in idle:
-            c.request("GET", "/")
-            r = c.getresponse()
-            assert (r.status, r.read()) == (200, INDEX_BODY)
+        get_index(idle)
     finally:
         for c in idle:
             c.close()
@@ -358,13 +364,9 @@ def test_full_child_stops_accepting_and_bucket_covers(make_httpd):
     connections: 16 idle keep-alive connections fill several children;
     each full one stops accepting (mod_status shows it) and the bucket
     gets more children, so every connection is served."""
-    server = event_server(make_httpd, "BucketCount 1\nThreadsPerChild 2\n"
-                                      "MaxRequestWorkers 32\n"
-                                      "StartServers 1\n"
-                                      "MinSpareThreads 1\n"
-                                      "MaxSpareThreads 32\n"
-                                      "AsyncRequestWorkerFactor 1\n"
-                                      "KeepAliveTimeout 60\n" + STATUS)
+    server = event_server(make_httpd, sized(1, 2, 32, 1, (1, 32))
+                          + "AsyncRequestWorkerFactor 1\n"
+                            "KeepAliveTimeout 60\n" + STATUS)
     server.start()
     port = server.ports[0]
     idle = open_keepalive(port, 16)
@@ -374,10 +376,7 @@ def test_full_child_stops_accepting_and_bucket_covers(make_httpd):
         _, page = http_get(port, "/server-status")
         # The async table's "accepting" column says no for a full child.
         assert b"<td>no</td>" in page
-        for c in idle:
-            c.request("GET", "/")
-            r = c.getresponse()
-            assert (r.status, r.read()) == (200, INDEX_BODY)
+        get_index(idle)
     finally:
         for c in idle:
             c.close()
@@ -386,11 +385,7 @@ def test_full_child_stops_accepting_and_bucket_covers(make_httpd):
 # ---------------------------------------------------------------- lifecycle
 
 def test_graceful_restart_under_load_loses_nothing(make_httpd):
-    server = event_server(make_httpd, "BucketCount 2\nThreadsPerChild 8\n"
-                                      "StartServers 4\n"
-                                      "MaxRequestWorkers 64\n"
-                                      "MinSpareThreads 8\n"
-                                      "MaxSpareThreads 64\n")
+    server = event_server(make_httpd, sized(2, 8, 64, 4, (8, 64)))
     server.start()
     port = server.ports[0]
     sockets_before = listening_inodes(port)
@@ -484,12 +479,8 @@ def test_restart_keeps_sockets_and_serves(make_httpd):
 
 
 def test_graceful_stop_finishes_slow_request(make_httpd):
-    server = event_server(make_httpd, "BucketCount 1\nThreadsPerChild 4\n"
-                                      "MaxRequestWorkers 8\n"
-                                      "StartServers 1\n"
-                                      "MinSpareThreads 1\n"
-                                      "MaxSpareThreads 8\n"
-                                      "KeepAliveTimeout 60\n", cgi=True)
+    server = event_server(make_httpd, sized(1, 4, 8, 1, (1, 8))
+                          + "KeepAliveTimeout 60\n", cgi=True)
     server.start()
     port = server.ports[0]
     children = children_of(server.pid)
@@ -558,11 +549,7 @@ def bucket_of_child(server, child):
 
 
 def test_killed_child_replaced_in_its_bucket(make_httpd):
-    server = event_server(make_httpd, "BucketCount 2\nThreadsPerChild 2\n"
-                                      "StartServers 4\n"
-                                      "MaxRequestWorkers 16\n"
-                                      "MinSpareThreads 2\n"
-                                      "MaxSpareThreads 16\n")
+    server = event_server(make_httpd, sized(2, 2, 16, 4, (2, 16)))
     server.start()
     wait_until(lambda: per_bucket(server.status(), "children") == [2, 2],
                10, what="two children per bucket")
@@ -584,13 +571,8 @@ def test_killed_child_replaced_in_its_bucket(make_httpd):
 
 
 def test_max_connections_per_child_under_load(make_httpd):
-    server = event_server(make_httpd, "BucketCount 2\nThreadsPerChild 4\n"
-                                      "StartServers 4\n"
-                                      "MaxRequestWorkers 32\n"
-                                      "MinSpareThreads 4\n"
-                                      "MaxSpareThreads 32\n"
-                                      "MaxConnectionsPerChild 100\n"
-                                      + Httpd.PID_LOG)
+    server = event_server(make_httpd, sized(2, 4, 32, 4, (4, 32))
+                          + "MaxConnectionsPerChild 100\n" + Httpd.PID_LOG)
     server.start()
     result = Load(server.ports, count=3000, threads=8).run()
     assert result.failed == 0, result.errors
@@ -745,10 +727,7 @@ def test_tls_keepalive_through_mod_ssl(make_httpd, tmp_path):
              for _ in range(6)]
     try:
         for _ in range(5):
-            for c in conns:
-                c.request("GET", "/")
-                r = c.getresponse()
-                assert (r.status, r.read()) == (200, INDEX_BODY)
+            get_index(conns)
     finally:
         for c in conns:
             c.close()
