@@ -43,10 +43,13 @@ def port_is_free(port):
 
 
 def connection_refused(port):
-    """True when nothing accepts connections on the port any more."""
+    """True when nothing accepts connections on the port any more. A port
+    from the ephemeral range can be picked as the probe's own source port,
+    and on loopback such a connect reaches itself (a TCP self-connect):
+    that is no listener either."""
     try:
-        with socket.create_connection((LOOPBACK, port), timeout=2):
-            return False
+        with socket.create_connection((LOOPBACK, port), timeout=2) as probe:
+            return probe.getsockname() == probe.getpeername()
     except ConnectionRefusedError:
         return True
 

@@ -105,7 +105,8 @@ def test_bad_config_on_graceful_restart(make_httpd, mpm, bad, named):
     assert slow.result() == (200, (CGI_BODY + "\n").encode())
     wait_until(lambda: not server.leftovers(), 10,
                what="the children to leave")
-    assert connection_refused(server.ports[0])
+    wait_until(lambda: connection_refused(server.ports[0]), 10,
+               what="the port to close")
 
 
 def test_server_limit_change_refused_on_restart(make_httpd):

@@ -500,7 +500,8 @@ def test_graceful_stop_finishes_slow_request(make_httpd):
     idle.close()
     assert slow.result() == (200, (CGI_BODY + "\n").encode())
     assert server.wait_exit() == 0
-    assert connection_refused(port)
+    wait_until(lambda: connection_refused(port), 10,
+               what="the port to close")
     assert not [pid for pid in [server.pid, *children] if alive(pid)]
     assert "caught SIGWINCH, shutting down gracefully" in server.error_log()
 

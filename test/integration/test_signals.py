@@ -88,7 +88,8 @@ def test_graceful_stop_finishes_request_in_flight(make_httpd):
     server.signal(signal.SIGWINCH)
     assert slow.result() == (200, (CGI_BODY + "\n").encode())
     assert server.wait_exit() == 0
-    assert connection_refused(port)
+    wait_until(lambda: connection_refused(port), 10,
+               what="the port to close")
     assert not [pid for pid in [server.pid, *children] if alive(pid)]
     assert not server.leftovers()
     assert "caught SIGWINCH, shutting down gracefully" in server.error_log()
@@ -159,7 +160,8 @@ def test_stop_leaves_no_process(make_httpd):
     assert server.wait_exit() == 0
     assert not [pid for pid in [server.pid, *children] if alive(pid)]
     assert not server.leftovers()
-    assert connection_refused(server.ports[0])
+    wait_until(lambda: connection_refused(server.ports[0]), 10,
+               what="the port to close")
     assert "caught SIGTERM, shutting down" in server.error_log()
 
 
@@ -181,7 +183,8 @@ def test_k_start_and_k_stop(make_httpd):
                what="every process of the server to exit")
     assert not [c for c in children if alive(c)]
     assert not server.pidfile.exists()
-    assert connection_refused(server.ports[0])
+    wait_until(lambda: connection_refused(server.ports[0]), 10,
+               what="the port to close")
 
 
 def test_one_process_mode(make_httpd):
@@ -196,4 +199,5 @@ def test_one_process_mode(make_httpd):
     server.signal(signal.SIGTERM)
     assert server.wait_exit() == 0
     assert not server.leftovers()
-    assert connection_refused(server.ports[0])
+    wait_until(lambda: connection_refused(server.ports[0]), 10,
+               what="the port to close")
