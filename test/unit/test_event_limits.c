@@ -264,6 +264,21 @@ static void test_may_accept(void **state)
     assert_true(event_may_accept(0, 1, 1, 1));
 }
 
+static void test_should_listen(void **state)
+{
+    (void)state;
+    /* No idle worker: listen while the busy ones hold no waiting
+     * connection (the kernel wakes nobody here until one is idle). */
+    assert_true(event_should_listen(25, 0, 25, 32));
+    assert_false(event_should_listen(26, 0, 25, 32));
+    /* The same limit as event_may_accept() with idle workers. */
+    assert_true(event_should_listen(27, 1, 25, 32));
+    assert_false(event_should_listen(28, 1, 25, 32));
+    /* A negative idle count (more queued than idle) counts as none. */
+    assert_true(event_should_listen(25, -3, 25, 32));
+    assert_false(event_should_listen(26, -3, 25, 32));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +293,7 @@ int main(void)
         POOL_TEST(test_keep_thread_limit),
         POOL_TEST(test_model_conflict),
         POOL_TEST(test_may_accept),
+        POOL_TEST(test_should_listen),
     };
 
     return RUN_POOL_TESTS(tests);

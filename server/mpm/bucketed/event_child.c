@@ -1,7 +1,8 @@
 /*
  * event_child.c: a child process of ChildModel event. It sets up what its
- * threads share (event_child.h), starts one event thread (event_thread.c)
- * and ThreadsPerChild worker threads (event_worker.c), takes the signals,
+ * threads share (event_child.h), starts ThreadsPerChild worker threads
+ * (event_worker.c) and one keeper thread (event_keeper.c), takes the
+ * signals,
  * and stops the threads and ends the process. It also keeps the
  * transaction pools the threads pass between them, and the per-bucket
  * eventfds with which the children of a bucket wake each other.
@@ -14,6 +15,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/eventfd.h>
@@ -92,20 +94,18 @@ void ev_put_pool(event_child_ctx *ctx, apr_pool_t *p)
     }
 }
 
-/* The connection count falls: a full child may accept again, so the event
- * thread is woken if it stopped listening. */
+/* The connection count falls: a full child may listen again, and a
+ * leaving one may be done. */
 void ev_close_conn(event_child_ctx *ctx, ev_conn *ec)
 {
-    int wake;
-
     ev_put_pool(ctx, ec->ptrans);
     ev_lock(ctx);
     ctx->connections--;
-    wake = ctx->listeners_off;
-    ev_unlock(ctx);
-    if (wake) {
-        ev_wake_event_thread(ctx);
+    ev_update_listening_locked(ctx);
+    if (ctx->connections == 0 && (IS(ctx, leaving) || IS(ctx, dying))) {
+        ev_wake_keeper_locked(ctx);
     }
+    ev_unlock(ctx);
 }
 
 /* ------------------------------------------------------------ the process */
@@ -117,7 +117,7 @@ static apr_status_t setup_threads_sync(event_child_ctx *ctx)
     rv = apr_thread_mutex_create(&ctx->mutex, APR_THREAD_MUTEX_DEFAULT,
                                  ctx->pchild);
     if (rv == APR_SUCCESS) {
-        rv = apr_thread_cond_create(&ctx->work, ctx->pchild);
+        rv = apr_thread_cond_create(&ctx->keeper_wake, ctx->pchild);
     }
     if (rv == APR_SUCCESS) {
         rv = apr_thread_cond_create(&ctx->gone, ctx->pchild);
@@ -153,9 +153,16 @@ static int stop_workers(event_child_ctx *ctx, worker_info *workers)
     apr_time_t deadline = apr_time_now() + DIE_GRACE;
     int all, i;
 
+    uint64_t one = 1;
+
     ev_lock(ctx);
     ctx->stop_workers = 1;
-    apr_thread_cond_broadcast(ctx->work);
+    /* Level-triggered and never read: it wakes every waiting worker. */
+    if (write(ctx->stop_fd, &one, sizeof(one)) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     "bucketed: write to the workers' stop eventfd");
+    }
     while (ctx->running_workers > 0) {
         if (IS(ctx, dying)) {
             apr_time_t now = apr_time_now();
@@ -198,7 +205,7 @@ static void leave_with_parent(event_child_ctx *ctx, pid_t parent)
 
 static void wait_for_signals(event_child_ctx *ctx, const sigset_t *set)
 {
-    while (!IS(ctx, event_done)) {
+    while (!IS(ctx, keeper_done)) {
         struct timespec ts;
         int sig;
 
@@ -219,7 +226,9 @@ static void wait_for_signals(event_child_ctx *ctx, const sigset_t *set)
         else {
             SET(ctx, leaving);
         }
-        ev_wake_event_thread(ctx);
+        ev_lock(ctx);
+        ev_wake_keeper_locked(ctx);
+        ev_unlock(ctx);
     }
 }
 
@@ -231,7 +240,7 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     apr_thread_mutex_t *alloc_mutex;
     apr_pool_t *pchild;
     apr_threadattr_t *attr;
-    apr_thread_t *event_thread;
+    apr_thread_t *keeper;
     worker_info *workers;
     sigset_t stop_signals;
     apr_status_t rv, thread_rv;
@@ -263,7 +272,7 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     ctx->threads = conf->threads.threads_per_child;
     ctx->thread_limit = retained->first_thread_limit;
     ctx->generation = retained->mpm->my_generation;
-    ctx->epoll_fd = ctx->wake_fd = ctx->nudge_fd = -1;
+    ctx->epoll_fd = ctx->work_fd = ctx->stop_fd = -1;
     ctx->spare_pools = apr_pcalloc(pchild, sizeof(apr_pool_t *)
                                            * (ctx->threads + SPARE_POOLS));
     for (i = 0; i < NUM_WAITS; i++) {
@@ -316,18 +325,17 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     }
     ev_unlock(ctx);
     retained->mpm->mpm_state = AP_MPMQ_RUNNING;
-    rv = apr_thread_create(&event_thread, attr, ev_event_thread_main, ctx,
-                           pchild);
+    rv = apr_thread_create(&keeper, attr, ev_keeper_main, ctx, pchild);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_ALERT, rv, s, "bucketed: "
-                     "apr_thread_create: unable to create the event thread");
+                     "apr_thread_create: unable to create the keeper thread");
         SET(ctx, dying);
         stop_workers(ctx, workers);
         event_child_exit(ctx, APEXIT_CHILDSICK, 0);
     }
 
     wait_for_signals(ctx, &stop_signals);
-    apr_thread_join(&thread_rv, event_thread);
+    apr_thread_join(&thread_rv, keeper);
     clean = stop_workers(ctx, workers);
     event_child_exit(ctx, IS(ctx, sick) ? APEXIT_CHILDSICK : 0, clean);
 }

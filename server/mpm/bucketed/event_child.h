@@ -1,14 +1,18 @@
 /*
- * event_child.h: what the three files of a ChildModel event child share,
- * and nobody else includes: the context of the process, the record of a
+ * event_child.h: what the files of a ChildModel event child share, and
+ * nobody else includes: the context of the process, the record of a
  * connection, and the few functions one of them calls in another (all
  * named ev_*).
  *
  *   event_child.c   the process: set-up, signals, threads start and stop,
  *                   exit; the transaction pools the threads share
- *   event_worker.c  the worker threads: run a connection until it waits
- *   event_thread.c  the event thread: epoll, timeouts, accepting,
- *                   keep-alive, lingering close
+ *   event_poll.c    the child's epoll set: the bucket's listening sockets
+ *                   in it or out of it (the accept rule), accepting,
+ *                   connections waiting in it
+ *   event_worker.c  the worker threads: wait in the epoll set, run what
+ *                   it reports until it waits again
+ *   event_keeper.c  the keeper thread: timeouts, leaving, the
+ *                   scoreboard's connection counts
  *
  * Linux only (epoll, eventfd): include it under __linux__.
  */
@@ -26,7 +30,7 @@
 #include "event_queue.h"
 
 /* What an epoll event's data points at starts with one of these. */
-enum { EV_WAKE = 1, EV_NUDGE, EV_LISTENER, EV_CONN };
+enum { EV_WORK = 1, EV_STOP, EV_NUDGE, EV_LISTENER, EV_CONN };
 
 /* Lingering close: how long the client gets to close its side. */
 #define LINGER_SHORT_SEC 2
@@ -39,8 +43,8 @@ typedef struct {
     int fd;
 } ev_listener;
 
-/* What a connection waits for in the event thread; each has its own
- * timeout list. */
+/* What a connection waits for in the epoll set; each has its own timeout
+ * list. */
 typedef enum {
     WAIT_KEEPALIVE,                  /* next request, KeepAliveTimeout */
     WAIT_IO,                         /* write completion, Timeout */
@@ -49,11 +53,21 @@ typedef enum {
     WAIT_NONE = NUM_WAITS            /* with a worker, or queued for one */
 } wait_e;
 
+/*
+ * Who owns a connection: the worker that accepted it, or took it from the
+ * work queue, or got the one event its one-shot epoll entry delivers.
+ * Only the owner arms that entry, and it touches the connection no more
+ * once armed; so exactly one worker owns a connection at a time, and only
+ * an owner closes one. The keeper never takes a waiting connection: when
+ * one has to go (timed out, leaving) it marks it `closing` and shuts its
+ * socket's read side, which makes the armed entry fire, and the worker
+ * that gets the event closes it.
+ */
 typedef struct ev_conn ev_conn;
 struct ev_conn {
     int kind;                        /* EV_CONN */
-    event_timer timer;               /* in one of the event thread's lists */
-    ev_conn *next;                   /* worker queue or hand-back list */
+    event_timer timer;               /* in one of the timeout lists */
+    ev_conn *next;                   /* the work queue */
     apr_pool_t *ptrans;
     apr_socket_t *csd;
     int fd;
@@ -61,7 +75,9 @@ struct ev_conn {
     conn_state_t *cs;
     ap_sb_handle_t *sbh;
     event_next_e step;               /* what a worker does with it next */
-    wait_e wait;                     /* what it waits for, handed back */
+    wait_e wait;                     /* what it waits for (under mutex) */
+    int closing;                     /* the keeper wants it closed (under
+                                      * mutex) */
     int want_write;                  /* WAIT_IO: writable, else readable */
     int registered;                  /* in the epoll set (one-shot) */
     int short_linger;
@@ -87,41 +103,39 @@ typedef struct event_child_ctx {
     apr_pool_t *pchild;
     ap_generation_t generation;
 
+    /* The epoll set the workers wait in. */
     int epoll_fd;
-    int wake_fd;                     /* eventfd */
-    int wake_kind;                   /* EV_WAKE, for the epoll data */
+    int work_fd;                     /* eventfd (semaphore): queued work */
+    int work_kind;                   /* EV_WORK, for the epoll data */
+    int stop_fd;                     /* eventfd, written once: stop */
+    int stop_kind;                   /* EV_STOP */
     int nudge_fd;                    /* the bucket's eventfd */
     int nudge_kind;                  /* EV_NUDGE */
     ev_listener *listeners;
     int num_listeners;
-    int listening;                   /* listeners in the epoll set */
-
-    /* Event thread only. */
-    timer_queue queues[NUM_WAITS];   /* by wait_e */
-    int served;                      /* connections accepted */
-    char linger_buf[LINGER_BUF_SIZE];
 
     /* Under mutex. */
     apr_thread_mutex_t *mutex;
-    apr_thread_cond_t *work;         /* a connection queued, or stop */
+    apr_thread_cond_t *keeper_wake;  /* something for the keeper to do */
     apr_thread_cond_t *gone;         /* a worker exited */
-    ev_conn *queue_head, *queue_tail;
+    int listening;                   /* listeners in the epoll set */
+    timer_queue queues[NUM_WAITS];   /* by wait_e */
+    ev_conn *queue_head, *queue_tail;  /* the work queue */
     int queued;
-    int idle_workers;
+    int idle_workers;                /* waiting in the epoll set */
     int running_workers;
     int stop_workers;
-    int listeners_off;               /* the event thread wants a wake-up
-                                      * when a worker becomes idle */
-    ev_conn *handback;               /* connections returned by workers */
     apr_pool_t **spare_pools;
     int num_spare_pools;
     int connections;                 /* open, lingering included */
+    int served;                      /* accepted, when MaxConnectionsPer
+                                      * Child counts them */
 
     /* Flags any thread may read, set with SET() and read with IS(). */
     apr_uint32_t leaving;            /* graceful: finish and go */
     apr_uint32_t dying;              /* SIGTERM: go now */
     apr_uint32_t sick;               /* accept() broke: exit CHILDSICK */
-    apr_uint32_t event_done;         /* the event thread has finished */
+    apr_uint32_t keeper_done;        /* the keeper thread has finished */
 } event_child_ctx;
 
 static inline void ev_lock(event_child_ctx *ctx)
@@ -144,21 +158,47 @@ void ev_put_pool(event_child_ctx *ctx, apr_pool_t *p);
  * list. */
 void ev_close_conn(event_child_ctx *ctx, ev_conn *ec);
 
-/* event_worker.c: a worker thread (arg: its worker_info). */
-void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg);
+/* event_keeper.c: wakes the keeper to look at the flags and counts (under
+ * mutex). */
+void ev_wake_keeper_locked(event_child_ctx *ctx);
 
-/* event_worker.c: hands a connection to the workers (event thread). */
-void ev_queue_for_worker(event_child_ctx *ctx, ev_conn *ec);
+/* event_keeper.c: the keeper thread (arg: the context). */
+void *APR_THREAD_FUNC ev_keeper_main(apr_thread_t *thd, void *arg);
 
-/* event_thread.c: the epoll set with the wake-up eventfd, the bucket's
- * eventfd and (not yet added) the bucket's listeners. Logged on failure. */
+/* event_poll.c: the epoll set with the work and stop eventfds and the
+ * bucket's eventfd; the listeners are added by ev_update_listening().
+ * Logged on failure. Before the threads start. */
 apr_status_t ev_setup_epoll(event_child_ctx *ctx);
 
-/* event_thread.c: wakes the event thread to look at its flags and the
- * hand-back list. Any thread. */
-void ev_wake_event_thread(event_child_ctx *ctx);
+/* event_poll.c: puts the listeners into the epoll set or takes them out,
+ * as the accept rule says for the counts now (under mutex). */
+void ev_update_listening_locked(event_child_ctx *ctx);
 
-/* event_thread.c: the event thread (arg: the context). */
-void *APR_THREAD_FUNC ev_event_thread_main(apr_thread_t *thd, void *arg);
+/* event_poll.c: a new connection from l for the calling worker, which is
+ * counted busy: NULL when there is none or the rule says no. Connections
+ * found waiting behind it go to the work queue while other workers are
+ * idle for them. */
+ev_conn *ev_accept_for_worker(event_child_ctx *ctx, ev_listener *l);
+
+/* event_poll.c: what a worker whose bucket's eventfd fired takes: a
+ * connection from any of the listeners, as ev_accept_for_worker(). */
+ev_conn *ev_accept_nudged(event_child_ctx *ctx);
+
+/* event_poll.c: puts an owned connection into the epoll set to wait for
+ * ec->wait, in that wait's timeout list (deadline: now + timeout, or
+ * `deadline` when not 0). The caller must not touch it afterwards. */
+void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec, apr_time_t deadline);
+
+/* event_poll.c: the work queue (under mutex for _locked; both wake one
+ * waiting worker). */
+void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec);
+ev_conn *ev_take_work(event_child_ctx *ctx);
+
+/* event_poll.c: makes a waiting connection's armed epoll entry fire so
+ * that its next owner closes it (under mutex; it is in no list). */
+void ev_force_ready_locked(event_child_ctx *ctx, ev_conn *ec);
+
+/* event_worker.c: a worker thread (arg: its worker_info). */
+void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg);
 
 #endif /* EVENT_CHILD_H */

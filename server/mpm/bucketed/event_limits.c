@@ -211,12 +211,19 @@ const char *child_model_conflict(apr_pool_t *p, child_model_e model,
     return NULL;
 }
 
+int event_should_listen(int connections, int idle_workers,
+                        int threads_per_child, int async_factor_scaled)
+{
+    long idle = idle_workers > 0 ? idle_workers : 0;
+
+    return connections <= threads_per_child
+                          + idle * async_factor_scaled / ASYNC_FACTOR_SCALE;
+}
+
 int event_may_accept(int connections, int idle_workers, int threads_per_child,
                      int async_factor_scaled)
 {
-    long limit = threads_per_child
-                 + (long)idle_workers * async_factor_scaled
-                   / ASYNC_FACTOR_SCALE;
-
-    return idle_workers > 0 && connections <= limit;
+    return idle_workers > 0
+           && event_should_listen(connections, idle_workers,
+                                  threads_per_child, async_factor_scaled);
 }

@@ -80,4 +80,12 @@ const char *child_model_conflict(apr_pool_t *p, child_model_e model,
 int event_may_accept(int connections, int idle_workers, int threads_per_child,
                      int async_factor_scaled);
 
+/* Whether an event child's listening sockets belong in the epoll set its
+ * workers wait in: the second half of the rule above only. The first
+ * half needs no help there: the kernel wakes only a child with a worker
+ * waiting in epoll, and the worker a new connection wakes is that idle
+ * worker. */
+int event_should_listen(int connections, int idle_workers,
+                        int threads_per_child, int async_factor_scaled);
+
 #endif /* EVENT_LIMITS_H */

@@ -1,17 +1,25 @@
 /*
  * event_worker.c: the worker threads of a ChildModel event child. A
- * worker takes a connection from the queue the event thread fills, runs
- * httpd's process_connection hooks under the async contract of
- * conn_state_t, and acts on what they leave in c->cs->state
- * (event_queue.c decides): flush pending output, read the next request,
- * or hand the connection back to the event thread to wait for keep-alive,
- * for the socket to drain, or for the client's FIN in lingering close.
- * The pre-close hooks of lingering close (mod_ssl's close_notify,
- * mod_http2's GOAWAY) run here, never in the event thread.
+ * worker waits in the child's epoll set (event_poll.c) for whatever is
+ * ready: a new connection, which it accepts and serves itself; a
+ * connection whose next request, pending output or lingering client is
+ * ready; a connection from the work queue. It runs httpd's
+ * process_connection hooks under the async contract of conn_state_t and
+ * acts on what they leave in c->cs->state (event_queue.c decides): flush
+ * pending output, read the next request, or put the connection back into
+ * the epoll set to wait without a thread for keep-alive, for the socket
+ * to drain, or for the client's FIN in lingering close. The pre-close
+ * hooks of lingering close (mod_ssl's close_notify, mod_http2's GOAWAY)
+ * run here.
  *
- * Its own file because the workers only block in httpd's hooks and on
- * the queue; the epoll set is the event thread's (event_thread.c).
+ * Its own file because this is the only code that runs httpd's hooks.
  */
+#include <errno.h>
+#include <string.h>
+#ifdef __linux__
+#include <sys/epoll.h>
+#endif
+
 #include "httpd.h"
 #include "http_connection.h"
 #include "http_core.h"
@@ -29,22 +37,19 @@ APLOG_USE_MODULE(mpm_bucketed);
 
 #include "event_child.h"
 
-/* Returns a connection to the event thread to wait (ec->wait set). */
-static void hand_back(event_child_ctx *ctx, ev_conn *ec)
+/* Into the epoll set to wait for ec->wait (set) without a thread. */
+static void wait_without_thread(event_child_ctx *ctx, ev_conn *ec,
+                                apr_time_t deadline)
 {
     if (ec->c != NULL) {
         ap_run_suspend_connection(ec->c, NULL);
     }
-    ev_lock(ctx);
-    ec->next = ctx->handback;
-    ctx->handback = ec;
-    ev_unlock(ctx);
-    ev_wake_event_thread(ctx);
+    ev_start_waiting(ctx, ec, deadline);
 }
 
 /* Lingering close: the pre-close hooks, what is left of the output, the
- * write side shut; then the event thread drains what the client still
- * sends until it closes or the timeout ends. */
+ * write side shut; then what the client still sends is drained, as it
+ * comes, until it closes or the timeout ends. */
 static void start_linger(event_child_ctx *ctx, ev_conn *ec)
 {
     apr_socket_timeout_set(ec->csd, apr_time_from_sec(LINGER_SHORT_SEC));
@@ -64,7 +69,7 @@ static void start_linger(event_child_ctx *ctx, ev_conn *ec)
         ec->cs->state = CONN_STATE_LINGER_NORMAL;
     }
     ec->wait = WAIT_LINGER;
-    hand_back(ctx, ec);
+    wait_without_thread(ctx, ec, 0);
 }
 
 /* Write completion: the output filters get another go at what is pending. */
@@ -182,13 +187,18 @@ static void serve_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
             ec->want_write = ec->step == EVENT_NEXT_WAIT_WRITE;
             ec->step = EVENT_NEXT_FLUSH;
             ec->wait = WAIT_IO;
-            hand_back(ctx, ec);
+            wait_without_thread(ctx, ec, 0);
             return;
         case EVENT_NEXT_KEEPALIVE:
+            if (IS(ctx, leaving) || IS(ctx, dying)) {
+                ec->short_linger = 1;
+                ec->step = EVENT_NEXT_LINGER;
+                continue;
+            }
             ec->cs->state = CONN_STATE_KEEPALIVE;
             ec->step = EVENT_NEXT_PROCESS;
             ec->wait = WAIT_KEEPALIVE;
-            hand_back(ctx, ec);
+            wait_without_thread(ctx, ec, 0);
             return;
         case EVENT_NEXT_SUSPENDED:
             /* This MPM offers no callbacks a module could resume a
@@ -212,41 +222,139 @@ static void set_worker_status(event_child_ctx *ctx, int num, int status)
     ap_update_child_status_from_indexes(ctx->slot, num, status, NULL);
 }
 
-/* One worker thread: serve queued connections until told to stop. */
+/* Reads and discards what a lingering client still sends: whether it has
+ * closed its side (or the socket failed). */
+static int drain_linger(ev_conn *ec)
+{
+    char buf[LINGER_BUF_SIZE];
+    apr_status_t rv;
+
+    do {
+        apr_size_t n = sizeof(buf);
+        rv = apr_socket_recv(ec->csd, buf, &n);
+    } while (rv == APR_SUCCESS);
+    return !APR_STATUS_IS_EAGAIN(rv);
+}
+
+/* A connection whose one-shot entry fired: this worker owns it now. */
+static void conn_ready(event_child_ctx *ctx, ev_conn *ec, int thread_num,
+                       apr_thread_t *thd)
+{
+    wait_e wait;
+    int closing;
+
+    ev_lock(ctx);
+    wait = ec->wait;
+    closing = ec->closing;
+    if (ec->timer.queued) {
+        timer_queue_remove(&ctx->queues[wait], &ec->timer);
+    }
+    ec->wait = WAIT_NONE;
+    ec->closing = 0;
+    if (wait == WAIT_LINGER) {
+        ev_update_listening_locked(ctx);
+    }
+    ev_unlock(ctx);
+
+    if (wait == WAIT_LINGER) {
+        if (drain_linger(ec) || closing) {
+            ev_close_conn(ctx, ec);
+        }
+        else {
+            /* The deadline stays the one lingering close started with. */
+            ec->wait = WAIT_LINGER;
+            ev_start_waiting(ctx, ec, ec->timer.expiry);
+        }
+        return;
+    }
+    if (closing) {
+        /* Timed out, or the child is leaving. */
+        if (IS(ctx, dying)) {
+            ev_close_conn(ctx, ec);
+            return;
+        }
+        if (wait == WAIT_IO) {
+            ap_log_cerror(APLOG_MARK, APLOG_DEBUG, 0, ec->c, "bucketed: "
+                          "write completion timed out");
+            ec->c->aborted = 1;
+        }
+        ec->short_linger = 1;
+        ec->step = EVENT_NEXT_LINGER;
+    }
+    serve_conn(ctx, ec, thread_num, thd);
+}
+
+/* Waits in the epoll set for one event; with the lock held on return
+ * (NULL: stop). */
+static void *wait_for_event(event_child_ctx *ctx, int num)
+{
+    struct epoll_event ev;
+    int n;
+
+    for (;;) {
+        set_worker_status(ctx, num, SERVER_READY);
+        ev_lock(ctx);
+        if (ctx->stop_workers) {
+            return NULL;
+        }
+        ctx->idle_workers++;
+        ev_update_listening_locked(ctx);
+        ev_unlock(ctx);
+        n = epoll_wait(ctx->epoll_fd, &ev, 1, -1);
+        ev_lock(ctx);
+        ctx->idle_workers--;
+        if (n > 0) {
+            return ev.data.ptr;
+        }
+        ev_unlock(ctx);
+        if (n < 0 && errno != EINTR) {
+            int err = errno;
+            ap_log_error(APLOG_MARK, APLOG_CRIT, err, ctx->s,
+                         "bucketed: epoll_wait in a worker");
+            SET(ctx, sick);
+            SET(ctx, dying);
+            ev_lock(ctx);
+            ev_wake_keeper_locked(ctx);
+            ev_unlock(ctx);
+            return NULL;
+        }
+    }
+}
+
+/* One worker thread: serve what the epoll set reports until told to
+ * stop. */
 void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg)
 {
     worker_info *wi = arg;
     event_child_ctx *ctx = wi->ctx;
+    void *ready;
 
-    for (;;) {
-        ev_conn *ec;
-        int wake;
+    while ((ready = wait_for_event(ctx, wi->num)) != NULL) {
+        int kind = *(int *)ready;
+        ev_conn *ec = NULL;
 
-        set_worker_status(ctx, wi->num, SERVER_READY);
-        ev_lock(ctx);
-        ctx->idle_workers++;
-        wake = ctx->listeners_off;
-        if (wake) {
-            ev_unlock(ctx);
-            ev_wake_event_thread(ctx);
-            ev_lock(ctx);
-        }
-        while (ctx->queue_head == NULL && !ctx->stop_workers) {
-            apr_thread_cond_wait(ctx->work, ctx->mutex);
-        }
-        ctx->idle_workers--;
-        ec = ctx->queue_head;
-        if (ec == NULL) {
-            break;
-        }
-        ctx->queue_head = ec->next;
-        if (ctx->queue_head == NULL) {
-            ctx->queue_tail = NULL;
-        }
-        ctx->queued--;
         ev_unlock(ctx);
         set_worker_status(ctx, wi->num, SERVER_BUSY_READ);
-        serve_conn(ctx, ec, wi->num, thd);
+        switch (kind) {
+        case EV_CONN:
+            conn_ready(ctx, ready, wi->num, thd);
+            continue;
+        case EV_LISTENER:
+            ec = ev_accept_for_worker(ctx, ready);
+            break;
+        case EV_NUDGE:
+            ec = ev_accept_nudged(ctx);
+            break;
+        case EV_WORK:
+            ec = ev_take_work(ctx);
+            break;
+        default:
+            /* EV_STOP: the next wait sees stop_workers. */
+            break;
+        }
+        if (ec != NULL) {
+            serve_conn(ctx, ec, wi->num, thd);
+        }
     }
     ctx->running_workers--;
     apr_thread_cond_signal(ctx->gone);
@@ -255,23 +363,6 @@ void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg)
                                                    : SERVER_GRACEFUL);
     apr_thread_exit(thd, APR_SUCCESS);
     return NULL;
-}
-
-/* The queue's other end, for the event thread. */
-void ev_queue_for_worker(event_child_ctx *ctx, ev_conn *ec)
-{
-    ec->next = NULL;
-    ev_lock(ctx);
-    if (ctx->queue_tail != NULL) {
-        ctx->queue_tail->next = ec;
-    }
-    else {
-        ctx->queue_head = ec;
-    }
-    ctx->queue_tail = ec;
-    ctx->queued++;
-    apr_thread_cond_signal(ctx->work);
-    ev_unlock(ctx);
 }
 
 #endif /* __linux__ */

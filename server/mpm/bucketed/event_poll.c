@@ -1,0 +1,493 @@
+/*
+ * event_poll.c: the epoll set of a ChildModel event child, which its
+ * worker threads wait in themselves (no listener thread hands them
+ * anything). It holds:
+ *   - the bucket's listening sockets, edge-triggered and with
+ *     EPOLLEXCLUSIVE where the kernel has it: a new connection wakes one
+ *     waiting worker of one child of the bucket, which accepts it and
+ *     serves it; it also looks for connections queued behind it and puts
+ *     them in the work queue while other workers are idle for them;
+ *   - connections waiting without a thread, one-shot: for the next
+ *     keep-alive request, for write completion, for the client's FIN in
+ *     lingering close, each also in a timeout list the keeper thread
+ *     (event_keeper.c) watches;
+ *   - the work queue's eventfd (a semaphore: one unit per queued
+ *     connection), a stop eventfd, and the bucket's eventfd, with which a
+ *     child that leaves connections in the accept queue wakes the others.
+ *
+ * The listening sockets are in the set while the accept rule allows
+ * (event_limits.c: the connections, lingering ones aside, at most
+ * ThreadsPerChild + idle workers x AsyncRequestWorkerFactor); a child out
+ * of the set says so in the scoreboard (not_accepting), where the
+ * parent's census sees it.
+ *
+ * Its own file because everything that adds to the set or takes from the
+ * accept queue is here; what runs the connections is event_worker.c.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#endif
+
+#include "apr_portable.h"
+
+#include "httpd.h"
+#include "http_log.h"
+#include "mpm_common.h"
+#include "scoreboard.h"
+
+#include "bucketed.h"
+#include "child_accept.h"
+#include "event_limits.h"
+#include "event_queue.h"
+
+APLOG_USE_MODULE(mpm_bucketed);
+
+#ifdef __linux__
+
+#include "event_child.h"
+
+static int epoll_set(event_child_ctx *ctx, int op, int fd, unsigned events,
+                     void *ptr)
+{
+    struct epoll_event ev;
+
+    memset(&ev, 0, sizeof(ev));
+    ev.events = events;
+    ev.data.ptr = ptr;
+    if (epoll_ctl(ctx->epoll_fd, op, fd, op == EPOLL_CTL_DEL ? NULL : &ev)
+        < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s, "bucketed: "
+                     "epoll_ctl(%d) for descriptor %d in an event child",
+                     op, fd);
+        return -1;
+    }
+    return 0;
+}
+
+static apr_status_t add_eventfd(event_child_ctx *ctx, int *fd, int *kind,
+                                int kind_value, int flags, unsigned events,
+                                const char *what)
+{
+    int err;
+
+    if (*fd < 0) {
+        *fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC | flags);
+        if (*fd < 0) {
+            err = errno;
+            ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
+                         "bucketed: eventfd (%s) in an event child", what);
+            return err;
+        }
+    }
+    *kind = kind_value;
+    if (epoll_set(ctx, EPOLL_CTL_ADD, *fd, events, kind) < 0) {
+        return APR_EGENERAL;
+    }
+    return APR_SUCCESS;
+}
+
+apr_status_t ev_setup_epoll(event_child_ctx *ctx)
+{
+    ap_listen_rec *lr;
+    apr_status_t rv;
+    int i = 0, err;
+
+    ctx->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (ctx->epoll_fd < 0) {
+        err = errno;
+        ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
+                     "bucketed: epoll_create1 in an event child");
+        return err;
+    }
+    /* Level-triggered: every queued unit wakes a worker in turn. */
+    rv = add_eventfd(ctx, &ctx->work_fd, &ctx->work_kind, EV_WORK,
+                     EFD_SEMAPHORE, EPOLLIN, "work queue");
+    /* Level-triggered and never read: every worker sees it. */
+    if (rv == APR_SUCCESS) {
+        rv = add_eventfd(ctx, &ctx->stop_fd, &ctx->stop_kind, EV_STOP, 0,
+                         EPOLLIN, "stop");
+    }
+    /* The bucket's, shared with the other children: edge-triggered and
+     * never read, so each write wakes one worker of each child once. */
+    if (rv == APR_SUCCESS) {
+        ctx->nudge_fd = ctx->conf->bucket_nudge[ctx->bucket];
+        rv = add_eventfd(ctx, &ctx->nudge_fd, &ctx->nudge_kind, EV_NUDGE, 0,
+                         EPOLLIN | EPOLLET, "bucket");
+    }
+    if (rv != APR_SUCCESS) {
+        return rv;
+    }
+    for (lr = ctx->conf->bucket_listeners[ctx->bucket]; lr; lr = lr->next) {
+        ctx->num_listeners++;
+    }
+    ctx->listeners = apr_pcalloc(ctx->pchild, sizeof(ev_listener)
+                                              * ctx->num_listeners);
+    for (lr = ctx->conf->bucket_listeners[ctx->bucket]; lr; lr = lr->next) {
+        ctx->listeners[i].kind = EV_LISTENER;
+        ctx->listeners[i].lr = lr;
+        apr_os_sock_get(&ctx->listeners[i].fd, lr->sd);
+        i++;
+    }
+    ctx->listening = 0;
+    return APR_SUCCESS;
+}
+
+/* ------------------------------------------------------------ listening */
+
+static int listener_readable(const ev_listener *l)
+{
+    struct pollfd pfd;
+
+    pfd.fd = l->fd;
+    pfd.events = POLLIN;
+    pfd.revents = 0;
+    return poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN);
+}
+
+static int any_listener_readable(event_child_ctx *ctx)
+{
+    int i;
+
+    for (i = 0; i < ctx->num_listeners; i++) {
+        if (listener_readable(&ctx->listeners[i])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* EPOLLEXCLUSIVE wakes one waiting child per new connection; a child that
+ * was woken but leaves connections in the accept queue (it filled up, or
+ * is leaving) would strand them until the next connection wakes someone,
+ * which never comes when every request in flight waits on one of them (a
+ * request proxied to its own server). So such a child wakes every child
+ * of its bucket, and those that can take connections try. */
+static void nudge_bucket(event_child_ctx *ctx)
+{
+    uint64_t one = 1;
+
+    if (write(ctx->nudge_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     "bucketed: write to bucket %d's eventfd", ctx->bucket);
+    }
+}
+
+static int open_connections(event_child_ctx *ctx)
+{
+    return ctx->connections - ctx->queues[WAIT_LINGER].count;
+}
+
+static int closing_down(event_child_ctx *ctx)
+{
+    return IS(ctx, leaving) || IS(ctx, dying);
+}
+
+void ev_update_listening_locked(event_child_ctx *ctx)
+{
+    unsigned events = EPOLLIN | EPOLLET
+                      | (ctx->conf->kernel.epoll_exclusive ? EPOLLEXCLUSIVE
+                                                           : 0);
+    int want, i;
+
+    want = !closing_down(ctx)
+           && event_should_listen(open_connections(ctx),
+                                  ctx->idle_workers - ctx->queued,
+                                  ctx->threads, ctx->conf->async_factor);
+    if (want == ctx->listening) {
+        return;
+    }
+    for (i = 0; i < ctx->num_listeners; i++) {
+        ev_listener *l = &ctx->listeners[i];
+        epoll_set(ctx, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, l->fd, events,
+                  l);
+    }
+    ctx->listening = want;
+    ap_get_scoreboard_process(ctx->slot)->not_accepting = !want;
+    /* A connection that woke this child may be waiting still. */
+    if (!want && any_listener_readable(ctx)) {
+        nudge_bucket(ctx);
+    }
+}
+
+/* ------------------------------------------------------------ accepting */
+
+/* Whether one more connection may be accepted, with `idle` workers free
+ * for it (under mutex). */
+static int may_accept_locked(event_child_ctx *ctx, int idle)
+{
+    return !closing_down(ctx)
+           && event_may_accept(open_connections(ctx), idle, ctx->threads,
+                               ctx->conf->async_factor);
+}
+
+/* Counts a connection against MaxConnectionsPerChild before it is
+ * accepted, since workers accept at the same time (under mutex): 0 when
+ * the child has had its share, 2 for its last one, else 1. */
+static int reserve_served_locked(event_child_ctx *ctx)
+{
+    if (ap_max_requests_per_child <= 0) {
+        return 1;
+    }
+    if (ctx->served >= ap_max_requests_per_child) {
+        return 0;
+    }
+    ctx->served++;
+    return ctx->served == ap_max_requests_per_child ? 2 : 1;
+}
+
+/* One connection from l: NULL when none waits or accepting failed. */
+static ev_conn *accept_one(event_child_ctx *ctx, ev_listener *l)
+{
+    apr_pool_t *ptrans;
+    apr_socket_t *csd = NULL;
+    apr_status_t rv;
+    ev_conn *ec;
+    int reserved;
+
+    ev_lock(ctx);
+    reserved = reserve_served_locked(ctx);
+    ev_unlock(ctx);
+    if (!reserved) {
+        return NULL;
+    }
+    ptrans = ev_get_pool(ctx);
+    if (ptrans == NULL) {
+        SET(ctx, sick);
+        SET(ctx, leaving);
+        rv = APR_ENOMEM;
+    }
+    else {
+        rv = child_accept_on(l->lr, &csd, ptrans);
+    }
+    if (rv != APR_SUCCESS || csd == NULL) {
+        if (ptrans != NULL) {
+            ev_put_pool(ctx, ptrans);
+        }
+        if (rv == APR_EGENERAL) {
+            /* Logged by ap_unixd_accept: a resource shortage. */
+            SET(ctx, sick);
+            SET(ctx, leaving);
+        }
+        ev_lock(ctx);
+        ctx->served -= ap_max_requests_per_child > 0;
+        ev_unlock(ctx);
+        return NULL;
+    }
+    bucket_stats_count_accept(ctx->retained, ctx->bucket);
+    ec = apr_pcalloc(ptrans, sizeof(*ec));
+    ec->kind = EV_CONN;
+    ec->wait = WAIT_NONE;
+    ec->ptrans = ptrans;
+    ec->csd = csd;
+    apr_os_sock_get(&ec->fd, csd);
+    ev_lock(ctx);
+    ctx->connections++;
+    if (reserved == 2) {
+        SET(ctx, leaving);
+        ev_wake_keeper_locked(ctx);
+    }
+    ev_update_listening_locked(ctx);
+    ev_unlock(ctx);
+    if (reserved == 2) {
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, ctx->s, "bucketed: child %"
+                     APR_PID_T_FMT " reached MaxConnectionsPerChild, "
+                     "leaving", getpid());
+    }
+    return ec;
+}
+
+/* Connections queued behind the one a worker took go to the work queue
+ * while idle workers are left for them; when the rule stops this with
+ * some still waiting, the rest of the bucket is woken for them. */
+static void accept_behind(event_child_ctx *ctx, ev_listener *l)
+{
+    for (;;) {
+        ev_conn *ec;
+        int ok;
+
+        ev_lock(ctx);
+        ok = may_accept_locked(ctx, ctx->idle_workers - ctx->queued);
+        ev_unlock(ctx);
+        if (!ok) {
+            if (listener_readable(l)) {
+                nudge_bucket(ctx);
+            }
+            return;
+        }
+        ec = accept_one(ctx, l);
+        if (ec == NULL) {
+            return;
+        }
+        ev_lock(ctx);
+        ev_queue_work_locked(ctx, ec);
+        ev_unlock(ctx);
+    }
+}
+
+ev_conn *ev_accept_for_worker(event_child_ctx *ctx, ev_listener *l)
+{
+    ev_conn *ec;
+    int ok;
+
+    ev_lock(ctx);
+    /* The calling worker, counted busy already, is the one free for it. */
+    ok = may_accept_locked(ctx, ctx->idle_workers - ctx->queued + 1);
+    if (!ok) {
+        ev_update_listening_locked(ctx);
+    }
+    ev_unlock(ctx);
+    if (!ok) {
+        if (listener_readable(l)) {
+            nudge_bucket(ctx);
+        }
+        return NULL;
+    }
+    ec = accept_one(ctx, l);
+    if (ec != NULL) {
+        accept_behind(ctx, l);
+    }
+    return ec;
+}
+
+ev_conn *ev_accept_nudged(event_child_ctx *ctx)
+{
+    int i;
+
+    for (i = 0; i < ctx->num_listeners; i++) {
+        ev_conn *ec = ev_accept_for_worker(ctx, &ctx->listeners[i]);
+        if (ec != NULL) {
+            return ec;
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------- the work queue */
+
+void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec)
+{
+    uint64_t one = 1;
+
+    ec->next = NULL;
+    if (ctx->queue_tail != NULL) {
+        ctx->queue_tail->next = ec;
+    }
+    else {
+        ctx->queue_head = ec;
+    }
+    ctx->queue_tail = ec;
+    ctx->queued++;
+    if (write(ctx->work_fd, &one, sizeof(one)) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     "bucketed: write to the work queue's eventfd");
+    }
+    ev_update_listening_locked(ctx);
+}
+
+ev_conn *ev_take_work(event_child_ctx *ctx)
+{
+    uint64_t unit;
+    ev_conn *ec;
+
+    /* One unit per queued connection: a worker that gets none was beaten
+     * to it by another. */
+    if (read(ctx->work_fd, &unit, sizeof(unit)) < 0) {
+        int err = errno;
+        if (err != EAGAIN) {
+            ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                         "bucketed: read of the work queue's eventfd");
+        }
+        return NULL;
+    }
+    ev_lock(ctx);
+    ec = ctx->queue_head;
+    if (ec != NULL) {
+        ctx->queue_head = ec->next;
+        if (ctx->queue_head == NULL) {
+            ctx->queue_tail = NULL;
+        }
+        ctx->queued--;
+        ev_update_listening_locked(ctx);
+    }
+    ev_unlock(ctx);
+    return ec;
+}
+
+/* ------------------------------------------ connections waiting in epoll */
+
+void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec, apr_time_t deadline)
+{
+    apr_interval_time_t timeout;
+    unsigned events = EPOLLONESHOT;
+    int op;
+
+    switch (ec->wait) {
+    case WAIT_KEEPALIVE:
+        timeout = ec->c->base_server->keep_alive_timeout;
+        events |= EPOLLIN;
+        break;
+    case WAIT_IO:
+        timeout = ec->c->base_server->timeout;
+        events |= ec->want_write ? EPOLLOUT : EPOLLIN;
+        break;
+    default:
+        timeout = apr_time_from_sec(ec->short_linger ? LINGER_SHORT_SEC
+                                                     : LINGER_NORMAL_SEC);
+        events |= EPOLLIN;
+        break;
+    }
+    if (deadline == 0) {
+        deadline = apr_time_now() + timeout;
+    }
+    op = ec->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    /* Set before the entry is armed: from then on another worker may own
+     * the connection. */
+    ec->registered = 1;
+    ev_lock(ctx);
+    timer_queue_insert(&ctx->queues[ec->wait], &ec->timer, deadline);
+    if (ec->wait == WAIT_LINGER) {
+        ev_update_listening_locked(ctx);
+    }
+    ev_unlock(ctx);
+    if (epoll_set(ctx, op, ec->fd, events, ec) < 0) {
+        /* Not armed, so still this worker's. */
+        ev_lock(ctx);
+        if (ec->timer.queued) {
+            timer_queue_remove(&ctx->queues[ec->wait], &ec->timer);
+        }
+        ec->wait = WAIT_NONE;
+        ec->closing = 0;
+        ev_unlock(ctx);
+        ec->registered = 0;
+        ev_close_conn(ctx, ec);
+    }
+}
+
+void ev_force_ready_locked(event_child_ctx *ctx, ev_conn *ec)
+{
+    /* A connection waiting to write is armed for EPOLLOUT only, which
+     * shutting the read side does not raise; a full shutdown raises
+     * EPOLLHUP, which every entry reports. */
+    int how = ec->wait == WAIT_IO && ec->want_write ? SHUT_RDWR : SHUT_RD;
+
+    ec->closing = 1;
+    if (shutdown(ec->fd, how) < 0) {
+        int err = errno;
+        /* ENOTCONN: the client is gone, so the socket is ready anyway. */
+        ap_log_error(APLOG_MARK, err == ENOTCONN ? APLOG_DEBUG : APLOG_ERR,
+                     err, ctx->s, "bucketed: shutdown of a waiting "
+                     "connection");
+    }
+}
+
+#endif /* __linux__ */
