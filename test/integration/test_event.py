@@ -145,14 +145,15 @@ def test_serves_and_says_threaded(make_httpd):
     assert "forked:     yes (variable process count)" in version.output
     check = server.command("-t")
     assert check.returncode == 0, check.output
-    assert ("ChildModel event: each child has an event thread and 4 worker "
-            "threads (MaxRequestWorkers 16 is 4 children)") in check.output
+    assert ("ChildModel event: each child has 4 worker threads, which "
+            "accept and serve, and a keeper thread (MaxRequestWorkers 16 is "
+            "4 children)") in check.output
     modules = server.command("-M")
     assert modules.returncode == 0, modules.output
     assert "mpm_bucketed_module (shared)" in modules.output
     server.start()
     assert http_get(server.ports[0]) == (200, INDEX_BODY)
-    # Children are threaded: the event thread and four workers each.
+    # Children are threaded: the main thread, the keeper and four workers.
     child = children_of(server.pid)[0]
     threads = len(os.listdir(f"/proc/{child}/task"))
     assert threads == 1 + 1 + 4, threads
@@ -326,7 +327,7 @@ def test_write_completion_to_slow_reader_then_keepalive(make_httpd):
                                   timeout=HTTP_TIMEOUT) as s:
         s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
         # Not reading: the server's output stalls; once the handler is
-        # done the connection waits writable in the event thread.
+        # done the connection waits writable without a thread.
         wait_until(lambda: int(status_fields(port)["ConnsAsyncWriting"])
                    >= 1, 20, what="a connection in write completion")
         head, body, rest = read_response(s)
@@ -446,7 +447,7 @@ def test_graceful_restart_switches_child_model(make_httpd):
     done = load.done()
     wait_until(lambda: load.done() > done + 200, 20,
                what="requests served by the prefork model")
-    # And back: an event thread and four workers per child.
+    # And back: a keeper and four workers per child.
     server.write_config(event_config)
     server.signal(signal.SIGUSR1)
     wait_generation(server, generation + 2)
@@ -696,7 +697,7 @@ def test_h2c_through_mod_http2(make_httpd):
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 def test_tls_keepalive_through_mod_ssl(make_httpd, tmp_path):
-    """TLS connections kept alive in the event thread between requests
+    """TLS connections kept alive without a thread between requests
     (mod_ssl's filters on the async path), and closed with its pre-close
     hook when the keep-alive ends."""
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"

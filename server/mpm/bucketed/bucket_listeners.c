@@ -774,7 +774,8 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
 
         for (lr = conf->bucket_listeners[b]; lr; lr = lr->next) {
             /* Non-blocking where a child waits on several sockets, and
-             * always in ChildModel event, whose event thread accepts. */
+             * always in ChildModel event, whose workers accept after
+             * epoll. */
             rv = apr_socket_opt_set(lr->sd, APR_SO_NONBLOCK,
                                     count > 1 || conf->child_model
                                                  == CHILD_MODEL_EVENT);

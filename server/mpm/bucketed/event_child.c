@@ -103,7 +103,7 @@ void ev_close_conn(event_child_ctx *ctx, ev_conn *ec)
     ctx->connections--;
     ev_update_listening_locked(ctx);
     if (ctx->connections == 0 && (IS(ctx, leaving) || IS(ctx, dying))) {
-        ev_wake_keeper_locked(ctx);
+        ev_wake_keeper(ctx);
     }
     ev_unlock(ctx);
 }
@@ -116,9 +116,6 @@ static apr_status_t setup_threads_sync(event_child_ctx *ctx)
 
     rv = apr_thread_mutex_create(&ctx->mutex, APR_THREAD_MUTEX_DEFAULT,
                                  ctx->pchild);
-    if (rv == APR_SUCCESS) {
-        rv = apr_thread_cond_create(&ctx->keeper_wake, ctx->pchild);
-    }
     if (rv == APR_SUCCESS) {
         rv = apr_thread_cond_create(&ctx->gone, ctx->pchild);
     }
@@ -226,9 +223,7 @@ static void wait_for_signals(event_child_ctx *ctx, const sigset_t *set)
         else {
             SET(ctx, leaving);
         }
-        ev_lock(ctx);
-        ev_wake_keeper_locked(ctx);
-        ev_unlock(ctx);
+        ev_wake_keeper(ctx);
     }
 }
 
@@ -273,6 +268,7 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     ctx->thread_limit = retained->first_thread_limit;
     ctx->generation = retained->mpm->my_generation;
     ctx->epoll_fd = ctx->work_fd = ctx->stop_fd = -1;
+    ctx->keeper_fd = ctx->wake_fd = -1;
     ctx->spare_pools = apr_pcalloc(pchild, sizeof(apr_pool_t *)
                                            * (ctx->threads + SPARE_POOLS));
     for (i = 0; i < NUM_WAITS; i++) {
@@ -286,6 +282,7 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     bucket_listeners_keep_only(conf, bucket);
     bucket_listeners_child_steering(s, conf, retained, bucket);
     if (ev_setup_epoll(ctx) != APR_SUCCESS
+        || ev_setup_keeper(ctx) != APR_SUCCESS
         || setup_threads_sync(ctx) != APR_SUCCESS) {
         event_child_exit(ctx, APEXIT_CHILDFATAL, 1);
     }

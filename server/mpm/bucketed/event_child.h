@@ -30,7 +30,7 @@
 #include "event_queue.h"
 
 /* What an epoll event's data points at starts with one of these. */
-enum { EV_WORK = 1, EV_STOP, EV_NUDGE, EV_LISTENER, EV_CONN };
+enum { EV_WORK = 1, EV_STOP, EV_NUDGE, EV_LISTENER, EV_CONN, EV_WAKE };
 
 /* Lingering close: how long the client gets to close its side. */
 #define LINGER_SHORT_SEC 2
@@ -43,8 +43,9 @@ typedef struct {
     int fd;
 } ev_listener;
 
-/* What a connection waits for in the epoll set; each has its own timeout
- * list. */
+/* What a connection waits for without a thread; each has its own timeout
+ * list. Keep-alive and write completion wait in the workers' epoll set,
+ * lingering close in the keeper's. */
 typedef enum {
     WAIT_KEEPALIVE,                  /* next request, KeepAliveTimeout */
     WAIT_IO,                         /* write completion, Timeout */
@@ -55,13 +56,14 @@ typedef enum {
 
 /*
  * Who owns a connection: the worker that accepted it, or took it from the
- * work queue, or got the one event its one-shot epoll entry delivers.
- * Only the owner arms that entry, and it touches the connection no more
- * once armed; so exactly one worker owns a connection at a time, and only
- * an owner closes one. The keeper never takes a waiting connection: when
- * one has to go (timed out, leaving) it marks it `closing` and shuts its
- * socket's read side, which makes the armed entry fire, and the worker
- * that gets the event closes it.
+ * work queue, or got the one event its one-shot epoll entry delivers;
+ * the keeper, once it lingers. Only the owner arms an entry, and it
+ * touches the connection no more once armed; so exactly one thread owns
+ * a connection at a time, and only an owner closes one. The keeper never
+ * takes a connection waiting in the workers' set: when one has to go
+ * (timed out, leaving) it marks it `closing` and shuts its socket's read
+ * side, which makes the armed entry fire, and the worker that gets the
+ * event closes it.
  */
 typedef struct ev_conn ev_conn;
 struct ev_conn {
@@ -114,9 +116,15 @@ typedef struct event_child_ctx {
     ev_listener *listeners;
     int num_listeners;
 
+    /* The keeper's epoll set: connections in lingering close, and an
+     * eventfd to wake it. */
+    int keeper_fd;
+    int wake_fd;
+    int wake_kind;                   /* EV_WAKE */
+    char linger_buf[LINGER_BUF_SIZE];  /* the keeper's */
+
     /* Under mutex. */
     apr_thread_mutex_t *mutex;
-    apr_thread_cond_t *keeper_wake;  /* something for the keeper to do */
     apr_thread_cond_t *gone;         /* a worker exited */
     int listening;                   /* listeners in the epoll set */
     timer_queue queues[NUM_WAITS];   /* by wait_e */
@@ -158,9 +166,18 @@ void ev_put_pool(event_child_ctx *ctx, apr_pool_t *p);
  * list. */
 void ev_close_conn(event_child_ctx *ctx, ev_conn *ec);
 
-/* event_keeper.c: wakes the keeper to look at the flags and counts (under
- * mutex). */
-void ev_wake_keeper_locked(event_child_ctx *ctx);
+/* event_keeper.c: the keeper's epoll set and its eventfd. Logged on
+ * failure. Before the threads start. */
+apr_status_t ev_setup_keeper(event_child_ctx *ctx);
+
+/* event_keeper.c: wakes the keeper to look at the flags and counts. Any
+ * thread. */
+void ev_wake_keeper(event_child_ctx *ctx);
+
+/* event_keeper.c: hands an owned connection whose lingering close has
+ * started (the write side shut) to the keeper, which drains what the
+ * client still sends until it closes or the timeout ends. */
+void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec);
 
 /* event_keeper.c: the keeper thread (arg: the context). */
 void *APR_THREAD_FUNC ev_keeper_main(apr_thread_t *thd, void *arg);
@@ -184,10 +201,10 @@ ev_conn *ev_accept_for_worker(event_child_ctx *ctx, ev_listener *l);
  * connection from any of the listeners, as ev_accept_for_worker(). */
 ev_conn *ev_accept_nudged(event_child_ctx *ctx);
 
-/* event_poll.c: puts an owned connection into the epoll set to wait for
- * ec->wait, in that wait's timeout list (deadline: now + timeout, or
- * `deadline` when not 0). The caller must not touch it afterwards. */
-void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec, apr_time_t deadline);
+/* event_poll.c: puts an owned connection into the workers' epoll set to
+ * wait for ec->wait (WAIT_KEEPALIVE or WAIT_IO), in that wait's timeout
+ * list. The caller must not touch it afterwards. */
+void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec);
 
 /* event_poll.c: the work queue (under mutex for _locked; both wake one
  * waiting worker). */

@@ -1,22 +1,36 @@
 /*
  * event_keeper.c: the keeper thread of a ChildModel event child. The
- * workers wait in the epoll set themselves (event_poll.c); the keeper is
- * never on a request's path. It wakes at the earliest deadline of the
- * timeout lists (at least every EVENT_TICK) or when told to, and:
+ * workers wait in the child's epoll set themselves (event_poll.c); the
+ * keeper is never on a request's path. It waits in an epoll set of its
+ * own, which holds the connections in lingering close and an eventfd to
+ * wake it, until the earliest deadline of the timeout lists (at least
+ * every EVENT_TICK), and:
+ *   - drains what lingering clients still send and closes each once it
+ *     has closed its side, many in one wake-up;
  *   - ends waits that timed out: keep-alive (KeepAliveTimeout), write
  *     completion (Timeout), lingering close (2 s short, 30 s normal);
  *   - when the child leaves (graceful restart or stop, MaxConnectionsPer
  *     Child, a move, a new generation), takes the listeners out of the
- *     epoll set and ends every keep-alive wait, and finishes once the
+ *     workers' set and ends every keep-alive wait, and finishes once the
  *     child holds no connection; when it dies (SIGTERM), ends every wait
  *     and finishes at once;
  *   - writes the child's connection counts to the scoreboard, which
  *     mod_status's async table shows.
- * A wait is ended through ev_force_ready_locked(): the connection's own
- * epoll entry fires and a worker closes it, through lingering close
- * unless the child is dying, so the pre-close hooks (mod_ssl's
- * close_notify, mod_http2's GOAWAY) run in a worker.
+ * A keep-alive or write-completion wait is ended through
+ * ev_force_ready_locked(): the connection's own entry in the workers' set
+ * fires and a worker closes it, through lingering close unless the child
+ * is dying, so the pre-close hooks (mod_ssl's close_notify, mod_http2's
+ * GOAWAY) run in a worker.
  */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#endif
+
 #include "httpd.h"
 #include "http_log.h"
 #include "mpm_common.h"
@@ -33,16 +47,130 @@ APLOG_USE_MODULE(mpm_bucketed);
 
 /* The keeper looks at its flags at least this often. */
 #define EVENT_TICK apr_time_from_msec(100)
+/* Events taken from the keeper's set per wake-up. */
+#define KEEPER_EVENTS 64
 
 /* The connection whose timer t is. */
 #define CONN_OF(t) ((ev_conn *)((char *)(t) - APR_OFFSETOF(ev_conn, timer)))
 
-void ev_wake_keeper_locked(event_child_ctx *ctx)
+apr_status_t ev_setup_keeper(event_child_ctx *ctx)
 {
-    apr_thread_cond_signal(ctx->keeper_wake);
+    struct epoll_event ev;
+    int err;
+
+    ctx->keeper_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (ctx->keeper_fd < 0) {
+        err = errno;
+        ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
+                     "bucketed: epoll_create1 for an event child's keeper");
+        return err;
+    }
+    ctx->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (ctx->wake_fd < 0) {
+        err = errno;
+        ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
+                     "bucketed: eventfd for an event child's keeper");
+        return err;
+    }
+    ctx->wake_kind = EV_WAKE;
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLIN;
+    ev.data.ptr = &ctx->wake_kind;
+    if (epoll_ctl(ctx->keeper_fd, EPOLL_CTL_ADD, ctx->wake_fd, &ev) < 0) {
+        err = errno;
+        ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
+                     "bucketed: epoll_ctl for the keeper's eventfd");
+        return err;
+    }
+    return APR_SUCCESS;
 }
 
-static void end_wait(event_child_ctx *ctx, event_timer *t)
+void ev_wake_keeper(event_child_ctx *ctx)
+{
+    uint64_t one = 1;
+
+    if (write(ctx->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     "bucketed: write to the keeper's eventfd");
+    }
+}
+
+static int keeper_set(event_child_ctx *ctx, int op, ev_conn *ec)
+{
+    struct epoll_event ev;
+
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLIN | EPOLLONESHOT;
+    ev.data.ptr = ec;
+    if (epoll_ctl(ctx->keeper_fd, op, ec->fd, op == EPOLL_CTL_DEL ? NULL : &ev)
+        < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s, "bucketed: "
+                     "epoll_ctl(%d) for a lingering connection", op);
+        return -1;
+    }
+    return 0;
+}
+
+void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec)
+{
+    apr_interval_time_t timeout = apr_time_from_sec(
+        ec->short_linger ? LINGER_SHORT_SEC : LINGER_NORMAL_SEC);
+    int failed;
+
+    ec->wait = WAIT_LINGER;
+    /* In the list and in the set at once, as the keeper sees it: it may
+     * close the connection as soon as either is done. */
+    ev_lock(ctx);
+    timer_queue_insert(&ctx->queues[WAIT_LINGER], &ec->timer,
+                       apr_time_now() + timeout);
+    failed = keeper_set(ctx, EPOLL_CTL_ADD, ec) < 0;
+    if (failed) {
+        timer_queue_remove(&ctx->queues[WAIT_LINGER], &ec->timer);
+    }
+    /* Lingering ones do not count against the accept rule. */
+    ev_update_listening_locked(ctx);
+    ev_unlock(ctx);
+    if (failed) {
+        ev_close_conn(ctx, ec);
+    }
+}
+
+/* Keeper only: a lingering connection is closed. Its one-shot entry has
+ * fired or is taken out first: a descriptor a forked process (a CGI
+ * between fork and exec) still shares would otherwise stay in the set
+ * after close() and report a connection that is gone. */
+static void close_lingering(event_child_ctx *ctx, ev_conn *ec, int armed)
+{
+    if (armed) {
+        keeper_set(ctx, EPOLL_CTL_DEL, ec);
+    }
+    ev_lock(ctx);
+    if (ec->timer.queued) {
+        timer_queue_remove(&ctx->queues[WAIT_LINGER], &ec->timer);
+    }
+    ev_unlock(ctx);
+    ev_close_conn(ctx, ec);
+}
+
+/* Reads and discards what a lingering client still sends (its one-shot
+ * entry fired); closes once it has closed its side (or the socket
+ * failed), otherwise waits again. */
+static void drain_linger(event_child_ctx *ctx, ev_conn *ec)
+{
+    apr_status_t rv;
+
+    do {
+        apr_size_t n = sizeof(ctx->linger_buf);
+        rv = apr_socket_recv(ec->csd, ctx->linger_buf, &n);
+    } while (rv == APR_SUCCESS);
+    if (!APR_STATUS_IS_EAGAIN(rv) || keeper_set(ctx, EPOLL_CTL_MOD, ec) < 0) {
+        close_lingering(ctx, ec, 0);
+    }
+}
+
+static void end_wait_locked(event_child_ctx *ctx, event_timer *t)
 {
     ev_conn *ec = CONN_OF(t);
 
@@ -52,30 +180,62 @@ static void end_wait(event_child_ctx *ctx, event_timer *t)
     ev_force_ready_locked(ctx, ec);
 }
 
-static void expire(event_child_ctx *ctx, apr_time_t now)
-{
-    int w;
-
-    for (w = 0; w < NUM_WAITS; w++) {
-        event_timer *t;
-        while ((t = timer_queue_pop_expired(&ctx->queues[w], now)) != NULL) {
-            end_wait(ctx, t);
-        }
-    }
-}
-
-static void end_all(event_child_ctx *ctx, wait_e first, wait_e last)
+/* Ends every wait of the workers' set in [first, last] (under mutex). */
+static void end_all_locked(event_child_ctx *ctx, wait_e first, wait_e last)
 {
     int w;
 
     for (w = first; w <= (int)last; w++) {
         while (ctx->queues[w].head != NULL) {
-            end_wait(ctx, ctx->queues[w].head);
+            end_wait_locked(ctx, ctx->queues[w].head);
         }
     }
 }
 
-static void publish_counts(event_child_ctx *ctx)
+/* Lingering connections to close: all of them, or those past their
+ * deadline, out of their list and linked through ->next (under mutex). */
+static ev_conn *take_lingering_locked(event_child_ctx *ctx, apr_time_t now,
+                                      int all)
+{
+    timer_queue *q = &ctx->queues[WAIT_LINGER];
+    ev_conn *list = NULL;
+    event_timer *t;
+
+    while ((t = all ? q->head : timer_queue_pop_expired(q, now)) != NULL) {
+        ev_conn *ec = CONN_OF(t);
+        if (t->queued) {
+            timer_queue_remove(q, t);
+        }
+        ec->next = list;
+        list = ec;
+    }
+    return list;
+}
+
+/* Those take_lingering_locked() took: still armed. */
+static void close_list(event_child_ctx *ctx, ev_conn *list)
+{
+    ev_conn *ec;
+
+    while ((ec = list) != NULL) {
+        list = ec->next;
+        close_lingering(ctx, ec, 1);
+    }
+}
+
+static void expire_locked(event_child_ctx *ctx, apr_time_t now)
+{
+    event_timer *t;
+    int w;
+
+    for (w = WAIT_KEEPALIVE; w <= WAIT_IO; w++) {
+        while ((t = timer_queue_pop_expired(&ctx->queues[w], now)) != NULL) {
+            end_wait_locked(ctx, t);
+        }
+    }
+}
+
+static void publish_counts_locked(event_child_ctx *ctx)
 {
     process_score *ps = ap_get_scoreboard_process(ctx->slot);
 
@@ -86,7 +246,7 @@ static void publish_counts(event_child_ctx *ctx)
     ps->suspended = 0;
 }
 
-static apr_interval_time_t time_to_next(event_child_ctx *ctx, apr_time_t now)
+static int wait_ms_locked(event_child_ctx *ctx, apr_time_t now)
 {
     apr_time_t next = now + EVENT_TICK;
     int w;
@@ -97,47 +257,90 @@ static apr_interval_time_t time_to_next(event_child_ctx *ctx, apr_time_t now)
             next = e;
         }
     }
-    /* A deadline already past: the next pass ends it. */
-    return next > now ? next - now : 1;
+    return next <= now ? 0 : (int)((next - now + 999) / 1000);
+}
+
+/* One look at the flags, deadlines and counts. Returns the milliseconds
+ * to wait for the keeper's set, or -1 when the keeper is done. */
+static int keep(event_child_ctx *ctx, int *stopping)
+{
+    apr_time_t now = apr_time_now();
+    ev_conn *to_close;
+    int wait_ms = -1;
+
+    ev_lock(ctx);
+    if (ap_scoreboard_image->global->running_generation
+        != ctx->generation) {
+        SET(ctx, leaving);
+    }
+    ev_update_listening_locked(ctx);
+    if (IS(ctx, dying)) {
+        end_all_locked(ctx, WAIT_KEEPALIVE, WAIT_IO);
+        to_close = take_lingering_locked(ctx, now, 1);
+    }
+    else {
+        if (IS(ctx, leaving) && !*stopping) {
+            *stopping = 1;
+            ap_get_scoreboard_process(ctx->slot)->quiescing = 1;
+        }
+        if (*stopping) {
+            /* Also those that started waiting after the last pass. */
+            end_all_locked(ctx, WAIT_KEEPALIVE, WAIT_KEEPALIVE);
+        }
+        expire_locked(ctx, now);
+        to_close = take_lingering_locked(ctx, now, 0);
+        if (!*stopping || ctx->connections > 0) {
+            wait_ms = wait_ms_locked(ctx, now);
+        }
+    }
+    publish_counts_locked(ctx);
+    ev_unlock(ctx);
+    close_list(ctx, to_close);
+    if (wait_ms < 0) {
+        return -1;
+    }
+    /* What was just closed may have been the last. */
+    if (*stopping && to_close != NULL) {
+        return 0;
+    }
+    return wait_ms;
 }
 
 void *APR_THREAD_FUNC ev_keeper_main(apr_thread_t *thd, void *arg)
 {
     event_child_ctx *ctx = arg;
-    int stopping = 0;
+    struct epoll_event events[KEEPER_EVENTS];
+    int stopping = 0, wait_ms;
 
-    ev_lock(ctx);
-    for (;;) {
-        apr_time_t now = apr_time_now();
+    while ((wait_ms = keep(ctx, &stopping)) >= 0) {
+        int n, i;
 
-        if (ap_scoreboard_image->global->running_generation
-            != ctx->generation) {
-            SET(ctx, leaving);
+        n = epoll_wait(ctx->keeper_fd, events, KEEPER_EVENTS, wait_ms);
+        if (n < 0) {
+            int err = errno;
+            if (err != EINTR) {
+                ap_log_error(APLOG_MARK, APLOG_CRIT, err, ctx->s,
+                             "bucketed: epoll_wait in the keeper");
+                SET(ctx, sick);
+                SET(ctx, dying);
+            }
+            continue;
         }
-        ev_update_listening_locked(ctx);
-        if (IS(ctx, dying)) {
-            end_all(ctx, WAIT_KEEPALIVE, WAIT_LINGER);
-            break;
-        }
-        if (IS(ctx, leaving) && !stopping) {
-            stopping = 1;
-            ap_get_scoreboard_process(ctx->slot)->quiescing = 1;
-        }
-        if (stopping) {
-            /* Handed back to wait for a next request after the sweep
-             * before: ended here too. */
-            end_all(ctx, WAIT_KEEPALIVE, WAIT_KEEPALIVE);
-            if (ctx->connections == 0) {
-                break;
+        for (i = 0; i < n; i++) {
+            if (*(int *)events[i].data.ptr == EV_WAKE) {
+                uint64_t count;
+                if (read(ctx->wake_fd, &count, sizeof(count)) < 0
+                    && errno != EAGAIN) {
+                    int err = errno;
+                    ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                                 "bucketed: read of the keeper's eventfd");
+                }
+            }
+            else {
+                drain_linger(ctx, events[i].data.ptr);
             }
         }
-        expire(ctx, now);
-        publish_counts(ctx);
-        apr_thread_cond_timedwait(ctx->keeper_wake, ctx->mutex,
-                                  time_to_next(ctx, now));
     }
-    publish_counts(ctx);
-    ev_unlock(ctx);
     SET(ctx, keeper_done);
     apr_thread_exit(thd, APR_SUCCESS);
     return NULL;

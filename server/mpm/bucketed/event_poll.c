@@ -8,9 +8,8 @@
  *     serves it; it also looks for connections queued behind it and puts
  *     them in the work queue while other workers are idle for them;
  *   - connections waiting without a thread, one-shot: for the next
- *     keep-alive request, for write completion, for the client's FIN in
- *     lingering close, each also in a timeout list the keeper thread
- *     (event_keeper.c) watches;
+ *     keep-alive request or for write completion, each also in a timeout
+ *     list the keeper thread (event_keeper.c) watches;
  *   - the work queue's eventfd (a semaphore: one unit per queued
  *     connection), a stop eventfd, and the bucket's eventfd, with which a
  *     child that leaves connections in the accept queue wakes the others.
@@ -142,14 +141,23 @@ apr_status_t ev_setup_epoll(event_child_ctx *ctx)
 
 /* ------------------------------------------------------------ listening */
 
-static int listener_readable(const ev_listener *l)
+static int listener_readable(event_child_ctx *ctx, const ev_listener *l)
 {
     struct pollfd pfd;
+    int n;
 
     pfd.fd = l->fd;
     pfd.events = POLLIN;
     pfd.revents = 0;
-    return poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN);
+    n = poll(&pfd, 1, 0);
+    if (n < 0) {
+        int err = errno;
+        /* Unknown: say readable, so that the bucket is woken for it. */
+        ap_log_error(APLOG_MARK, err == EINTR ? APLOG_DEBUG : APLOG_ERR, err,
+                     ctx->s, "bucketed: poll of a listening socket");
+        return 1;
+    }
+    return n > 0 && (pfd.revents & POLLIN);
 }
 
 static int any_listener_readable(event_child_ctx *ctx)
@@ -157,7 +165,7 @@ static int any_listener_readable(event_child_ctx *ctx)
     int i;
 
     for (i = 0; i < ctx->num_listeners; i++) {
-        if (listener_readable(&ctx->listeners[i])) {
+        if (listener_readable(ctx, &ctx->listeners[i])) {
             return 1;
         }
     }
@@ -293,7 +301,7 @@ static ev_conn *accept_one(event_child_ctx *ctx, ev_listener *l)
     ctx->connections++;
     if (reserved == 2) {
         SET(ctx, leaving);
-        ev_wake_keeper_locked(ctx);
+        ev_wake_keeper(ctx);
     }
     ev_update_listening_locked(ctx);
     ev_unlock(ctx);
@@ -318,7 +326,7 @@ static void accept_behind(event_child_ctx *ctx, ev_listener *l)
         ok = may_accept_locked(ctx, ctx->idle_workers - ctx->queued);
         ev_unlock(ctx);
         if (!ok) {
-            if (listener_readable(l)) {
+            if (listener_readable(ctx, l)) {
                 nudge_bucket(ctx);
             }
             return;
@@ -346,7 +354,7 @@ ev_conn *ev_accept_for_worker(event_child_ctx *ctx, ev_listener *l)
     }
     ev_unlock(ctx);
     if (!ok) {
-        if (listener_readable(l)) {
+        if (listener_readable(ctx, l)) {
             nudge_bucket(ctx);
         }
         return NULL;
@@ -425,39 +433,27 @@ ev_conn *ev_take_work(event_child_ctx *ctx)
 
 /* ------------------------------------------ connections waiting in epoll */
 
-void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec, apr_time_t deadline)
+void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec)
 {
     apr_interval_time_t timeout;
     unsigned events = EPOLLONESHOT;
     int op;
 
-    switch (ec->wait) {
-    case WAIT_KEEPALIVE:
+    if (ec->wait == WAIT_KEEPALIVE) {
         timeout = ec->c->base_server->keep_alive_timeout;
         events |= EPOLLIN;
-        break;
-    case WAIT_IO:
+    }
+    else {
         timeout = ec->c->base_server->timeout;
         events |= ec->want_write ? EPOLLOUT : EPOLLIN;
-        break;
-    default:
-        timeout = apr_time_from_sec(ec->short_linger ? LINGER_SHORT_SEC
-                                                     : LINGER_NORMAL_SEC);
-        events |= EPOLLIN;
-        break;
-    }
-    if (deadline == 0) {
-        deadline = apr_time_now() + timeout;
     }
     op = ec->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
     /* Set before the entry is armed: from then on another worker may own
      * the connection. */
     ec->registered = 1;
     ev_lock(ctx);
-    timer_queue_insert(&ctx->queues[ec->wait], &ec->timer, deadline);
-    if (ec->wait == WAIT_LINGER) {
-        ev_update_listening_locked(ctx);
-    }
+    timer_queue_insert(&ctx->queues[ec->wait], &ec->timer,
+                       apr_time_now() + timeout);
     ev_unlock(ctx);
     if (epoll_set(ctx, op, ec->fd, events, ec) < 0) {
         /* Not armed, so still this worker's. */

@@ -38,18 +38,15 @@ APLOG_USE_MODULE(mpm_bucketed);
 #include "event_child.h"
 
 /* Into the epoll set to wait for ec->wait (set) without a thread. */
-static void wait_without_thread(event_child_ctx *ctx, ev_conn *ec,
-                                apr_time_t deadline)
+static void wait_without_thread(event_child_ctx *ctx, ev_conn *ec)
 {
-    if (ec->c != NULL) {
-        ap_run_suspend_connection(ec->c, NULL);
-    }
-    ev_start_waiting(ctx, ec, deadline);
+    ap_run_suspend_connection(ec->c, NULL);
+    ev_start_waiting(ctx, ec);
 }
 
 /* Lingering close: the pre-close hooks, what is left of the output, the
- * write side shut; then what the client still sends is drained, as it
- * comes, until it closes or the timeout ends. */
+ * write side shut; then the keeper drains what the client still sends
+ * until it closes or the timeout ends. */
 static void start_linger(event_child_ctx *ctx, ev_conn *ec)
 {
     apr_socket_timeout_set(ec->csd, apr_time_from_sec(LINGER_SHORT_SEC));
@@ -68,8 +65,8 @@ static void start_linger(event_child_ctx *ctx, ev_conn *ec)
     else {
         ec->cs->state = CONN_STATE_LINGER_NORMAL;
     }
-    ec->wait = WAIT_LINGER;
-    wait_without_thread(ctx, ec, 0);
+    ap_run_suspend_connection(ec->c, NULL);
+    ev_linger_in_keeper(ctx, ec);
 }
 
 /* Write completion: the output filters get another go at what is pending. */
@@ -187,7 +184,7 @@ static void serve_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
             ec->want_write = ec->step == EVENT_NEXT_WAIT_WRITE;
             ec->step = EVENT_NEXT_FLUSH;
             ec->wait = WAIT_IO;
-            wait_without_thread(ctx, ec, 0);
+            wait_without_thread(ctx, ec);
             return;
         case EVENT_NEXT_KEEPALIVE:
             if (IS(ctx, leaving) || IS(ctx, dying)) {
@@ -198,7 +195,7 @@ static void serve_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
             ec->cs->state = CONN_STATE_KEEPALIVE;
             ec->step = EVENT_NEXT_PROCESS;
             ec->wait = WAIT_KEEPALIVE;
-            wait_without_thread(ctx, ec, 0);
+            wait_without_thread(ctx, ec);
             return;
         case EVENT_NEXT_SUSPENDED:
             /* This MPM offers no callbacks a module could resume a
@@ -222,20 +219,6 @@ static void set_worker_status(event_child_ctx *ctx, int num, int status)
     ap_update_child_status_from_indexes(ctx->slot, num, status, NULL);
 }
 
-/* Reads and discards what a lingering client still sends: whether it has
- * closed its side (or the socket failed). */
-static int drain_linger(ev_conn *ec)
-{
-    char buf[LINGER_BUF_SIZE];
-    apr_status_t rv;
-
-    do {
-        apr_size_t n = sizeof(buf);
-        rv = apr_socket_recv(ec->csd, buf, &n);
-    } while (rv == APR_SUCCESS);
-    return !APR_STATUS_IS_EAGAIN(rv);
-}
-
 /* A connection whose one-shot entry fired: this worker owns it now. */
 static void conn_ready(event_child_ctx *ctx, ev_conn *ec, int thread_num,
                        apr_thread_t *thd)
@@ -251,22 +234,8 @@ static void conn_ready(event_child_ctx *ctx, ev_conn *ec, int thread_num,
     }
     ec->wait = WAIT_NONE;
     ec->closing = 0;
-    if (wait == WAIT_LINGER) {
-        ev_update_listening_locked(ctx);
-    }
     ev_unlock(ctx);
 
-    if (wait == WAIT_LINGER) {
-        if (drain_linger(ec) || closing) {
-            ev_close_conn(ctx, ec);
-        }
-        else {
-            /* The deadline stays the one lingering close started with. */
-            ec->wait = WAIT_LINGER;
-            ev_start_waiting(ctx, ec, ec->timer.expiry);
-        }
-        return;
-    }
     if (closing) {
         /* Timed out, or the child is leaving. */
         if (IS(ctx, dying)) {
@@ -289,7 +258,7 @@ static void conn_ready(event_child_ctx *ctx, ev_conn *ec, int thread_num,
 static void *wait_for_event(event_child_ctx *ctx, int num)
 {
     struct epoll_event ev;
-    int n;
+    int n, err;
 
     for (;;) {
         set_worker_status(ctx, num, SERVER_READY);
@@ -301,23 +270,23 @@ static void *wait_for_event(event_child_ctx *ctx, int num)
         ev_update_listening_locked(ctx);
         ev_unlock(ctx);
         n = epoll_wait(ctx->epoll_fd, &ev, 1, -1);
+        err = n < 0 ? errno : 0;
         ev_lock(ctx);
         ctx->idle_workers--;
         if (n > 0) {
             return ev.data.ptr;
         }
-        ev_unlock(ctx);
-        if (n < 0 && errno != EINTR) {
-            int err = errno;
+        if (err != 0 && err != EINTR) {
+            ev_unlock(ctx);
             ap_log_error(APLOG_MARK, APLOG_CRIT, err, ctx->s,
                          "bucketed: epoll_wait in a worker");
             SET(ctx, sick);
             SET(ctx, dying);
             ev_lock(ctx);
-            ev_wake_keeper_locked(ctx);
-            ev_unlock(ctx);
+            ev_wake_keeper(ctx);
             return NULL;
         }
+        ev_unlock(ctx);
     }
 }
 

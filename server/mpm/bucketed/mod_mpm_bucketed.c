@@ -22,8 +22,9 @@
  *   child.c             the child: serve what its bucket accepts
  *   child_accept.c      the child: waiting for a connection
  *   event_child.c       ChildModel event: the child process
- *   event_thread.c      its event thread: epoll, timeouts, accepting
+ *   event_poll.c        its epoll set: listening, accepting, waiting
  *   event_worker.c      its worker threads: serving connections
+ *   event_keeper.c      its keeper thread: timeouts, leaving
  *   event_queue.c       its timeout lists and connection states    (pure)
  *   event_limits.c      its directives and accept rule             (pure)
  *
@@ -257,9 +258,9 @@ static const char *describe_plan(apr_pool_t *p, const bucketed_config *conf,
         return plan;
     }
     /* The plan counts children; say what they are made of. */
-    return apr_psprintf(p, "%s; ChildModel event: each child has an event "
-                        "thread and %d worker threads (MaxRequestWorkers %d "
-                        "is %d children)", plan,
+    return apr_psprintf(p, "%s; ChildModel event: each child has %d worker "
+                        "threads, which accept and serve, and a keeper "
+                        "thread (MaxRequestWorkers %d is %d children)", plan,
                         conf->threads.threads_per_child,
                         conf->threads.max_workers, conf->limits.max_workers);
 }

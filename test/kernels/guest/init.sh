@@ -340,12 +340,12 @@ else
     stop_httpd
 fi
 
-# ---- ChildModel event: worker threads and an event thread per child
+# ---- ChildModel event: worker threads and a keeper thread per child
 write_config event "Listen 127.0.0.1:$PORT1" "ChildModel event" "BucketCount 2" \
     "ThreadsPerChild 8" "StartServers 2" "MinSpareThreads 8" "MaxSpareThreads 32"
 if ! start_httpd $ROOT/event.conf; then
     check event_model FAIL "no status page within 60 s: $(log_tail)"
-elif ! grep -q 'bucketed: .*ChildModel event: each child has an event thread' \
+elif ! grep -q 'bucketed: .*ChildModel event: each child has 8 worker threads' \
         $ROOT/logs/error.log; then
     check event_model FAIL "the log does not say ChildModel event: $(log_tail)"
 else
