@@ -360,8 +360,8 @@ class Httpd:
         return stop_process(self.proc, STOP_TIMEOUT)
 
     def cgi_in_flight(self):
-        """True while the slow CGI of this server runs."""
-        return bool(processes_mentioning(str(self.root / "cgi-bin")))
+        """How many of this server's slow CGI scripts run (0: none)."""
+        return len(processes_mentioning(str(self.root / "cgi-bin")))
 
     def leftovers(self):
         """Live processes started from this configuration."""

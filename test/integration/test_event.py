@@ -623,6 +623,38 @@ def test_request_proxied_to_own_server_is_served(make_httpd, threads,
     assert result.ok == 60
 
 
+def test_keepalive_request_in_a_stuck_child_gets_an_extra_worker(make_httpd):
+    """A kept-alive connection's next request comes while every worker of
+    its child is busy and none finishes (what a child proxying to itself
+    over a pooled connection it serves runs into): the keeper starts an
+    extra worker within ThreadLimit, which answers it while both slow
+    requests still run, and then retires."""
+    server = event_server(make_httpd, sized(1, 2, 2, 1, (1, 2))
+                          + "ServerLimit 1\nThreadLimit 4\n"
+                            "KeepAliveTimeout 60\n", cgi=True)
+    server.start()
+    port = server.ports[0]
+    kept = open_keepalive(port, 1)
+    slow = [BackgroundGet(port, "/cgi-bin/slow.cgi?20", timeout=60)
+            for _ in range(2)]
+    try:
+        wait_until(lambda: server.cgi_in_flight() == 2, 20,
+                   what="both workers running the slow CGI")
+        get_index(kept)
+        # Both slow requests still run: the answer came from neither.
+        assert server.cgi_in_flight() == 2
+        assert "started an extra worker" in server.error_log()
+    finally:
+        kept[0].close()
+    for request in slow:
+        assert request.result(timeout=60) == (200, CGI_BODY.encode() + b"\n")
+    # Retired: the child is back to its two workers and its main and
+    # keeper threads.
+    child = children_of(server.pid)[0]
+    wait_until(lambda: len(os.listdir(f"/proc/{child}/task")) == 4, 20,
+               what="the extra worker to retire")
+
+
 def test_children_move_to_busy_bucket_without_reuseport(make_httpd):
     """One bucket per Listen (no SO_REUSEPORT): with every thread of the
     busy address's bucket taken, that bucket gets children beyond its

@@ -44,22 +44,14 @@ APLOG_USE_MODULE(mpm_bucketed);
 
 /* ------------------------------------------------ what the threads share */
 
-/* A transaction pool for a new connection: a spare one, or a new one with
- * an allocator of its own (one thread at a time uses it). */
-apr_pool_t *ev_get_pool(event_child_ctx *ctx)
+/* A new transaction pool, with an allocator of its own (one thread at a
+ * time uses it). */
+apr_pool_t *ev_new_pool(event_child_ctx *ctx)
 {
-    apr_pool_t *p = NULL;
     apr_allocator_t *allocator;
+    apr_pool_t *p;
     apr_status_t rv;
 
-    ev_lock(ctx);
-    if (ctx->num_spare_pools > 0) {
-        p = ctx->spare_pools[--ctx->num_spare_pools];
-    }
-    ev_unlock(ctx);
-    if (p != NULL) {
-        return p;
-    }
     rv = apr_allocator_create(&allocator);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_ERR, rv, ctx->s,
@@ -79,33 +71,77 @@ apr_pool_t *ev_get_pool(event_child_ctx *ctx)
     return p;
 }
 
-/* Kept for reuse up to a bound, destroyed beyond it. */
-void ev_put_pool(event_child_ctx *ctx, apr_pool_t *p)
+apr_pool_t *ev_take_spare_pool_locked(event_child_ctx *ctx)
 {
-    apr_pool_clear(p);
-    ev_lock(ctx);
+    return ctx->num_spare_pools > 0 ? ctx->spare_pools[--ctx->num_spare_pools]
+                                    : NULL;
+}
+
+/* Kept for reuse up to a bound, destroyed beyond it. */
+void ev_keep_spare_pool_locked(event_child_ctx *ctx, apr_pool_t *p)
+{
     if (ctx->num_spare_pools < ctx->threads + SPARE_POOLS) {
         ctx->spare_pools[ctx->num_spare_pools++] = p;
-        p = NULL;
     }
-    ev_unlock(ctx);
-    if (p != NULL) {
+    else {
         apr_pool_destroy(p);
     }
 }
 
 /* The connection count falls: a full child may listen again, and a
- * leaving one may be done. */
+ * leaving one may be done. The caller owns the connection, so no other
+ * thread changes whether its timer is queued. */
 void ev_close_conn(event_child_ctx *ctx, ev_conn *ec)
 {
-    ev_put_pool(ctx, ec->ptrans);
+    apr_pool_t *p = ec->ptrans;
+
+    if (ec->timer.queued) {
+        ev_lock(ctx);
+        timer_queue_remove(&ctx->queues[ec->wait], &ec->timer);
+        ev_unlock(ctx);
+    }
+    /* Closes the socket, and frees ec. */
+    apr_pool_clear(p);
     ev_lock(ctx);
+    ev_keep_spare_pool_locked(ctx, p);
     ctx->connections--;
     ev_update_listening_locked(ctx);
     if (ctx->connections == 0 && (IS(ctx, leaving) || IS(ctx, dying))) {
         ev_wake_keeper(ctx);
     }
     ev_unlock(ctx);
+}
+
+int ev_start_extra_worker(event_child_ctx *ctx)
+{
+    worker_info *wi = NULL;
+    apr_status_t rv;
+    int i;
+
+    ev_lock(ctx);
+    for (i = ctx->threads; i < ctx->thread_limit && wi == NULL; i++) {
+        if (!ctx->workers[i].running) {
+            wi = &ctx->workers[i];
+            wi->running = 1;
+            ctx->running_workers++;
+        }
+    }
+    ev_unlock(ctx);
+    if (wi == NULL) {
+        return 0;
+    }
+    rv = apr_thread_create(&wi->thread, ctx->extra_attr, ev_worker_main, wi,
+                           ctx->extra_pool);
+    if (rv != APR_SUCCESS) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, rv, ctx->s, "bucketed: "
+                     "apr_thread_create: unable to create an extra worker");
+        ev_lock(ctx);
+        wi->running = 0;
+        ctx->running_workers--;
+        ev_unlock(ctx);
+        return 0;
+    }
+    return 1;
 }
 
 /* ------------------------------------------------------------ the process */
@@ -122,6 +158,29 @@ static apr_status_t setup_threads_sync(event_child_ctx *ctx)
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rv, ctx->s,
                      "bucketed: cannot create the event child's locks");
+    }
+    return rv;
+}
+
+/* What the keeper starts extra workers with: their own pool (nothing
+ * else allocates from it) and detached threads. */
+static apr_status_t setup_extra_workers(event_child_ctx *ctx)
+{
+    apr_status_t rv = apr_pool_create(&ctx->extra_pool, ctx->pchild);
+
+    if (rv == APR_SUCCESS) {
+        rv = apr_threadattr_create(&ctx->extra_attr, ctx->pchild);
+    }
+    if (rv == APR_SUCCESS) {
+        rv = apr_threadattr_detach_set(ctx->extra_attr, 1);
+    }
+    if (rv == APR_SUCCESS && ap_thread_stacksize != 0) {
+        rv = apr_threadattr_stacksize_set(ctx->extra_attr,
+                                          ap_thread_stacksize);
+    }
+    if (rv != APR_SUCCESS) {
+        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, ctx->s, "bucketed: "
+                     "cannot set up the event child's extra workers");
     }
     return rv;
 }
@@ -300,11 +359,18 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     if (ap_thread_stacksize != 0) {
         apr_threadattr_stacksize_set(attr, ap_thread_stacksize);
     }
-    workers = apr_pcalloc(pchild, sizeof(*workers) * ctx->threads);
-    ev_lock(ctx);
-    for (i = 0; i < ctx->threads; i++) {
+    workers = apr_pcalloc(pchild, sizeof(*workers) * ctx->thread_limit);
+    for (i = 0; i < ctx->thread_limit; i++) {
         workers[i].num = i;
         workers[i].ctx = ctx;
+    }
+    ctx->workers = workers;
+    if (setup_extra_workers(ctx) != APR_SUCCESS) {
+        event_child_exit(ctx, APEXIT_CHILDFATAL, 1);
+    }
+    ev_lock(ctx);
+    for (i = 0; i < ctx->threads; i++) {
+        workers[i].running = 1;
         rv = apr_thread_create(&workers[i].thread, attr, ev_worker_main,
                                &workers[i], pchild);
         if (rv != APR_SUCCESS) {

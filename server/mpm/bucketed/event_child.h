@@ -90,7 +90,8 @@ struct ev_conn {
 
 typedef struct {
     apr_thread_t *thread;
-    int num;
+    int num;                         /* its scoreboard slot */
+    int running;                     /* under mutex */
     struct event_child_ctx *ctx;
 } worker_info;
 
@@ -102,6 +103,10 @@ typedef struct event_child_ctx {
     int bucket;
     int threads;                     /* ThreadsPerChild */
     int thread_limit;                /* the scoreboard's threads per slot */
+    worker_info *workers;            /* thread_limit of them: ThreadsPerChild
+                                      * workers, then room for extra ones */
+    apr_pool_t *extra_pool;          /* the keeper's, for extra workers */
+    apr_threadattr_t *extra_attr;    /* detached */
     apr_pool_t *pchild;
     ap_generation_t generation;
 
@@ -131,6 +136,7 @@ typedef struct event_child_ctx {
     ev_conn *queue_head, *queue_tail;  /* the work queue */
     int queued;
     int idle_workers;                /* waiting in the epoll set */
+    apr_uint64_t waits;              /* times a worker came to wait */
     int running_workers;
     int stop_workers;
     apr_pool_t **spare_pools;
@@ -156,15 +162,22 @@ static inline void ev_unlock(event_child_ctx *ctx)
     apr_thread_mutex_unlock(ctx->mutex);
 }
 
-/* event_child.c: a transaction pool for a new connection (NULL, logged,
- * when none can be made), and one given back, cleared. */
-apr_pool_t *ev_get_pool(event_child_ctx *ctx);
-void ev_put_pool(event_child_ctx *ctx, apr_pool_t *p);
+/* event_child.c: transaction pools: a new one (NULL, logged, when none
+ * can be made); a spare one (NULL when none is left), and one kept for
+ * reuse, cleared (both under mutex). */
+apr_pool_t *ev_new_pool(event_child_ctx *ctx);
+apr_pool_t *ev_take_spare_pool_locked(event_child_ctx *ctx);
+void ev_keep_spare_pool_locked(event_child_ctx *ctx, apr_pool_t *p);
 
-/* event_child.c: closes the socket (a cleanup of its pool) and frees
- * everything of the connection. The caller owns it and it is in no
- * list. */
+/* event_child.c: takes an owned connection out of its timeout list,
+ * closes the socket (a cleanup of its pool) and frees everything of
+ * it. */
 void ev_close_conn(event_child_ctx *ctx, ev_conn *ec);
+
+/* event_child.c: one more worker beyond ThreadsPerChild, in a free
+ * scoreboard slot below ThreadLimit; it retires once it would wait idle.
+ * Returns whether one was started. Keeper only. */
+int ev_start_extra_worker(event_child_ctx *ctx);
 
 /* event_keeper.c: the keeper's epoll set and its eventfd. Logged on
  * failure. Before the threads start. */
@@ -194,17 +207,25 @@ void ev_update_listening_locked(event_child_ctx *ctx);
 /* event_poll.c: a new connection from l for the calling worker, which is
  * counted busy: NULL when there is none or the rule says no. Connections
  * found waiting behind it go to the work queue while other workers are
- * idle for them. */
-ev_conn *ev_accept_for_worker(event_child_ctx *ctx, ev_listener *l);
+ * idle for them. Called under mutex, returns without it. */
+ev_conn *ev_accept_for_worker_locked(event_child_ctx *ctx, ev_listener *l);
 
 /* event_poll.c: what a worker whose bucket's eventfd fired takes: a
- * connection from any of the listeners, as ev_accept_for_worker(). */
-ev_conn *ev_accept_nudged(event_child_ctx *ctx);
+ * connection from any of the listeners, as ev_accept_for_worker_locked()
+ * (called under mutex, returns without it). */
+ev_conn *ev_accept_nudged_locked(event_child_ctx *ctx);
 
 /* event_poll.c: puts an owned connection into the workers' epoll set to
  * wait for ec->wait (WAIT_KEEPALIVE or WAIT_IO), in that wait's timeout
  * list. The caller must not touch it afterwards. */
 void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec);
+
+/* event_poll.c: called by a worker that took the last idle worker's place
+ * (none is left waiting in the set): the kernel may have woken this child
+ * for a connection of another listener, whose event it has not taken and
+ * now nobody will, until a worker is idle again. Wakes the bucket if a
+ * listener has a connection waiting. */
+void ev_nudge_if_waiting(event_child_ctx *ctx);
 
 /* event_poll.c: the work queue (under mutex for _locked; both wake one
  * waiting worker). */
@@ -214,6 +235,10 @@ ev_conn *ev_take_work(event_child_ctx *ctx);
 /* event_poll.c: makes a waiting connection's armed epoll entry fire so
  * that its next owner closes it (under mutex; it is in no list). */
 void ev_force_ready_locked(event_child_ctx *ctx, ev_conn *ec);
+
+/* event_poll.c: whether a keep-alive connection's next request has come
+ * (or its client closed) while no worker took it (under mutex). */
+int ev_keepalive_request_waiting_locked(event_child_ctx *ctx);
 
 /* event_worker.c: a worker thread (arg: its worker_info). */
 void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg);

@@ -146,11 +146,6 @@ static void close_lingering(event_child_ctx *ctx, ev_conn *ec, int armed)
     if (armed) {
         keeper_set(ctx, EPOLL_CTL_DEL, ec);
     }
-    ev_lock(ctx);
-    if (ec->timer.queued) {
-        timer_queue_remove(&ctx->queues[WAIT_LINGER], &ec->timer);
-    }
-    ev_unlock(ctx);
     ev_close_conn(ctx, ec);
 }
 
@@ -260,13 +255,53 @@ static int wait_ms_locked(event_child_ctx *ctx, apr_time_t now)
     return next <= now ? 0 : (int)((next - now + 999) / 1000);
 }
 
+/* What the keeper remembers between passes. */
+typedef struct {
+    int stopping;
+    apr_uint64_t waits;              /* ctx->waits when stuck_since was set */
+    apr_time_t stuck_since;          /* 0: a worker was idle or done */
+} keeper_state;
+
+/*
+ * A keep-alive connection whose next request has come while every worker
+ * of the child is busy waits for one of them. When those workers wait on
+ * that very request (one mod_proxy sends to this server over a pooled
+ * connection this child serves), none ever comes. So when for
+ * STUCK_GRACE no worker has been idle or finished anything and such a
+ * request waits, the keeper starts an extra worker for it, while
+ * ThreadLimit leaves scoreboard room; it retires once it would wait idle.
+ * A child that is merely busy finishes requests and gets none.
+ * (Stock event closes a busy child's idle keep-alive connections, which
+ * fails a client that reuses one just then and does not help a request
+ * already sent.) Under mutex; returns whether to start one.
+ */
+#define STUCK_GRACE apr_time_from_msec(100)
+
+static int want_extra_worker_locked(event_child_ctx *ctx, keeper_state *ks,
+                                    apr_time_t now)
+{
+    if (ctx->idle_workers > 0 || ctx->waits != ks->waits
+        || ctx->queues[WAIT_KEEPALIVE].count == 0) {
+        ks->waits = ctx->waits;
+        ks->stuck_since = now;
+        return 0;
+    }
+    if (now - ks->stuck_since < STUCK_GRACE
+        || !ev_keepalive_request_waiting_locked(ctx)) {
+        return 0;
+    }
+    /* The next one, if still needed, after another grace. */
+    ks->stuck_since = now;
+    return 1;
+}
+
 /* One look at the flags, deadlines and counts. Returns the milliseconds
  * to wait for the keeper's set, or -1 when the keeper is done. */
-static int keep(event_child_ctx *ctx, int *stopping)
+static int keep(event_child_ctx *ctx, keeper_state *ks)
 {
     apr_time_t now = apr_time_now();
     ev_conn *to_close;
-    int wait_ms = -1;
+    int wait_ms = -1, extra = 0;
 
     ev_lock(ctx);
     if (ap_scoreboard_image->global->running_generation
@@ -279,28 +314,35 @@ static int keep(event_child_ctx *ctx, int *stopping)
         to_close = take_lingering_locked(ctx, now, 1);
     }
     else {
-        if (IS(ctx, leaving) && !*stopping) {
-            *stopping = 1;
+        if (IS(ctx, leaving) && !ks->stopping) {
+            ks->stopping = 1;
             ap_get_scoreboard_process(ctx->slot)->quiescing = 1;
         }
-        if (*stopping) {
+        if (ks->stopping) {
             /* Also those that started waiting after the last pass. */
             end_all_locked(ctx, WAIT_KEEPALIVE, WAIT_KEEPALIVE);
         }
         expire_locked(ctx, now);
         to_close = take_lingering_locked(ctx, now, 0);
-        if (!*stopping || ctx->connections > 0) {
+        extra = want_extra_worker_locked(ctx, ks, now);
+        if (!ks->stopping || ctx->connections > 0) {
             wait_ms = wait_ms_locked(ctx, now);
         }
     }
     publish_counts_locked(ctx);
     ev_unlock(ctx);
     close_list(ctx, to_close);
+    if (extra && ev_start_extra_worker(ctx)) {
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, ctx->s, "bucketed: no "
+                     "worker of the child idle or done for %d ms while a "
+                     "keep-alive request waits: started an extra worker",
+                     (int)apr_time_as_msec(STUCK_GRACE));
+    }
     if (wait_ms < 0) {
         return -1;
     }
     /* What was just closed may have been the last. */
-    if (*stopping && to_close != NULL) {
+    if (ks->stopping && to_close != NULL) {
         return 0;
     }
     return wait_ms;
@@ -310,9 +352,10 @@ void *APR_THREAD_FUNC ev_keeper_main(apr_thread_t *thd, void *arg)
 {
     event_child_ctx *ctx = arg;
     struct epoll_event events[KEEPER_EVENTS];
-    int stopping = 0, wait_ms;
+    keeper_state ks = { 0, 0, 0 };
+    int wait_ms;
 
-    while ((wait_ms = keep(ctx, &stopping)) >= 0) {
+    while ((wait_ms = keep(ctx, &ks)) >= 0) {
         int n, i;
 
         n = epoll_wait(ctx->keeper_fd, events, KEEPER_EVENTS, wait_ms);

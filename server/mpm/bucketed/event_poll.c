@@ -234,40 +234,38 @@ static int may_accept_locked(event_child_ctx *ctx, int idle)
 {
     return !closing_down(ctx)
            && event_may_accept(open_connections(ctx), idle, ctx->threads,
-                               ctx->conf->async_factor);
+                               ctx->conf->async_factor)
+           && (ap_max_requests_per_child <= 0
+               || ctx->served < ap_max_requests_per_child);
 }
 
-/* Counts a connection against MaxConnectionsPerChild before it is
- * accepted, since workers accept at the same time (under mutex): 0 when
- * the child has had its share, 2 for its last one, else 1. */
-static int reserve_served_locked(event_child_ctx *ctx)
+/* A connection about to be accepted is counted first, since workers accept
+ * at the same time; and it gets its pool in the same critical section
+ * (under mutex). Returns whether it was the child's last one under
+ * MaxConnectionsPerChild. */
+static int reserve_locked(event_child_ctx *ctx, apr_pool_t **ptrans)
 {
+    ctx->connections++;
+    *ptrans = ev_take_spare_pool_locked(ctx);
     if (ap_max_requests_per_child <= 0) {
-        return 1;
-    }
-    if (ctx->served >= ap_max_requests_per_child) {
         return 0;
     }
     ctx->served++;
-    return ctx->served == ap_max_requests_per_child ? 2 : 1;
+    return ctx->served == ap_max_requests_per_child;
 }
 
-/* One connection from l: NULL when none waits or accepting failed. */
-static ev_conn *accept_one(event_child_ctx *ctx, ev_listener *l)
+/* Accepts on l for a reservation: NULL, with the reservation undone, when
+ * none waits or accepting failed. */
+static ev_conn *accept_reserved(event_child_ctx *ctx, ev_listener *l,
+                                apr_pool_t *ptrans, int last)
 {
-    apr_pool_t *ptrans;
     apr_socket_t *csd = NULL;
     apr_status_t rv;
     ev_conn *ec;
-    int reserved;
 
-    ev_lock(ctx);
-    reserved = reserve_served_locked(ctx);
-    ev_unlock(ctx);
-    if (!reserved) {
-        return NULL;
+    if (ptrans == NULL) {
+        ptrans = ev_new_pool(ctx);
     }
-    ptrans = ev_get_pool(ctx);
     if (ptrans == NULL) {
         SET(ctx, sick);
         SET(ctx, leaving);
@@ -277,16 +275,21 @@ static ev_conn *accept_one(event_child_ctx *ctx, ev_listener *l)
         rv = child_accept_on(l->lr, &csd, ptrans);
     }
     if (rv != APR_SUCCESS || csd == NULL) {
-        if (ptrans != NULL) {
-            ev_put_pool(ctx, ptrans);
-        }
         if (rv == APR_EGENERAL) {
             /* Logged by ap_unixd_accept: a resource shortage. */
             SET(ctx, sick);
             SET(ctx, leaving);
         }
+        if (ptrans != NULL) {
+            apr_pool_clear(ptrans);
+        }
         ev_lock(ctx);
+        ctx->connections--;
         ctx->served -= ap_max_requests_per_child > 0;
+        if (ptrans != NULL) {
+            ev_keep_spare_pool_locked(ctx, ptrans);
+        }
+        ev_update_listening_locked(ctx);
         ev_unlock(ctx);
         return NULL;
     }
@@ -297,15 +300,9 @@ static ev_conn *accept_one(event_child_ctx *ctx, ev_listener *l)
     ec->ptrans = ptrans;
     ec->csd = csd;
     apr_os_sock_get(&ec->fd, csd);
-    ev_lock(ctx);
-    ctx->connections++;
-    if (reserved == 2) {
+    if (last) {
         SET(ctx, leaving);
         ev_wake_keeper(ctx);
-    }
-    ev_update_listening_locked(ctx);
-    ev_unlock(ctx);
-    if (reserved == 2) {
         ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, ctx->s, "bucketed: child %"
                      APR_PID_T_FMT " reached MaxConnectionsPerChild, "
                      "leaving", getpid());
@@ -314,24 +311,29 @@ static ev_conn *accept_one(event_child_ctx *ctx, ev_listener *l)
 }
 
 /* Connections queued behind the one a worker took go to the work queue
- * while idle workers are left for them; when the rule stops this with
- * some still waiting, the rest of the bucket is woken for them. */
+ * while idle workers are left for them. A poll() looks first, so the
+ * usual case (none behind) takes no lock. */
 static void accept_behind(event_child_ctx *ctx, ev_listener *l)
 {
-    for (;;) {
+    while (listener_readable(ctx, l)) {
+        apr_pool_t *ptrans = NULL;
         ev_conn *ec;
-        int ok;
+        int ok, last = 0;
 
         ev_lock(ctx);
         ok = may_accept_locked(ctx, ctx->idle_workers - ctx->queued);
+        if (ok) {
+            last = reserve_locked(ctx, &ptrans);
+        }
+        /* Out of the set when the rule says so, which wakes the bucket
+         * for what waits; with no idle worker left, ev_nudge_if_waiting()
+         * does. */
+        ev_update_listening_locked(ctx);
         ev_unlock(ctx);
         if (!ok) {
-            if (listener_readable(ctx, l)) {
-                nudge_bucket(ctx);
-            }
             return;
         }
-        ec = accept_one(ctx, l);
+        ec = accept_reserved(ctx, l, ptrans, last);
         if (ec == NULL) {
             return;
         }
@@ -341,17 +343,18 @@ static void accept_behind(event_child_ctx *ctx, ev_listener *l)
     }
 }
 
-ev_conn *ev_accept_for_worker(event_child_ctx *ctx, ev_listener *l)
+ev_conn *ev_accept_for_worker_locked(event_child_ctx *ctx, ev_listener *l)
 {
+    apr_pool_t *ptrans = NULL;
     ev_conn *ec;
-    int ok;
+    int ok, last = 0;
 
-    ev_lock(ctx);
     /* The calling worker, counted busy already, is the one free for it. */
     ok = may_accept_locked(ctx, ctx->idle_workers - ctx->queued + 1);
-    if (!ok) {
-        ev_update_listening_locked(ctx);
+    if (ok) {
+        last = reserve_locked(ctx, &ptrans);
     }
+    ev_update_listening_locked(ctx);
     ev_unlock(ctx);
     if (!ok) {
         if (listener_readable(ctx, l)) {
@@ -359,22 +362,37 @@ ev_conn *ev_accept_for_worker(event_child_ctx *ctx, ev_listener *l)
         }
         return NULL;
     }
-    ec = accept_one(ctx, l);
+    ec = accept_reserved(ctx, l, ptrans, last);
     if (ec != NULL) {
         accept_behind(ctx, l);
     }
     return ec;
 }
 
-ev_conn *ev_accept_nudged(event_child_ctx *ctx)
+void ev_nudge_if_waiting(event_child_ctx *ctx)
+{
+    if (any_listener_readable(ctx)) {
+        nudge_bucket(ctx);
+    }
+}
+
+ev_conn *ev_accept_nudged_locked(event_child_ctx *ctx)
 {
     int i;
 
     for (i = 0; i < ctx->num_listeners; i++) {
-        ev_conn *ec = ev_accept_for_worker(ctx, &ctx->listeners[i]);
+        ev_conn *ec;
+
+        if (i > 0) {
+            ev_lock(ctx);
+        }
+        ec = ev_accept_for_worker_locked(ctx, &ctx->listeners[i]);
         if (ec != NULL) {
             return ec;
         }
+    }
+    if (ctx->num_listeners == 0) {
+        ev_unlock(ctx);
     }
     return NULL;
 }
@@ -484,6 +502,39 @@ void ev_force_ready_locked(event_child_ctx *ctx, ev_conn *ec)
                      err, ctx->s, "bucketed: shutdown of a waiting "
                      "connection");
     }
+}
+
+/* Whether a client has sent anything (or closed) on a waiting
+ * connection. */
+static int input_waiting(event_child_ctx *ctx, ev_conn *ec)
+{
+    char byte;
+    ssize_t n = recv(ec->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+
+    if (n < 0) {
+        int err = errno;
+        if (err != EAGAIN && err != EWOULDBLOCK) {
+            ap_log_error(APLOG_MARK, APLOG_DEBUG, err, ctx->s,
+                         "bucketed: recv(MSG_PEEK) on a keep-alive "
+                         "connection");
+            return 1;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+int ev_keepalive_request_waiting_locked(event_child_ctx *ctx)
+{
+    event_timer *t;
+
+    for (t = ctx->queues[WAIT_KEEPALIVE].head; t != NULL; t = t->next) {
+        if (input_waiting(ctx, (ev_conn *)((char *)t
+                                           - APR_OFFSETOF(ev_conn, timer)))) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 #endif /* __linux__ */

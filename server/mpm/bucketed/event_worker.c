@@ -254,19 +254,21 @@ static void conn_ready(event_child_ctx *ctx, ev_conn *ec, int thread_num,
 }
 
 /* Waits in the epoll set for one event; with the lock held on return
- * (NULL: stop). */
-static void *wait_for_event(event_child_ctx *ctx, int num)
+ * (NULL: stop, or an extra worker's retirement once it served). */
+static void *wait_for_event(event_child_ctx *ctx, worker_info *wi, int first)
 {
     struct epoll_event ev;
     int n, err;
 
     for (;;) {
-        set_worker_status(ctx, num, SERVER_READY);
+        set_worker_status(ctx, wi->num, SERVER_READY);
         ev_lock(ctx);
-        if (ctx->stop_workers) {
+        /* An extra worker retires rather than wait again. */
+        if (ctx->stop_workers || (!first && wi->num >= ctx->threads)) {
             return NULL;
         }
         ctx->idle_workers++;
+        ctx->waits++;
         ev_update_listening_locked(ctx);
         ev_unlock(ctx);
         n = epoll_wait(ctx->epoll_fd, &ev, 1, -1);
@@ -297,39 +299,47 @@ void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg)
     worker_info *wi = arg;
     event_child_ctx *ctx = wi->ctx;
     void *ready;
+    int first = 1;
 
-    while ((ready = wait_for_event(ctx, wi->num)) != NULL) {
+    while ((ready = wait_for_event(ctx, wi, first)) != NULL) {
         int kind = *(int *)ready;
+        int none_idle = ctx->idle_workers == 0;
         ev_conn *ec = NULL;
 
-        ev_unlock(ctx);
+        first = 0;
+        /* The accept rule is checked in the critical section the wake-up
+         * is counted in. */
+        if (kind == EV_LISTENER) {
+            ec = ev_accept_for_worker_locked(ctx, ready);
+        }
+        else if (kind == EV_NUDGE) {
+            ec = ev_accept_nudged_locked(ctx);
+        }
+        else {
+            ev_unlock(ctx);
+        }
         set_worker_status(ctx, wi->num, SERVER_BUSY_READ);
-        switch (kind) {
-        case EV_CONN:
+        if (none_idle && kind != EV_STOP) {
+            ev_nudge_if_waiting(ctx);
+        }
+        if (kind == EV_CONN) {
             conn_ready(ctx, ready, wi->num, thd);
             continue;
-        case EV_LISTENER:
-            ec = ev_accept_for_worker(ctx, ready);
-            break;
-        case EV_NUDGE:
-            ec = ev_accept_nudged(ctx);
-            break;
-        case EV_WORK:
-            ec = ev_take_work(ctx);
-            break;
-        default:
-            /* EV_STOP: the next wait sees stop_workers. */
-            break;
         }
+        if (kind == EV_WORK) {
+            ec = ev_take_work(ctx);
+        }
+        /* EV_STOP: the next wait sees stop_workers. */
         if (ec != NULL) {
             serve_conn(ctx, ec, wi->num, thd);
         }
     }
     ctx->running_workers--;
+    wi->running = 0;
     apr_thread_cond_signal(ctx->gone);
     ev_unlock(ctx);
-    set_worker_status(ctx, wi->num, IS(ctx, dying) ? SERVER_DEAD
-                                                   : SERVER_GRACEFUL);
+    set_worker_status(ctx, wi->num, IS(ctx, dying) || wi->num >= ctx->threads
+                                    ? SERVER_DEAD : SERVER_GRACEFUL);
     apr_thread_exit(thd, APR_SUCCESS);
     return NULL;
 }
