@@ -634,6 +634,8 @@ def test_keepalive_request_in_a_stuck_child_gets_an_extra_worker(make_httpd):
                             "KeepAliveTimeout 60\n", cgi=True)
     server.start()
     port = server.ports[0]
+    child = children_of(server.pid)[0]
+    threads = len(os.listdir(f"/proc/{child}/task"))
     kept = open_keepalive(port, 1)
     slow = [BackgroundGet(port, "/cgi-bin/slow.cgi?20", timeout=60)
             for _ in range(2)]
@@ -648,10 +650,8 @@ def test_keepalive_request_in_a_stuck_child_gets_an_extra_worker(make_httpd):
         kept[0].close()
     for request in slow:
         assert request.result(timeout=60) == (200, CGI_BODY.encode() + b"\n")
-    # Retired: the child is back to its two workers and its main and
-    # keeper threads.
-    child = children_of(server.pid)[0]
-    wait_until(lambda: len(os.listdir(f"/proc/{child}/task")) == 4, 20,
+    # Retired: the child is back to the threads it started with.
+    wait_until(lambda: len(os.listdir(f"/proc/{child}/task")) == threads, 20,
                what="the extra worker to retire")
 
 

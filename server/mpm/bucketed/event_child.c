@@ -368,6 +368,9 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     if (setup_extra_workers(ctx) != APR_SUCCESS) {
         event_child_exit(ctx, APEXIT_CHILDFATAL, 1);
     }
+    /* Before any worker runs: they serve from their first moment, and
+     * modules ask for the state (ap_mpm_query) while serving. */
+    retained->mpm->mpm_state = AP_MPMQ_RUNNING;
     ev_lock(ctx);
     for (i = 0; i < ctx->threads; i++) {
         workers[i].running = 1;
@@ -387,7 +390,6 @@ void event_child_main(server_rec *s, bucketed_config *conf,
         ctx->running_workers++;
     }
     ev_unlock(ctx);
-    retained->mpm->mpm_state = AP_MPMQ_RUNNING;
     rv = apr_thread_create(&keeper, attr, ev_keeper_main, ctx, pchild);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_ALERT, rv, s, "bucketed: "
