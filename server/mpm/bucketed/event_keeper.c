@@ -28,7 +28,6 @@
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #endif
 
 #include "httpd.h"
@@ -55,34 +54,12 @@ APLOG_USE_MODULE(mpm_bucketed);
 
 apr_status_t ev_setup_keeper(event_child_ctx *ctx)
 {
-    struct epoll_event ev;
-    int err;
-
-    ctx->keeper_fd = epoll_create1(EPOLL_CLOEXEC);
+    ctx->keeper_fd = ev_epoll_create(ctx, "keeper");
     if (ctx->keeper_fd < 0) {
-        err = errno;
-        ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
-                     "bucketed: epoll_create1 for an event child's keeper");
-        return err;
+        return APR_EGENERAL;
     }
-    ctx->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (ctx->wake_fd < 0) {
-        err = errno;
-        ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
-                     "bucketed: eventfd for an event child's keeper");
-        return err;
-    }
-    ctx->wake_kind = EV_WAKE;
-    memset(&ev, 0, sizeof(ev));
-    ev.events = EPOLLIN;
-    ev.data.ptr = &ctx->wake_kind;
-    if (epoll_ctl(ctx->keeper_fd, EPOLL_CTL_ADD, ctx->wake_fd, &ev) < 0) {
-        err = errno;
-        ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
-                     "bucketed: epoll_ctl for the keeper's eventfd");
-        return err;
-    }
-    return APR_SUCCESS;
+    return ev_add_eventfd(ctx, ctx->keeper_fd, &ctx->wake_fd, &ctx->wake_kind,
+                          EV_WAKE, 0, EPOLLIN, "keeper");
 }
 
 void ev_wake_keeper(event_child_ctx *ctx)

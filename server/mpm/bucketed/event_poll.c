@@ -71,10 +71,23 @@ static int epoll_set(event_child_ctx *ctx, int op, int fd, unsigned events,
     return 0;
 }
 
-static apr_status_t add_eventfd(event_child_ctx *ctx, int *fd, int *kind,
-                                int kind_value, int flags, unsigned events,
-                                const char *what)
+int ev_epoll_create(event_child_ctx *ctx, const char *what)
 {
+    int fd = epoll_create1(EPOLL_CLOEXEC);
+
+    if (fd < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
+                     "bucketed: epoll_create1 for an event child's %s", what);
+    }
+    return fd;
+}
+
+apr_status_t ev_add_eventfd(event_child_ctx *ctx, int epoll_fd, int *fd,
+                            int *kind, int kind_value, int flags,
+                            unsigned events, const char *what)
+{
+    struct epoll_event ev;
     int err;
 
     if (*fd < 0) {
@@ -87,8 +100,15 @@ static apr_status_t add_eventfd(event_child_ctx *ctx, int *fd, int *kind,
         }
     }
     *kind = kind_value;
-    if (epoll_set(ctx, EPOLL_CTL_ADD, *fd, events, kind) < 0) {
-        return APR_EGENERAL;
+    memset(&ev, 0, sizeof(ev));
+    ev.events = events;
+    ev.data.ptr = kind;
+    if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, *fd, &ev) < 0) {
+        err = errno;
+        ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s, "bucketed: "
+                     "epoll_ctl for the eventfd (%s) in an event child",
+                     what);
+        return err;
     }
     return APR_SUCCESS;
 }
@@ -97,29 +117,27 @@ apr_status_t ev_setup_epoll(event_child_ctx *ctx)
 {
     ap_listen_rec *lr;
     apr_status_t rv;
-    int i = 0, err;
+    int i = 0;
 
-    ctx->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    ctx->epoll_fd = ev_epoll_create(ctx, "workers");
     if (ctx->epoll_fd < 0) {
-        err = errno;
-        ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
-                     "bucketed: epoll_create1 in an event child");
-        return err;
+        return APR_EGENERAL;
     }
     /* Level-triggered: every queued unit wakes a worker in turn. */
-    rv = add_eventfd(ctx, &ctx->work_fd, &ctx->work_kind, EV_WORK,
-                     EFD_SEMAPHORE, EPOLLIN, "work queue");
+    rv = ev_add_eventfd(ctx, ctx->epoll_fd, &ctx->work_fd, &ctx->work_kind,
+                        EV_WORK, EFD_SEMAPHORE, EPOLLIN, "work queue");
     /* Level-triggered and never read: every worker sees it. */
     if (rv == APR_SUCCESS) {
-        rv = add_eventfd(ctx, &ctx->stop_fd, &ctx->stop_kind, EV_STOP, 0,
-                         EPOLLIN, "stop");
+        rv = ev_add_eventfd(ctx, ctx->epoll_fd, &ctx->stop_fd,
+                            &ctx->stop_kind, EV_STOP, 0, EPOLLIN, "stop");
     }
     /* The bucket's, shared with the other children: edge-triggered and
      * never read, so each write wakes one worker of each child once. */
     if (rv == APR_SUCCESS) {
         ctx->nudge_fd = ctx->conf->bucket_nudge[ctx->bucket];
-        rv = add_eventfd(ctx, &ctx->nudge_fd, &ctx->nudge_kind, EV_NUDGE, 0,
-                         EPOLLIN | EPOLLET, "bucket");
+        rv = ev_add_eventfd(ctx, ctx->epoll_fd, &ctx->nudge_fd,
+                            &ctx->nudge_kind, EV_NUDGE, 0, EPOLLIN | EPOLLET,
+                            "bucket");
     }
     if (rv != APR_SUCCESS) {
         return rv;
