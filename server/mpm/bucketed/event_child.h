@@ -150,6 +150,7 @@ typedef struct event_child_ctx {
     apr_uint32_t dying;              /* SIGTERM: go now */
     apr_uint32_t sick;               /* accept() broke: exit CHILDSICK */
     apr_uint32_t keeper_done;        /* the keeper thread has finished */
+    apr_uint32_t accepted;           /* connections accepted (atomic) */
 } event_child_ctx;
 
 static inline void ev_lock(event_child_ctx *ctx)
