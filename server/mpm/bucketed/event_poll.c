@@ -207,6 +207,13 @@ static void nudge_bucket(event_child_ctx *ctx)
     }
 }
 
+void ev_nudge_if_waiting(event_child_ctx *ctx)
+{
+    if (any_listener_readable(ctx)) {
+        nudge_bucket(ctx);
+    }
+}
+
 static int open_connections(event_child_ctx *ctx)
 {
     return ctx->connections - ctx->queues[WAIT_LINGER].count;
@@ -217,11 +224,17 @@ static int closing_down(event_child_ctx *ctx)
     return IS(ctx, leaving) || IS(ctx, dying);
 }
 
+/* How a listening socket is in the set: edge-triggered, and exclusive
+ * where the kernel has it. */
+static unsigned listener_events(const event_child_ctx *ctx)
+{
+    return EPOLLIN | EPOLLET
+           | (ctx->conf->kernel.epoll_exclusive ? EPOLLEXCLUSIVE : 0);
+}
+
 void ev_update_listening_locked(event_child_ctx *ctx)
 {
-    unsigned events = EPOLLIN | EPOLLET
-                      | (ctx->conf->kernel.epoll_exclusive ? EPOLLEXCLUSIVE
-                                                           : 0);
+    unsigned events = listener_events(ctx);
     int want, i;
 
     want = !closing_down(ctx)
@@ -239,8 +252,8 @@ void ev_update_listening_locked(event_child_ctx *ctx)
     ctx->listening = want;
     ap_get_scoreboard_process(ctx->slot)->not_accepting = !want;
     /* A connection that woke this child may be waiting still. */
-    if (!want && any_listener_readable(ctx)) {
-        nudge_bucket(ctx);
+    if (!want) {
+        ev_nudge_if_waiting(ctx);
     }
 }
 
@@ -285,8 +298,6 @@ static int reserve_locked(event_child_ctx *ctx, apr_pool_t **ptrans)
 
 static void take_turns(event_child_ctx *ctx, ev_listener *l)
 {
-    unsigned events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE;
-
     if (!ctx->conf->kernel.epoll_exclusive
         || apr_atomic_inc32(&ctx->accepted) % TURN_EVERY != 0) {
         return;
@@ -294,7 +305,7 @@ static void take_turns(event_child_ctx *ctx, ev_listener *l)
     ev_lock(ctx);
     if (ctx->listening) {
         epoll_set(ctx, EPOLL_CTL_DEL, l->fd, 0, NULL);
-        epoll_set(ctx, EPOLL_CTL_ADD, l->fd, events, l);
+        epoll_set(ctx, EPOLL_CTL_ADD, l->fd, listener_events(ctx), l);
     }
     ev_unlock(ctx);
 }
@@ -415,32 +426,17 @@ ev_conn *ev_accept_for_worker_locked(event_child_ctx *ctx, ev_listener *l)
     return ec;
 }
 
-void ev_nudge_if_waiting(event_child_ctx *ctx)
-{
-    if (any_listener_readable(ctx)) {
-        nudge_bucket(ctx);
-    }
-}
-
 ev_conn *ev_accept_nudged_locked(event_child_ctx *ctx)
 {
+    ev_conn *ec = NULL;
     int i;
 
-    for (i = 0; i < ctx->num_listeners; i++) {
-        ev_conn *ec;
-
-        if (i > 0) {
-            ev_lock(ctx);
-        }
+    ev_unlock(ctx);
+    for (i = 0; i < ctx->num_listeners && ec == NULL; i++) {
+        ev_lock(ctx);
         ec = ev_accept_for_worker_locked(ctx, &ctx->listeners[i]);
-        if (ec != NULL) {
-            return ec;
-        }
     }
-    if (ctx->num_listeners == 0) {
-        ev_unlock(ctx);
-    }
-    return NULL;
+    return ec;
 }
 
 /* ------------------------------------------------- the work queue */
