@@ -165,6 +165,31 @@ def test_prefork_model_says_not_threaded(make_httpd):
     assert "threaded:     no" in version.output
 
 
+def test_children_of_a_bucket_take_turns_at_new_connections(make_httpd):
+    """EPOLLEXCLUSIVE wakes the first child in the socket's wait queue with
+    a worker waiting; every child of a bucket has many, so without turns
+    the first one would take every connection its accept rule allows (here
+    all 48). Children re-register the socket every 8th accept, which sends
+    the next ones to the others."""
+    server = event_server(make_httpd, sized(1, 16, 64, 4, (1, 64))
+                          + "KeepAliveTimeout 60\n")
+    server.start()
+    port = server.ports[0]
+    children = children_of(server.pid)
+    assert len(children) == 4
+    conns = open_keepalive(port, 48)
+    try:
+        listening = listening_inodes(port)
+        held = {child: len(socket_inodes_of(child) - listening)
+                for child in children}
+        print(f"connections per child: {sorted(held.values())}")
+        assert sum(held.values()) >= 48
+        assert max(held.values()) <= 24, held
+    finally:
+        for c in conns:
+            c.close()
+
+
 @pytest.mark.parametrize("buckets", [2, 3])
 def test_every_bucket_accepts_under_load(make_httpd, buckets):
     server = event_server(make_httpd, f"BucketCount {buckets}\n"
