@@ -404,6 +404,28 @@ class Httpd:
         return printed + self.error_log()
 
 
+# ---------------------------------------------------------------- buckets
+
+def bucket_sockets_of(server, child):
+    """The listening sockets (inodes) of the server's port a child holds:
+    with one Listen and one socket per bucket, they tell its bucket."""
+    return socket_inodes_of(child) & listening_inodes(server.ports[0])
+
+
+def bucket_sockets(server):
+    """{listening socket inode: [child pids holding it]} once every child
+    holds exactly one (a child holds them all from its fork until it closes
+    the other buckets' ones), else None."""
+    held = collections.defaultdict(list)
+    for child in children_of(server.pid):
+        mine = bucket_sockets_of(server, child)
+        if len(mine) != 1:
+            return None
+        held[mine.pop()].append(child)
+    return held
+
+
+
 @pytest.fixture
 def make_httpd():
     """Factory of Httpd servers, each in a ServerRoot of its own; every

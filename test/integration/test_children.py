@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from httpd_fixture import (Httpd, Load, Timeout, children_of, listening_inodes,
-                           socket_inodes_of, wait_until)
+from httpd_fixture import (Httpd, Load, Timeout, bucket_sockets,
+                           bucket_sockets_of, children_of, wait_until)
 from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 REQUESTS = 3000
@@ -35,25 +35,6 @@ def test_every_bucket_accepts_under_load(make_httpd, buckets):
     assert len(accepted) == buckets
     assert all(n > 0 for n in accepted), accepted
     assert sum(accepted) >= REQUESTS
-
-
-def bucket_sockets_of(server, child):
-    """The listening sockets (inodes) of the server's port a child holds:
-    with one Listen and one socket per bucket, they tell its bucket."""
-    return socket_inodes_of(child) & listening_inodes(server.ports[0])
-
-
-def bucket_sockets(server):
-    """{listening socket inode: [child pids holding it]} once every child
-    holds exactly one (a child holds them all from its fork until it closes
-    the other buckets' ones), else None."""
-    held = collections.defaultdict(list)
-    for child in children_of(server.pid):
-        mine = bucket_sockets_of(server, child)
-        if len(mine) != 1:
-            return None
-        held[mine.pop()].append(child)
-    return held
 
 
 def test_killed_child_replaced_in_its_bucket(make_httpd):

@@ -22,7 +22,7 @@ typedef struct {
     int nb;
     int unit;                 /* 0: one child is one unit (prefork) */
     bucket_census census[MAX_B];
-    int may_grow[MAX_B];
+    int grow_limit[MAX_B];
     int rate[MAX_B];
     bucket_decision d[MAX_B];
     bucket_move moves[MAX_B * BUCKET_MAX_SPAWN_RATE];
@@ -38,7 +38,7 @@ static void setup_pass(pass_t *p, int nb, const int *idle, const int *busy)
     for (b = 0; b < nb; b++) {
         p->census[b].idle = idle[b];
         p->census[b].busy = busy ? busy[b] : 0;
-        p->may_grow[b] = 1;
+        p->grow_limit[b] = BUCKET_MAX_SPAWN_RATE;
         p->rate[b] = 1;
     }
 }
@@ -51,7 +51,7 @@ static void run_any_pass(pass_t *p, int min_spare, int max_spare,
     in.num_buckets = p->nb;
     in.unit = p->unit ? p->unit : 1;
     in.census = p->census;
-    in.may_grow = p->may_grow;
+    in.grow_limit = p->grow_limit;
     in.min_spare = min_spare;
     in.max_spare = max_spare;
     in.free_slots = free_slots;
@@ -347,7 +347,7 @@ static void test_held_bucket_gets_nothing(void **state)
 
     (void)state;
     setup_pass(&p, 2, idle, NULL);
-    p.may_grow[0] = 0;
+    p.grow_limit[0] = 0;
     run_pass(&p, 4, 20, 50);
     assert_int_equal(p.d[0].spawn + p.d[0].moved_in, 0);
     assert_false(p.d[0].starved);
@@ -398,7 +398,7 @@ static void test_rescue_pass(void **state)
     }
     /* A held bucket is not rescued. */
     setup_pass(&p, 4, idle, busy);
-    p.may_grow[0] = 0;
+    p.grow_limit[0] = 0;
     run_any_pass(&p, 8, 12, 1, 1);
     assert_int_equal(p.d[0].spawn, 0);
     assert_int_equal(p.d[2].spawn, 1);
@@ -429,8 +429,8 @@ static void test_decide_properties(void **state)
         setup_pass(&p, nb, idle, busy);
         for (b = 0; b < nb; b++) {
             p.rate[b] = 1 << ((seed = seed * 1103515245 + 12345) >> 16) % 6;
-            p.may_grow[b] = ((seed = seed * 1103515245 + 12345) >> 16) % 5
-                            != 0;
+            p.grow_limit[b] = ((seed = seed * 1103515245 + 12345) >> 16) % 5
+                              != 0 ? BUCKET_MAX_SPAWN_RATE : 0;
         }
         snprintf(desc, sizeof(desc), "round %d", round);
         run_pass(&p, min_spare, max_spare, free_slots);
@@ -438,7 +438,7 @@ static void test_decide_properties(void **state)
         for (b = 0; b < nb; b++) {
             bucket_spare_limits lim = bucket_spare_share(min_spare,
                                                          max_spare, b, nb);
-            int short_of = p.may_grow[b] && idle[b] < lim.min_spare;
+            int short_of = p.grow_limit[b] && idle[b] < lim.min_spare;
 
             spawned += p.d[b].spawn;
             CASE_CHECK(desc, p.d[b].idle_after == idle[b] + p.d[b].spawn
@@ -521,9 +521,11 @@ static void test_census_tally(void **state)
     assert_int_equal(free_slots, 2);
     assert_int_equal(census[0].idle, 1);
     assert_int_equal(census[0].busy, 1);
+    assert_int_equal(census[0].children, 2);
     /* A replacement on its way counts as idle in its new bucket. */
     assert_int_equal(census[1].idle, 2);
     assert_int_equal(census[1].busy, 1);
+    assert_int_equal(census[1].children, 3);
 }
 
 /* ---- ChildModel event: units are threads, a child brings 25 ---- */
@@ -546,6 +548,48 @@ static void test_census_threads(void **state)
      * counts nowhere. */
     assert_int_equal(census[1].idle, 25 + 3);
     assert_int_equal(census[1].busy, 22);
+    assert_int_equal(census[0].children, 2);
+    assert_int_equal(census[1].children, 2);
+}
+
+static void test_stalled_bucket_is_rescued(void **state)
+{
+    static const int idle[] = { 3, 3 }, busy[] = { 1, 1 };
+    pass_t p;
+
+    (void)state;
+    /* Bucket 0's children look idle but nothing is accepted from its
+     * socket: counted as having no idle child, a rescue pass gives it one
+     * (from a free slot, or, with none, from bucket 1's idle children). */
+    setup_pass(&p, 2, idle, busy);
+    bucket_census_stalled(&p.census[0]);
+    assert_int_equal(p.census[0].idle, 0);
+    assert_int_equal(p.census[0].busy, 4);
+    run_any_pass(&p, 2, 8, 1, 1);
+    assert_int_equal(p.d[0].spawn, 1);
+    assert_int_equal(p.d[1].spawn + p.d[1].moved_in, 0);
+    setup_pass(&p, 2, idle, busy);
+    bucket_census_stalled(&p.census[0]);
+    run_any_pass(&p, 2, 8, 0, 1);
+    assert_int_equal(p.num_moves, 1);
+    assert_int_equal(p.moves[0].from, 1);
+    assert_int_equal(p.moves[0].to, 0);
+}
+
+static void test_floor_limit_gives_one_child(void **state)
+{
+    static const int idle[] = { 0, 5 };
+    pass_t p;
+
+    (void)state;
+    /* A bucket held back by failures, with no child left, may gain one
+     * (grow_limit 1): even a full pass with a high spawn rate gives it
+     * just that one. */
+    setup_pass(&p, 2, idle, NULL);
+    p.grow_limit[0] = 1;
+    p.rate[0] = 16;
+    run_pass(&p, 8, 20, 50);
+    assert_int_equal(p.d[0].spawn + p.d[0].moved_in, 1);
 }
 
 static void test_threads_spawn_and_stop(void **state)
@@ -651,6 +695,8 @@ int main(void)
         POOL_TEST(test_skewed_load_simulation),
         POOL_TEST(test_census_tally),
         POOL_TEST(test_census_threads),
+        POOL_TEST(test_stalled_bucket_is_rescued),
+        POOL_TEST(test_floor_limit_gives_one_child),
         POOL_TEST(test_threads_spawn_and_stop),
         POOL_TEST(test_threads_no_flip_flop),
         POOL_TEST(test_threads_move),

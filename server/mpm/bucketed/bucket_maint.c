@@ -37,7 +37,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
     int b, slot, free_slots = 0;
 
     for (b = 0; b < num_buckets; b++) {
-        census[b].idle = census[b].busy = 0;
+        census[b].idle = census[b].busy = census[b].children = 0;
     }
     for (slot = 0; slot < num_slots; slot++) {
         const slot_view *v = &slots[slot];
@@ -50,6 +50,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
         case SLOT_REPLACING:
             if (counted) {
                 census[v->bucket].idle += unit;
+                census[v->bucket].children++;
             }
             break;
         case SLOT_IDLE:
@@ -57,6 +58,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
             if (counted) {
                 census[v->bucket].idle += v->idle_units;
                 census[v->bucket].busy += unit - v->idle_units;
+                census[v->bucket].children++;
             }
             break;
         default:
@@ -64,6 +66,12 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
         }
     }
     return free_slots;
+}
+
+void bucket_census_stalled(bucket_census *census)
+{
+    census->busy += census->idle;
+    census->idle = 0;
 }
 
 int bucket_start_children(int start_servers, int num_buckets,
@@ -108,16 +116,21 @@ static int is_short(const bucket_maint_input *in, int b)
 {
     bucket_spare_limits lim = share_of(in, b);
 
-    return in->may_grow[b] && in->census[b].idle < lim.min_spare;
+    return in->grow_limit[b] > 0 && in->census[b].idle < lim.min_spare;
 }
 
-/* Children bucket b wants this pass. */
+/* Children bucket b wants this pass, within what it may gain. */
 static int wanted(const bucket_maint_input *in, const int *spawn_rate, int b)
 {
+    int want;
+
     if (in->rescue_only) {
-        return in->may_grow[b] && in->census[b].idle == 0;
+        want = in->census[b].idle == 0;
     }
-    return is_short(in, b) ? clamp_rate(spawn_rate[b]) : 0;
+    else {
+        want = is_short(in, b) ? clamp_rate(spawn_rate[b]) : 0;
+    }
+    return want < in->grow_limit[b] ? want : in->grow_limit[b];
 }
 
 /* Children bucket b still wants after what it was given so far. */

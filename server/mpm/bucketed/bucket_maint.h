@@ -21,6 +21,7 @@ typedef struct {
                        * children on their way into this bucket */
     int busy;         /* units serving a connection (or, in a child that
                        * stopped accepting, unable to take one) */
+    int children;     /* children running, starting or on their way in */
 } bucket_census;
 
 /* What the parent's slot table says of one slot. */
@@ -52,8 +53,9 @@ typedef struct {
     int unit;                     /* units a child brings: 1 (prefork) or
                                    * ThreadsPerChild (event) */
     const bucket_census *census;  /* per bucket */
-    const int *may_grow;          /* per bucket: 0 while its new children
-                                   * are held back (exit_policy.h) */
+    const int *grow_limit;        /* per bucket: how many children it may
+                                   * gain now; 0 while its new children are
+                                   * held back (exit_policy.h) */
     int min_spare;                /* MinSpareServers (Threads), shared out */
     int max_spare;                /* MaxSpareServers (Threads), shared out */
     int free_slots;               /* slots below MaxRequestWorkers with no
@@ -88,6 +90,11 @@ typedef struct {
 int bucket_census_tally(const slot_view *slots, int num_slots,
                         int max_workers, int num_buckets, int unit,
                         bucket_census *census);
+
+/* A stalled bucket (policy_stall.h): nothing takes its connections,
+ * whatever the scoreboard says, so its idle units count as busy and
+ * maintenance treats it as a bucket with no idle child. */
+void bucket_census_stalled(bucket_census *census);
 
 /* Share MinSpare/MaxSpareServers (or Threads) out over buckets, keeping
  * every bucket at least one idle unit and max above min. */

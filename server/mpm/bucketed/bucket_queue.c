@@ -1,8 +1,9 @@
 /*
- * bucket_queue.c: the parent samples the accept queue of every bucket's
- * sockets about once a second, from its maintenance passes. Children
- * cannot: each closes the sockets of the other buckets. Per socket, from
- * the kernel:
+ * bucket_queue.c: the parent reads the accept queue of every bucket's
+ * sockets on each of its maintenance passes (ten a second), for the stall
+ * check (policy_stall.h), and publishes a sample about once a second.
+ * Children cannot: each closes the sockets of the other buckets. Per
+ * socket, from the kernel:
  *
  *   TCP_INFO on a listening socket   tcpi_unacked = connections waiting
  *                                    for accept(), tcpi_sacked = backlog
@@ -59,8 +60,8 @@ struct bucket_queue_state {
 };
 
 /* The parent's passes come every 100 ms or so (rescue passes between the
- * full ones); the sockets are sampled on the first pass a second after the
- * previous sample. */
+ * full ones); the sample is published, and the full-queue warning
+ * decided, on the first pass a second after the previous one. */
 #define SAMPLE_INTERVAL apr_time_from_sec(1)
 
 static apr_status_t unmap_state(void *data)
@@ -195,8 +196,13 @@ static void publish_sample(published_socket *pub, const queue_sample *qs,
     apr_atomic_set32(&pub->sampled, 1);
 }
 
-static void sample_one(server_rec *s, socket_state *st, published_socket *pub,
-                       int bucket, const ap_listen_rec *lr, apr_time_t now)
+/* Reads one socket's queue; with publish, also folds it into its history,
+ * publishes it and warns when the queue has stayed full. Returns the
+ * connections waiting in it (0 when it cannot be read). */
+static apr_uint32_t sample_one(server_rec *s, socket_state *st,
+                               published_socket *pub, int bucket,
+                               const ap_listen_rec *lr, apr_time_t now,
+                               int publish)
 {
     static const queue_watch_limits limits = {
         QUEUE_WATCH_FULL_FOR, QUEUE_WATCH_INTERVAL
@@ -215,7 +221,10 @@ static void sample_one(server_rec *s, socket_state *st, published_socket *pub,
                          lr->bind_addr);
             st->error_reported = 1;
         }
-        return;
+        return 0;
+    }
+    if (!publish) {
+        return qs.depth;
     }
     if (drops_errno != 0 && !st->drops_reported) {
         ap_log_error(APLOG_MARK, APLOG_DEBUG, drops_errno, s, "bucketed: "
@@ -239,30 +248,38 @@ static void sample_one(server_rec *s, socket_state *st, published_socket *pub,
                      (int)apr_time_sec(v.full_for), qs.depth, qs.backlog,
                      dropped);
     }
+    return qs.depth;
 }
 
-void bucket_queue_sample(server_rec *s, bucketed_config *conf)
+void bucket_queue_sample(server_rec *s, bucketed_config *conf,
+                         apr_uint32_t *queued)
 {
     struct bucket_queue_state *state = conf->queue;
     bucket_published *pub = &conf->published;
     apr_time_t now = apr_time_now();
-    int b, i = 0;
+    int b, i = 0, publish;
 
-    if (state == NULL || pub->sockets == NULL
-        || (state->last_sample != 0
-            && now - state->last_sample < SAMPLE_INTERVAL)) {
+    for (b = 0; b < conf->plan.num_buckets; b++) {
+        queued[b] = 0;
+    }
+    if (state == NULL || pub->sockets == NULL) {
         return;
     }
-    state->last_sample = now;
+    publish = state->last_sample == 0
+              || now - state->last_sample >= SAMPLE_INTERVAL;
     for (b = 0; b < conf->plan.num_buckets; b++) {
         const ap_listen_rec *lr;
 
         for (lr = conf->bucket_listeners[b]; lr; lr = lr->next, i++) {
             if (i >= state->num_sockets || i >= pub->num_sockets) {
-                return;
+                break;
             }
-            sample_one(s, &state->sockets[i], &pub->sockets[i], b, lr, now);
+            queued[b] += sample_one(s, &state->sockets[i], &pub->sockets[i],
+                                    b, lr, now, publish);
         }
     }
-    pub->times->sampled_at = now;
+    if (publish) {
+        state->last_sample = now;
+        pub->times->sampled_at = now;
+    }
 }

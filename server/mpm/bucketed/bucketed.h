@@ -25,6 +25,7 @@
 #include "event_limits.h"
 #include "exit_policy.h"
 #include "kernel_probe.h"
+#include "policy_stall.h"
 #include "queue_watch.h"
 #include "steering.h"
 
@@ -237,7 +238,11 @@ void bucket_stats_publish_census(bucketed_config *conf,
 /* bucket_queue.c: the parent's sampling of every bucket socket. */
 apr_status_t bucket_queue_init(apr_pool_t *pconf, server_rec *s,
                                bucketed_config *conf);
-void bucket_queue_sample(server_rec *s, bucketed_config *conf);
+/* Every pass: the connections waiting in each bucket's sockets into
+ * queued (plan.num_buckets entries); about once a second also the
+ * published sample and the full-queue warning. */
+void bucket_queue_sample(server_rec *s, bucketed_config *conf,
+                         apr_uint32_t *queued);
 
 /* bucket_report.c: the bucketed_get_status optional function. */
 void bucket_report_register(void);
@@ -251,6 +256,11 @@ void child_signal_set(sigset_t *set, int stop);
 /* Makes set the process's signal mask: its signals blocked, every other
  * one open. A failure is logged. */
 void child_signal_mask(const sigset_t *set);
+
+/* The exit code of a child whose set-up failed with rv: APEXIT_CHILDSICK
+ * (logged) for a shortage that can pass (exit_policy.h), else
+ * APEXIT_CHILDFATAL. */
+int child_setup_exit_code(server_rec *s, int bucket, apr_status_t rv);
 
 /* A child's pool (pchild), with an allocator of its own; a child that
  * cannot have one exits sick. */

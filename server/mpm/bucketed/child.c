@@ -204,6 +204,18 @@ static void leave_with_parent(pid_t parent)
     }
 }
 
+int child_setup_exit_code(server_rec *s, int bucket, apr_status_t rv)
+{
+    if (child_setup_failure_passes(rv)) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, rv, s, "bucketed: a new child of "
+                     "bucket %d could not set up (the error above); it exits "
+                     "sick, and the parent starts the bucket's next child "
+                     "when the shortage may have passed", bucket);
+        return APEXIT_CHILDSICK;
+    }
+    return APEXIT_CHILDFATAL;
+}
+
 apr_pool_t *child_pool_create(server_rec *s)
 {
     apr_allocator_t *allocator;
@@ -233,6 +245,7 @@ void child_main(server_rec *s, bucketed_config *conf,
                 pid_t parent)
 {
     child_context ctx;
+    apr_status_t rv;
 
     memset(&ctx, 0, sizeof(ctx));
     ctx.s = s;
@@ -256,8 +269,9 @@ void child_main(server_rec *s, bucketed_config *conf,
     ap_fatal_signal_child_setup(s);
     bucket_listeners_keep_only(conf, bucket);
     bucket_listeners_child_steering(s, conf, retained, bucket);
-    if (accept_waiter_init(&ctx.waiter, ctx.pchild) != APR_SUCCESS) {
-        child_exit(&ctx, APEXIT_CHILDFATAL);
+    rv = accept_waiter_init(&ctx.waiter, ctx.pchild);
+    if (rv != APR_SUCCESS) {
+        child_exit(&ctx, child_setup_exit_code(s, bucket, rv));
     }
     if (ap_run_drop_privileges(ctx.pchild, s)) {
         child_exit(&ctx, APEXIT_CHILDFATAL);

@@ -340,10 +340,15 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     ap_fatal_signal_child_setup(s);
     bucket_listeners_keep_only(conf, bucket);
     bucket_listeners_child_steering(s, conf, retained, bucket);
-    if (ev_setup_epoll(ctx) != APR_SUCCESS
-        || ev_setup_keeper(ctx) != APR_SUCCESS
-        || setup_threads_sync(ctx) != APR_SUCCESS) {
-        event_child_exit(ctx, APEXIT_CHILDFATAL, 1);
+    rv = ev_setup_epoll(ctx);
+    if (rv == APR_SUCCESS) {
+        rv = ev_setup_keeper(ctx);
+    }
+    if (rv == APR_SUCCESS) {
+        rv = setup_threads_sync(ctx);
+    }
+    if (rv != APR_SUCCESS) {
+        event_child_exit(ctx, child_setup_exit_code(s, bucket, rv), 1);
     }
     if (ap_run_drop_privileges(pchild, s)) {
         event_child_exit(ctx, APEXIT_CHILDFATAL, 1);
@@ -365,8 +370,9 @@ void event_child_main(server_rec *s, bucketed_config *conf,
         workers[i].ctx = ctx;
     }
     ctx->workers = workers;
-    if (setup_extra_workers(ctx) != APR_SUCCESS) {
-        event_child_exit(ctx, APEXIT_CHILDFATAL, 1);
+    rv = setup_extra_workers(ctx);
+    if (rv != APR_SUCCESS) {
+        event_child_exit(ctx, child_setup_exit_code(s, bucket, rv), 1);
     }
     /* Before any worker runs: they serve from their first moment, and
      * modules ask for the state (ap_mpm_query) while serving. */

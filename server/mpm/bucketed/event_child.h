@@ -196,10 +196,11 @@ void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec);
 /* event_keeper.c: the keeper thread (arg: the context). */
 void *APR_THREAD_FUNC ev_keeper_main(apr_thread_t *thd, void *arg);
 
-/* event_poll.c: an epoll set (-1, logged, on failure); an eventfd in one,
- * its epoll data pointing at *kind = kind_value (a new eventfd when *fd
- * is -1). Before the threads start. */
-int ev_epoll_create(event_child_ctx *ctx, const char *what);
+/* event_poll.c: an epoll set into *fd (a failure is logged and its errno
+ * returned); an eventfd in one, its epoll data pointing at *kind =
+ * kind_value (a new eventfd when *fd is -1). Before the threads start. */
+apr_status_t ev_epoll_create(event_child_ctx *ctx, const char *what,
+                             int *fd);
 apr_status_t ev_add_eventfd(event_child_ctx *ctx, int epoll_fd, int *fd,
                             int *kind, int kind_value, int flags,
                             unsigned events, const char *what);

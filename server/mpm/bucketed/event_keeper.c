@@ -54,9 +54,10 @@ APLOG_USE_MODULE(mpm_bucketed);
 
 apr_status_t ev_setup_keeper(event_child_ctx *ctx)
 {
-    ctx->keeper_fd = ev_epoll_create(ctx, "keeper");
-    if (ctx->keeper_fd < 0) {
-        return APR_EGENERAL;
+    apr_status_t rv = ev_epoll_create(ctx, "keeper", &ctx->keeper_fd);
+
+    if (rv != APR_SUCCESS) {
+        return rv;
     }
     return ev_add_eventfd(ctx, ctx->keeper_fd, &ctx->wake_fd, &ctx->wake_kind,
                           EV_WAKE, 0, EPOLLIN, "keeper");

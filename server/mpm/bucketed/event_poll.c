@@ -71,16 +71,17 @@ static int epoll_set(event_child_ctx *ctx, int op, int fd, unsigned events,
     return 0;
 }
 
-int ev_epoll_create(event_child_ctx *ctx, const char *what)
+apr_status_t ev_epoll_create(event_child_ctx *ctx, const char *what,
+                             int *fd)
 {
-    int fd = epoll_create1(EPOLL_CLOEXEC);
-
-    if (fd < 0) {
+    *fd = epoll_create1(EPOLL_CLOEXEC);
+    if (*fd < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
                      "bucketed: epoll_create1 for an event child's %s", what);
+        return err;
     }
-    return fd;
+    return APR_SUCCESS;
 }
 
 apr_status_t ev_add_eventfd(event_child_ctx *ctx, int epoll_fd, int *fd,
@@ -119,9 +120,9 @@ apr_status_t ev_setup_epoll(event_child_ctx *ctx)
     apr_status_t rv;
     int i = 0;
 
-    ctx->epoll_fd = ev_epoll_create(ctx, "workers");
-    if (ctx->epoll_fd < 0) {
-        return APR_EGENERAL;
+    rv = ev_epoll_create(ctx, "workers", &ctx->epoll_fd);
+    if (rv != APR_SUCCESS) {
+        return rv;
     }
     /* Level-triggered: every queued unit wakes a worker in turn. */
     rv = ev_add_eventfd(ctx, ctx->epoll_fd, &ctx->work_fd, &ctx->work_kind,

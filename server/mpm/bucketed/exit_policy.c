@@ -1,14 +1,20 @@
 /*
  * exit_policy.c: slowing a bucket's new children after failed exits.
  */
+#include <errno.h>
+
 #include "exit_policy.h"
 
-child_exit_kind child_exit_classify(int sick, int signaled, int asked)
+child_exit_kind child_exit_classify(int sick, int signaled, int asked,
+                                    int was_ready)
 {
     if (sick) {
         return CHILD_EXIT_SICK;
     }
-    return signaled && !asked ? CHILD_EXIT_CRASH : CHILD_EXIT_NORMAL;
+    if (!signaled || asked) {
+        return CHILD_EXIT_NORMAL;
+    }
+    return was_ready ? CHILD_EXIT_CRASH_SERVING : CHILD_EXIT_CRASH;
 }
 
 apr_interval_time_t child_exit_note(bucket_health *health,
@@ -17,6 +23,9 @@ apr_interval_time_t child_exit_note(bucket_health *health,
     apr_interval_time_t hold;
     int doublings;
 
+    if (kind == CHILD_EXIT_CRASH_SERVING) {
+        return 0;
+    }
     if (kind == CHILD_EXIT_NORMAL) {
         health->failures = 0;
         health->hold_until = 0;
@@ -44,7 +53,26 @@ apr_interval_time_t child_exit_note(bucket_health *health,
     return hold;
 }
 
-int bucket_health_may_grow(const bucket_health *health, apr_time_t now)
+int bucket_health_grow_limit(const bucket_health *health, int children,
+                             apr_time_t now)
 {
-    return now >= health->hold_until;
+    if (now >= health->hold_until) {
+        return EXIT_GROW_ANY;
+    }
+    return children == 0 && now - health->last_failure >= EXIT_FLOOR_RETRY;
+}
+
+int child_setup_failure_passes(int err)
+{
+    switch (err) {
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+    case EAGAIN:
+    case ENOBUFS:
+    case ENOSPC:
+        return 1;
+    default:
+        return 0;
+    }
 }

@@ -40,7 +40,10 @@ typedef struct {
     ap_generation_t generation;
     bucket_census *census;           /* per bucket, reused every pass */
     bucket_decision *decisions;      /* per bucket, reused every pass */
-    int *may_grow;                   /* per bucket, reused every pass */
+    int *grow_limit;                 /* per bucket, reused every pass */
+    apr_uint32_t *queued;            /* per bucket, reused every pass */
+    stall_watch *stall;              /* per bucket */
+    apr_time_t *stall_logged;        /* per bucket: last stall warning */
     bucket_move *moves;              /* room for every move of a pass */
     int max_moves;
     slot_view *slot_views;           /* per slot, reused every pass */
@@ -55,6 +58,8 @@ typedef struct {
  * child (the kernel's hash keeps sending it connections) gets one this
  * soon. */
 #define RESCUE_INTERVAL apr_time_from_msec(100)
+/* At most one stall warning per bucket this often. */
+#define STALL_LOG_INTERVAL apr_time_from_sec(10)
 
 static void checked_sigprocmask(parent_context *pc, int how,
                                 const sigset_t *set, sigset_t *old)
@@ -199,13 +204,19 @@ static int spawn_child(parent_context *pc, int slot, int bucket)
     pid = fork();
     if (pid < 0) {
         int err = errno;
+        apr_interval_time_t hold;
+
         checked_sigprocmask(pc, SIG_SETMASK, &saved, NULL);
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, pc->s, "bucketed: fork: "
-                     "unable to start a child for slot %d (bucket %d)",
-                     slot, bucket);
         ap_update_child_status_from_indexes(slot, 0, SERVER_DEAD, NULL);
-        /* Out of processes or memory: pause rather than spin on fork(). */
-        apr_sleep(apr_time_from_sec(1));
+        /* Out of processes or memory, as a sick exit says: the bucket
+         * backs off (and keeps its floor child's retries), instead of the
+         * parent sleeping through every other bucket's needs. */
+        hold = child_exit_note(&pc->retained->health[bucket],
+                               CHILD_EXIT_SICK, apr_time_now());
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, pc->s, "bucketed: fork: "
+                     "unable to start a child for slot %d (bucket %d); the "
+                     "bucket's next child in %" APR_TIME_T_FMT " s", slot,
+                     bucket, apr_time_sec(hold));
         return -1;
     }
     if (pid == 0) {
@@ -264,6 +275,11 @@ static int note_exit(parent_context *pc, const child_slot *cs,
         /* prefork's answer to a resource shortage: start slowly again. */
         pc->retained->spawn_rate[cs->bucket] = 1;
     }
+    if (kind == CHILD_EXIT_CRASH_SERVING) {
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, "bucketed: child "
+                     "%" APR_PID_T_FMT " of bucket %d crashed while serving; "
+                     "replaced at once", pid, cs->bucket);
+    }
     if (hold > 0) {
         ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, "bucketed: child "
                      "%" APR_PID_T_FMT " of bucket %d %s; %d such exit(s) in "
@@ -288,6 +304,45 @@ static void mark_slot_dead(parent_context *pc, int slot)
         ap_update_child_status_from_indexes(slot, t, SERVER_DEAD, NULL);
     }
     ap_get_scoreboard_process(slot)->not_accepting = 0;
+}
+
+/* Children the bucket has (running, starting or on their way in), from
+ * the parent's own table. */
+static int children_in(const parent_context *pc, int bucket)
+{
+    int slot, n = 0;
+
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        const child_slot *cs = &pc->retained->slots[slot];
+
+        if (cs->pid == 0) {
+            continue;
+        }
+        if (cs->exit_requested) {
+            n += cs->replace_into == bucket && slot < pc->limits->max_workers;
+        }
+        else {
+            n += cs->bucket == bucket && cs->generation == pc->generation;
+        }
+    }
+    return n;
+}
+
+/* Whether any unit of the slot's child had reported itself ready (or
+ * busy): it got through its set-up. A hint read from the scoreboard, used
+ * only to pace replacements (exit_policy.h). */
+static int slot_was_ready(const parent_context *pc, int slot)
+{
+    int t;
+
+    for (t = 0; t < pc->retained->first_thread_limit; t++) {
+        int status = ap_get_scoreboard_worker_from_indexes(slot, t)->status;
+
+        if (status != SERVER_DEAD && status != SERVER_STARTING) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* A child gone: free its slot, and start its replacement if there is one:
@@ -318,8 +373,9 @@ static void child_gone(parent_context *pc, int slot, pid_t pid,
     cs->pid = 0;
     cs->exit_requested = 0;
     cs->replace_into = NO_REPLACEMENT;
-    if (replace && bucket_health_may_grow(&retained->health[next_bucket],
-                                          apr_time_now())) {
+    if (replace && bucket_health_grow_limit(&retained->health[next_bucket],
+                                            children_in(pc, next_bucket),
+                                            apr_time_now()) > 0) {
         spawn_child(pc, slot, next_bucket);
     }
 }
@@ -344,7 +400,8 @@ static void reap_one(parent_context *pc, apr_proc_t *proc,
     if (slot >= 0) {
         child_gone(pc, slot, proc->pid, child_exit_classify(
             processed == APEXIT_CHILDSICK, APR_PROC_CHECK_SIGNALED(why),
-            retained->slots[slot].exit_requested != 0));
+            retained->slots[slot].exit_requested != 0,
+            slot_was_ready(pc, slot)));
     }
     else if (ap_unregister_extra_mpm_process(proc->pid, &old_gen)) {
         ap_run_child_status(pc->s, proc->pid, old_gen, -1, MPM_CHILD_EXITED);
@@ -492,6 +549,43 @@ static void carry_out(parent_context *pc, int bucket,
     }
 }
 
+/* Buckets whose queued connections nobody accepts (policy_stall.h)
+ * count as having no idle child, so that this pass gives them one. */
+static void note_stalls(parent_context *pc, apr_time_t now)
+{
+    int b;
+
+    bucket_queue_sample(pc->s, pc->conf, pc->queued);
+    for (b = 0; b < pc->num_buckets; b++) {
+        stall_watch *watch = &pc->stall[b];
+        stall_verdict v = stall_watch_update(
+            watch, pc->queued[b], bucket_stats_accepted(pc->retained, b), now,
+            STALL_AFTER);
+
+        if (v == STALL_BEGAN || v == STALL_GOES_ON) {
+            bucket_census_stalled(&pc->census[b]);
+        }
+        if (v == STALL_BEGAN
+            && now - pc->stall_logged[b] >= STALL_LOG_INTERVAL) {
+            pc->stall_logged[b] = now;
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, "bucketed: "
+                         "bucket %d stalled: %u connection(s) wait in its "
+                         "accept queue and none was accepted for %"
+                         APR_TIME_T_FMT " ms (its children are hung, or at "
+                         "their connection limit); giving it another child",
+                         b, pc->queued[b],
+                         apr_time_as_msec(stall_watch_stalled_for(watch,
+                                                                  now)));
+        }
+        else if (v == STALL_ENDED) {
+            ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, "bucketed: "
+                         "bucket %d accepts again after a stall of %"
+                         APR_TIME_T_FMT " ms", b,
+                         apr_time_as_msec(watch->lasted));
+        }
+    }
+}
+
 /* A full pass (once a second) or a rescue pass (in between): see
  * bucket_maint_decide(). */
 static void maintain_buckets(parent_context *pc, int rescue_only)
@@ -504,17 +598,18 @@ static void maintain_buckets(parent_context *pc, int rescue_only)
     in.num_buckets = pc->num_buckets;
     in.unit = child_units(pc);
     in.census = pc->census;
-    in.may_grow = pc->may_grow;
+    in.grow_limit = pc->grow_limit;
     in.min_spare = pc->limits->min_spare;
     in.max_spare = pc->limits->max_spare;
     in.free_slots = take_census(pc);
+    note_stalls(pc, now);
     bucket_stats_publish_census(pc->conf, pc->census, pc->num_buckets);
     bucket_listeners_publish_idle(pc->conf, retained, pc->census,
                                   pc->num_buckets);
-    bucket_queue_sample(pc->s, pc->conf);
     in.rescue_only = rescue_only;
     for (b = 0; b < pc->num_buckets; b++) {
-        pc->may_grow[b] = bucket_health_may_grow(&retained->health[b], now);
+        pc->grow_limit[b] = bucket_health_grow_limit(
+            &retained->health[b], pc->census[b].children, now);
     }
     num_moves = bucket_maint_decide(&in, retained->spawn_rate, pc->decisions,
                                     pc->moves, pc->max_moves);
@@ -703,7 +798,11 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     pc.census = apr_pcalloc(pconf, sizeof(bucket_census) * pc.num_buckets);
     pc.decisions = apr_pcalloc(pconf, sizeof(bucket_decision)
                                       * pc.num_buckets);
-    pc.may_grow = apr_pcalloc(pconf, sizeof(int) * pc.num_buckets);
+    pc.grow_limit = apr_pcalloc(pconf, sizeof(int) * pc.num_buckets);
+    pc.queued = apr_pcalloc(pconf, sizeof(apr_uint32_t) * pc.num_buckets);
+    pc.stall = apr_pcalloc(pconf, sizeof(stall_watch) * pc.num_buckets);
+    pc.stall_logged = apr_pcalloc(pconf, sizeof(apr_time_t)
+                                         * pc.num_buckets);
     pc.max_moves = pc.num_buckets * BUCKET_MAX_SPAWN_RATE;
     pc.moves = apr_pcalloc(pconf, sizeof(bucket_move) * pc.max_moves);
     pc.slot_views = apr_pcalloc(pconf, sizeof(slot_view)

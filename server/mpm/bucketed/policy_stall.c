@@ -1,0 +1,48 @@
+/*
+ * policy_stall.c: a bucket's accept queue that holds connections while
+ * nothing is accepted from it.
+ */
+#include "policy_stall.h"
+
+stall_verdict stall_watch_update(stall_watch *watch, apr_uint32_t queued,
+                                 apr_uint32_t accepted, apr_time_t now,
+                                 apr_interval_time_t after)
+{
+    if (!watch->seen || accepted != watch->accepted || queued == 0) {
+        /* Accepting, or nothing to accept: any wait starts afresh. */
+        int was_stalled = watch->stalled_since != 0;
+
+        watch->seen = 1;
+        watch->accepted = accepted;
+        watch->waiting_since = 0;
+        if (was_stalled) {
+            watch->lasted = now - watch->stalled_since;
+            watch->stalled_since = 0;
+            return STALL_ENDED;
+        }
+        return STALL_NONE;
+    }
+    if (watch->waiting_since == 0) {
+        watch->waiting_since = now;
+    }
+    if (now - watch->waiting_since < after) {
+        return STALL_NONE;
+    }
+    /* The next verdict, if nothing is accepted meanwhile, one `after`
+     * from now: time for the child this one brings to start. */
+    watch->waiting_since = now;
+    if (watch->stalled_since == 0) {
+        watch->stalled_since = now - after;
+        return STALL_BEGAN;
+    }
+    return STALL_GOES_ON;
+}
+
+apr_interval_time_t stall_watch_stalled_for(const stall_watch *watch,
+                                            apr_time_t now)
+{
+    if (watch->stalled_since != 0) {
+        return now - watch->stalled_since;
+    }
+    return 0;
+}

@@ -1,0 +1,194 @@
+"""
+Faults cost capacity, never a client. A bucket whose children crash, hang
+or cannot start still has its socket in the kernel's reuseport group and
+gets its share of new connections: those must be served, not left waiting
+in its accept queue. Probed as a user would: one new connection at a time
+to a static page, beside the fault, in both child models.
+
+A probe that times out is the symptom looked for (a connection waiting in
+a bucket nobody accepts from). A probe reset by a crashing event child is
+what stock event also does to the connections the crashing process held,
+so in that model only timeouts count as a failure here.
+"""
+import http.client
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from httpd_fixture import (BUILD, INDEX_BODY, bucket_sockets, children_of,
+                           http_get, need_build, wait_until)
+from httpd_fixture import make_httpd  # noqa: F401 (fixture)
+
+FAULT_SO = BUILD / "test" / "modules" / "mod_test_fault.so"
+EMFILE_SHIM = BUILD / "test" / "modules" / "emfile_shim.so"
+MODELS = ("prefork", "event")
+# Far longer than any probe of a bucket that serves takes, far shorter
+# than the back-off or a hang that the probes would otherwise meet.
+PROBE_TIMEOUT = 5
+
+
+class Probes:
+    """Outcomes of sequential probes: ok, timed out, failed otherwise."""
+
+    def __init__(self):
+        self.ok = 0
+        self.timeouts = []
+        self.errors = []
+        self.slowest = 0.0
+
+    def one(self, port, path="/"):
+        started = time.monotonic()
+        try:
+            status, body = http_get(port, path, timeout=PROBE_TIMEOUT)
+        except TimeoutError as e:
+            self.timeouts.append(repr(e))
+        except (OSError, http.client.HTTPException) as e:
+            self.errors.append(repr(e))
+        else:
+            if status == 200 and body == INDEX_BODY:
+                self.ok += 1
+            else:
+                self.errors.append(f"status {status} {body[:60]!r}")
+        self.slowest = max(self.slowest, time.monotonic() - started)
+
+    def __repr__(self):
+        return (f"Probes(ok={self.ok}, timeouts={len(self.timeouts)}, "
+                f"errors={self.errors[:5]}, slowest={self.slowest:.2f} s)")
+
+
+def model_directives(model, buckets, extra=""):
+    return f"ChildModel {model}\nBucketCount {buckets}\n{extra}"
+
+
+def fault_directives(model, buckets, extra=""):
+    return (f"LoadModule test_fault_module {FAULT_SO}\n"
+            "<Location /crash>\n  SetHandler test-crash\n</Location>\n"
+            + model_directives(model, buckets, extra))
+
+
+def crash_requests(port, per_second, seconds, stop):
+    """GET /crash at a steady rate; each one kills the child serving it."""
+    sent = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not stop.is_set():
+        try:
+            http_get(port, "/crash", timeout=PROBE_TIMEOUT)
+        except (OSError, http.client.HTTPException):
+            pass
+        sent += 1
+        stop.wait(1.0 / per_second)
+    return sent
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_requests_that_crash_children_leave_other_clients_served(
+        make_httpd, model):
+    need_build(FAULT_SO)
+    server = make_httpd(directives=fault_directives(model, 4))
+    server.start()
+    port = server.ports[0]
+    stop = threading.Event()
+    sent = []
+    crasher = threading.Thread(
+        target=lambda: sent.append(crash_requests(port, 4, 12, stop)),
+        daemon=True)
+    crasher.start()
+    probes = Probes()
+    try:
+        while crasher.is_alive():
+            probes.one(port)
+    finally:
+        stop.set()
+        crasher.join(PROBE_TIMEOUT + 15)
+    crashes = server.error_log().count("crashes on purpose")
+    print(f"ChildModel {model}: {sent} crash requests, {crashes} crashes; "
+          f"{probes}")
+    assert crashes >= 20, server.error_log()[-3000:]
+    assert not server.exited(), server.output()
+    assert probes.timeouts == [], probes
+    if model == "prefork":
+        assert probes.errors == [], probes
+    assert probes.ok >= 10, probes
+    # Still whole afterwards: a child in every bucket.
+    server.wait_ready()
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_children_crashing_at_exit_cost_no_client(make_httpd, model):
+    # A module whose cleanup crashes (mod_perl in httpd's own test suite):
+    # every child that reaches MaxConnectionsPerChild dies of SIGSEGV.
+    need_build(FAULT_SO)
+    server = make_httpd(directives=fault_directives(
+        model, 2, "MaxConnectionsPerChild 5\n"))
+    (server.root / "crash-at-exit").write_text("")
+    server.start()
+    probes = Probes()
+    deadline = time.monotonic() + 60
+    while probes.ok + len(probes.errors) + len(probes.timeouts) < 150 \
+            and time.monotonic() < deadline:
+        probes.one(server.ports[0])
+    log = server.error_log()
+    crashed = log.count("Segmentation fault")
+    print(f"ChildModel {model}: {crashed} children crashed at exit; "
+          f"{probes}")
+    assert crashed >= 5, log[-3000:]
+    assert probes.timeouts == [], probes
+    assert probes.errors == [], probes
+
+
+def stopped_bucket(server):
+    """SIGSTOPs every child of one bucket (the one most children hold);
+    returns their pids."""
+    held = wait_until(lambda: bucket_sockets(server), 20,
+                      what="every child to hold one bucket's socket")
+    victims = max(held.values(), key=len)
+    for pid in victims:
+        os.kill(pid, signal.SIGSTOP)
+    return victims
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_a_hung_bucket_costs_no_client(make_httpd, model):
+    server = make_httpd(directives=model_directives(model, 4))
+    server.start()
+    victims = stopped_bucket(server)
+    probes = Probes()
+    try:
+        for _ in range(40):
+            probes.one(server.ports[0])
+    finally:
+        for pid in victims:
+            os.kill(pid, signal.SIGCONT)
+    print(f"ChildModel {model}: {len(victims)} children of one of 4 "
+          f"buckets stopped; {probes}")
+    assert probes.timeouts == [], probes
+    assert probes.errors == [], probes
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_descriptors_running_out_in_new_children_spare_the_server(
+        make_httpd, model):
+    # Two Listens: a prefork-model child then waits in epoll, so it needs
+    # epoll_create1 as an event-model child does.
+    need_build(EMFILE_SHIM)
+    server = make_httpd(listens=2, directives=model_directives(model, 2),
+                        preload=EMFILE_SHIM)
+    flag = server.root / "descriptors-run-out"
+    server.environ["BUCKETED_EMFILE_FLAG"] = str(flag)
+    server.start()
+    flag.write_text("")
+    first = sorted(children_of(server.pid))
+    os.kill(first[0], signal.SIGKILL)
+    wait_until(lambda: "exited sick" in server.error_log()
+               or server.exited(), 30,
+               what="a replacement child to fail its set-up")
+    assert not server.exited(), server.output()[-3000:]
+    flag.unlink()
+    # Serves again, with a child in every bucket, and the parent stayed.
+    server.wait_ready(timeout=30)
+    for port in server.ports:
+        assert http_get(port) == (200, INDEX_BODY)
+    assert not server.exited()
