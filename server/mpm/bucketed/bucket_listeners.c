@@ -673,6 +673,52 @@ void bucket_listeners_close_all(bucketed_retained *retained)
     retained->sockets = NULL;
 }
 
+/* close() of a retained descriptor in a helper process; 1 when it was
+ * open. */
+static int close_inherited(server_rec *s, int *fd, const char *what)
+{
+    if (*fd < 0) {
+        return 0;
+    }
+    if (close(*fd) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: close() "
+                     "of the inherited %s in pid %" APR_PID_T_FMT, what,
+                     getpid());
+    }
+    *fd = -1;
+    return 1;
+}
+
+int bucket_listeners_close_for_helper(server_rec *s,
+                                      bucketed_retained *retained)
+{
+    retained_socket *rs;
+    retained_map *rm;
+    int b, n = 0;
+
+    for (rs = retained->sockets; rs; rs = rs->next) {
+        n++;
+    }
+    /* Through APR, which also drops each socket's pool cleanups: the
+     * helper's exit must not close the numbers again. */
+    bucket_listeners_close_all(retained);
+    for (rm = retained->steer_maps; rm; rm = rm->next) {
+        n += close_inherited(s, &rm->fd, "socket map");
+        rm->entries = 0;
+    }
+    if (retained->idle_map_open) {
+        n += close_inherited(s, &retained->idle_map_fd, "idle count map");
+        retained->idle_map_open = 0;
+    }
+    if (retained->nudge != NULL) {
+        for (b = 0; b < retained->first_server_limit; b++) {
+            n += close_inherited(s, &retained->nudge[b], "bucket eventfd");
+        }
+    }
+    return n;
+}
+
 static apr_status_t create_accept_mutex(apr_pool_t *pconf, server_rec *s,
                                         bucketed_config *conf, int bucket)
 {

@@ -185,6 +185,11 @@ typedef struct {
                                       * eventfd its children wake each other
                                       * with, shared by the generations;
                                       * first_server_limit entries */
+    int server_child;                /* set in this process's copy by a
+                                      * child the MPM forked to serve:
+                                      * anything else that runs the
+                                      * drop_privileges hook is a helper
+                                      * (mod_cgid's daemon) */
 } bucketed_retained;
 
 extern module AP_MODULE_DECLARE_DATA mpm_bucketed_module;
@@ -206,6 +211,11 @@ void bucket_listeners_keep_only(bucketed_config *conf, int bucket);
  * drained into it. */
 int bucket_listeners_count(const bucketed_config *conf, int bucket);
 void bucket_listeners_close_all(bucketed_retained *retained);
+/* In a process forked for another purpose: closes every descriptor the
+ * retained data holds (duplicates, socket and idle maps, the event
+ * model's per-bucket eventfds) and forgets them. Returns how many. */
+int bucket_listeners_close_for_helper(server_rec *s,
+                                      bucketed_retained *retained);
 /* BucketSteering for this plan (runs the CPU trial once per generation
  * when cpu is asked for); NULL or the error. */
 const char *bucket_listeners_choose_steering(apr_pool_t *p,

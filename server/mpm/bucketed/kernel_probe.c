@@ -14,6 +14,10 @@
 #include <sys/epoll.h>
 #endif
 
+#ifndef SOCK_CLOEXEC
+#define SOCK_CLOEXEC 0
+#endif
+
 #define MIGRATE_REQ_SYSCTL "/proc/sys/net/ipv4/tcp_migrate_req"
 
 int kernel_probe_reuseport(int *err)
@@ -21,9 +25,11 @@ int kernel_probe_reuseport(int *err)
 #ifdef SO_REUSEPORT
     int one = 1, fd, ok;
 
-    fd = socket(AF_INET, SOCK_STREAM, 0);
+    /* Close-on-exec like every descriptor of the MPM, though it lives
+     * only for this call. */
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        fd = socket(AF_INET6, SOCK_STREAM, 0);
+        fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
     }
     if (fd < 0) {
         *err = errno;
@@ -50,7 +56,7 @@ int kernel_probe_epoll_exclusive(int *err)
         *err = errno;
         return 0;
     }
-    fd = socket(AF_INET, SOCK_STREAM, 0);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         *err = errno;
         close(ep);

@@ -31,6 +31,8 @@
  * This file wires hooks: configuration checks, listener set-up and the
  * answers to ap_mpm_query().
  */
+#include <errno.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "httpd.h"
@@ -302,6 +304,53 @@ static void bucketed_test_config(apr_pool_t *pconf, server_rec *s)
                                                count_listeners()));
 }
 
+/* A child cleanup of pconf: it runs, with the others, in the child that
+ * apr_proc_create() forks, just before exec (CGIs of mod_cgi and of
+ * mod_cgid's daemon, piped loggers), and in nothing the MPM forks with
+ * fork() itself. The program then starts with no signal blocked, not with
+ * what the forking thread blocks: a child's leave signals while it serves,
+ * the stop signals in every thread of ChildModel event. pthread_atfork()
+ * could not tell those forks apart from the MPM's own, whose children
+ * must start with every signal blocked. */
+static apr_status_t unblock_signals_for_exec(void *data)
+{
+    sigset_t none;
+
+    (void)data;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, ap_server_conf,
+                     "bucketed: sigprocmask before exec in pid %"
+                     APR_PID_T_FMT, getpid());
+        return err;
+    }
+    return APR_SUCCESS;
+}
+
+/* mod_cgid forks its daemon from the parent (post_config, and again from
+ * the parent's loop when it dies) without exec, so close-on-exec does not
+ * help there: it inherits every descriptor the parent holds. The daemon
+ * closes core's listeners with ap_close_listeners(), which knows nothing
+ * of the MPM's, and then runs this hook, as other helper daemons do before
+ * they work. Here it closes what the MPM keeps in retained data. The
+ * MPM's own children run the hook as well and keep their sockets. */
+static int bucketed_drop_privileges(apr_pool_t *pool, server_rec *s)
+{
+    bucketed_retained *retained = bucketed_get_retained();
+    int closed;
+
+    (void)pool;
+    if (retained->server_child) {
+        return DECLINED;
+    }
+    closed = bucket_listeners_close_for_helper(s, retained);
+    ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s, "bucketed: closed %d "
+                 "descriptor(s) of the MPM in pid %" APR_PID_T_FMT ", "
+                 "a process forked for another purpose", closed, getpid());
+    return DECLINED;
+}
+
 static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
                               apr_pool_t *ptemp, server_rec *s)
 {
@@ -333,6 +382,10 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
         && event_nudges_create(s, conf, retained) != APR_SUCCESS) {
         return !OK;
     }
+    /* On pconf, not a longer-lived pool: the function lives in this DSO,
+     * which a restart unloads after pconf's cleanups have run. */
+    apr_pool_cleanup_register(pconf, NULL, apr_pool_cleanup_null,
+                              unblock_signals_for_exec);
     rv = bucket_stats_init(pconf, s, conf, retained);
     if (rv == APR_SUCCESS) {
         rv = bucket_queue_init(pconf, s, conf);
@@ -432,6 +485,10 @@ static void bucketed_register_hooks(apr_pool_t *p)
     /* Listeners must exist before any other module's open_logs runs. */
     ap_hook_open_logs(bucketed_open_logs, NULL, NULL, APR_HOOK_REALLY_FIRST);
     ap_hook_mpm(parent_run, NULL, NULL, APR_HOOK_MIDDLE);
+    /* First: what it closes needs no privilege, and a later hook may end
+     * the process. */
+    ap_hook_drop_privileges(bucketed_drop_privileges, NULL, NULL,
+                            APR_HOOK_REALLY_FIRST);
     ap_hook_mpm_query(bucketed_query, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_mpm_get_name(bucketed_get_name, NULL, NULL, APR_HOOK_MIDDLE);
     bucket_report_register();

@@ -183,6 +183,8 @@ static void run_child(parent_context *pc, int slot, int bucket, pid_t parent)
 
 static void run_child(parent_context *pc, int slot, int bucket, pid_t parent)
 {
+    /* Keeps the drop_privileges hook from closing this child's sockets. */
+    pc->retained->server_child = 1;
     if (pc->conf->child_model == CHILD_MODEL_EVENT) {
         event_child_main(pc->s, pc->conf, pc->retained, slot, bucket, parent);
     }

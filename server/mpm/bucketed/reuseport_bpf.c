@@ -67,6 +67,9 @@
 /* No GPL-only helper is called: the license string is informative. */
 #define PROGRAM_LICENSE "Apache-2.0"
 
+/* Every descriptor bpf(2) returns (maps, programs) is close-on-exec: the
+ * kernel sets O_CLOEXEC itself. A fork without exec still inherits them
+ * (see bucket_listeners_close_for_helper). */
 static long sys_bpf(int cmd, union bpf_attr *attr)
 {
     return syscall(SYS_bpf, cmd, attr, sizeof(*attr));
