@@ -113,11 +113,11 @@ static void text_report(request_rec *r, const bucketed_status *st)
         queue_totals t = bucket_totals(bs);
 
         ap_rprintf(r, "bucket=%d sockets=%d listen=%s children=%d idle=%d "
-                   "busy=%d accepted=%u queue=%" APR_UINT64_T_FMT
-                   " max_queue=%" APR_UINT64_T_FMT " backlog=%"
-                   APR_UINT64_T_FMT, b, bs->sockets, bs->listen,
-                   bs->children, bs->idle, bs->busy, bs->accepted, t.depth,
-                   t.max_depth, t.backlog);
+                   "busy=%d accepted=%u reclaimed=%u queue=%"
+                   APR_UINT64_T_FMT " max_queue=%" APR_UINT64_T_FMT
+                   " backlog=%" APR_UINT64_T_FMT, b, bs->sockets, bs->listen,
+                   bs->children, bs->idle, bs->busy, bs->accepted,
+                   bs->reclaimed, t.depth, t.max_depth, t.backlog);
         if (t.has_drops) {
             ap_rprintf(r, " drops=%" APR_UINT64_T_FMT, t.drops);
         }
@@ -182,6 +182,11 @@ static apr_uint64_t bucket_accepted(const bucketed_bucket_status *bs)
     return bs->accepted;
 }
 
+static apr_uint64_t bucket_reclaimed(const bucketed_bucket_status *bs)
+{
+    return bs->reclaimed;
+}
+
 /* One value per sampled socket; has_value says whether it has one. */
 typedef apr_uint64_t (*socket_value_fn)(const bucketed_socket_status *ss,
                                         int *has_value);
@@ -228,6 +233,10 @@ static const struct {
     { "bucketed_bucket_accepted_connections_total", "counter",
       "Connections the bucket's children accepted since the server was "
       "last (re)started.", bucket_accepted, NULL },
+    { "bucketed_bucket_reclaimed_keepalive_total", "counter",
+      "Idle keep-alive connections the bucket's children (ChildModel event) "
+      "closed at their connection limit so that new connections got in, "
+      "since the server was last (re)started.", bucket_reclaimed, NULL },
     { "bucketed_listener_queued_connections", "gauge",
       "Connections waiting in the listening socket's accept queue (sampled "
       "by the parent about once a second).", NULL, socket_depth },
@@ -317,6 +326,8 @@ static void status_auto(request_rec *r, const bucketed_status *st)
         ap_rprintf(r, "BucketedBucket[%d]IdleWorkers: %d\n", b, bs->idle);
         ap_rprintf(r, "BucketedBucket[%d]BusyWorkers: %d\n", b, bs->busy);
         ap_rprintf(r, "BucketedBucket[%d]Accepted: %u\n", b, bs->accepted);
+        ap_rprintf(r, "BucketedBucket[%d]ReclaimedKeepAlive: %u\n", b,
+                   bs->reclaimed);
         for (k = 0; k < bs->sockets; k++) {
             const bucketed_socket_status *ss = &bs->socket[k];
 

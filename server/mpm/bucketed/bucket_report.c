@@ -71,6 +71,7 @@ static void read_bucket(apr_pool_t *p, const bucketed_config *conf,
     }
     bs->listen = addrs ? addrs : "";
     bs->accepted = bucket_stats_accepted(retained, b);
+    bs->reclaimed = bucket_stats_reclaimed(retained, b);
     if (pub->census != NULL) {
         bs->idle = (int)apr_atomic_read32(&pub->census[b].idle);
         bs->busy = (int)apr_atomic_read32(&pub->census[b].busy);

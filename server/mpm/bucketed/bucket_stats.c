@@ -101,6 +101,18 @@ void bucket_stats_count_accept(bucketed_retained *retained, int bucket)
     apr_atomic_inc32(&retained->counters[bucket].accepted);
 }
 
+void bucket_stats_count_reclaimed(bucketed_retained *retained, int bucket,
+                                  int n)
+{
+    apr_atomic_add32(&retained->counters[bucket].reclaimed, (apr_uint32_t)n);
+}
+
+apr_uint32_t bucket_stats_reclaimed(const bucketed_retained *retained,
+                                    int bucket)
+{
+    return apr_atomic_read32(&retained->counters[bucket].reclaimed);
+}
+
 apr_uint32_t bucket_stats_accepted(const bucketed_retained *retained,
                                    int bucket)
 {

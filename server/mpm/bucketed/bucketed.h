@@ -160,6 +160,8 @@ struct retained_map {
  * only ever displayed: no decision reads them. */
 typedef struct {
     apr_uint32_t accepted;
+    apr_uint32_t reclaimed;          /* idle keep-alive connections closed
+                                      * to admit new ones (event model) */
 } bucket_counter;
 
 /* Survives the DSO unload/reload of every restart. */
@@ -238,6 +240,10 @@ apr_status_t bucket_stats_init(apr_pool_t *pconf, server_rec *s,
                                bucketed_retained *retained);
 void bucket_stats_reset(bucketed_retained *retained);
 void bucket_stats_count_accept(bucketed_retained *retained, int bucket);
+void bucket_stats_count_reclaimed(bucketed_retained *retained, int bucket,
+                                  int n);
+apr_uint32_t bucket_stats_reclaimed(const bucketed_retained *retained,
+                                    int bucket);
 apr_uint32_t bucket_stats_accepted(const bucketed_retained *retained,
                                    int bucket);
 /* Parent: its per-bucket census (maintain_buckets) for display. */

@@ -47,6 +47,10 @@ typedef struct {
     int busy;
     apr_uint32_t accepted;       /* connections accepted since the last
                                   * (re)start */
+    apr_uint32_t reclaimed;      /* ChildModel event: idle keep-alive
+                                  * connections its children closed, at
+                                  * their connection limit, to admit new
+                                  * ones, since the last (re)start */
     bucketed_socket_status *socket;  /* `sockets` entries */
 } bucketed_bucket_status;
 

@@ -81,6 +81,8 @@ struct ev_conn {
     int closing;                     /* the keeper wants it closed (under
                                       * mutex) */
     int want_write;                  /* WAIT_IO: writable, else readable */
+    int reclaimed;                   /* closing to admit new connections
+                                      * (under mutex) */
     int registered;                  /* in the epoll set (one-shot) */
     int short_linger;
 };
@@ -142,6 +144,10 @@ typedef struct event_child_ctx {
     apr_pool_t **spare_pools;
     int num_spare_pools;
     int connections;                 /* open, lingering included */
+    int reclaimed;                   /* idle keep-alive connections closed
+                                      * to admit new ones, not yet taken
+                                      * by a worker to close */
+    apr_time_t reclaim_logged;       /* last reclaim warning */
     int served;                      /* accepted, when MaxConnectionsPer
                                       * Child counts them */
 

@@ -220,6 +220,24 @@ int event_should_listen(int connections, int idle_workers,
                           + idle * async_factor_scaled / ASYNC_FACTOR_SCALE;
 }
 
+int event_reclaim_count(int connections, int idle_workers,
+                        int threads_per_child, int async_factor_scaled,
+                        int keepalive_idle)
+{
+    long limit, over;
+
+    if (idle_workers <= 0 || keepalive_idle <= 0) {
+        return 0;
+    }
+    limit = threads_per_child
+            + (long)idle_workers * async_factor_scaled / ASYNC_FACTOR_SCALE;
+    over = (long)connections - limit;
+    if (over <= 0) {
+        return 0;
+    }
+    return over + 1 < keepalive_idle ? (int)(over + 1) : keepalive_idle;
+}
+
 int event_may_accept(int connections, int idle_workers, int threads_per_child,
                      int async_factor_scaled)
 {

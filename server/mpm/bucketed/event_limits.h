@@ -80,6 +80,19 @@ const char *child_model_conflict(apr_pool_t *p, child_model_e model,
 int event_may_accept(int connections, int idle_workers, int threads_per_child,
                      int async_factor_scaled);
 
+/* How many of its idle keep-alive connections (keepalive_idle of them) an
+ * event child closes so that it may listen again, when its connections
+ * keep it over the rule's limit while it has idle workers: enough to get
+ * back under it with room for one more. 0 when it may listen, or when its
+ * workers, not its connections, are what it lacks (closing connections
+ * frees no worker). A connection waiting for a client's next request is
+ * worth less than one a client is waiting to have accepted: the client
+ * of a closed keep-alive connection reconnects without a user noticing,
+ * one in an accept queue is a user waiting. */
+int event_reclaim_count(int connections, int idle_workers,
+                        int threads_per_child, int async_factor_scaled,
+                        int keepalive_idle);
+
 /* Whether an event child's listening sockets belong in the epoll set its
  * workers wait in: the second half of the rule above only. The first
  * half needs no help there: the kernel wakes only a child with a worker

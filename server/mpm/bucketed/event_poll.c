@@ -215,9 +215,12 @@ void ev_nudge_if_waiting(event_child_ctx *ctx)
     }
 }
 
+/* Connections the accept rule counts: lingering ones and idle keep-alive
+ * ones already being closed to make room are on their way out. */
 static int open_connections(event_child_ctx *ctx)
 {
-    return ctx->connections - ctx->queues[WAIT_LINGER].count;
+    return ctx->connections - ctx->queues[WAIT_LINGER].count
+           - ctx->reclaimed;
 }
 
 static int closing_down(event_child_ctx *ctx)
@@ -233,15 +236,70 @@ static unsigned listener_events(const event_child_ctx *ctx)
            | (ctx->conf->kernel.epoll_exclusive ? EPOLLEXCLUSIVE : 0);
 }
 
+static int input_waiting(event_child_ctx *ctx, ev_conn *ec);
+
+/* Closes the oldest idle keep-alive connections, those with no request
+ * sent yet, as event_reclaim_count() says (under mutex): each is ended as
+ * a timed-out one is, so the worker its entry wakes closes it cleanly.
+ * Returns how many. The bucket's socket otherwise gets its share of new
+ * connections while no child of it listens (stock event closes every
+ * idle keep-alive connection of a busy child; nginx reuses its oldest). */
+static int reclaim_keepalive_locked(event_child_ctx *ctx)
+{
+    timer_queue *q = &ctx->queues[WAIT_KEEPALIVE];
+    event_timer *t = q->head;
+    int want = event_reclaim_count(open_connections(ctx),
+                                   ctx->idle_workers - ctx->queued,
+                                   ctx->threads, ctx->conf->async_factor,
+                                   q->count);
+    int done = 0;
+
+    while (done < want && t != NULL) {
+        event_timer *next = t->next;
+        ev_conn *ec = (ev_conn *)((char *)t - APR_OFFSETOF(ev_conn, timer));
+
+        if (!input_waiting(ctx, ec)) {
+            timer_queue_remove(q, t);
+            ec->reclaimed = 1;
+            ctx->reclaimed++;
+            ev_force_ready_locked(ctx, ec);
+            done++;
+        }
+        t = next;
+    }
+    if (done > 0) {
+        apr_time_t now = apr_time_now();
+
+        bucket_stats_count_reclaimed(ctx->retained, ctx->bucket, done);
+        if (now - ctx->reclaim_logged >= RECLAIM_LOG_INTERVAL) {
+            ctx->reclaim_logged = now;
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, ctx->s, "bucketed: "
+                         "child %" APR_PID_T_FMT " of bucket %d is at its "
+                         "connection limit (%d open, ThreadsPerChild %d, "
+                         "AsyncRequestWorkerFactor): closing %d idle "
+                         "keep-alive connection(s) so that new ones get in "
+                         "(raise MaxRequestWorkers or "
+                         "AsyncRequestWorkerFactor to keep them)", getpid(),
+                         ctx->bucket, ctx->connections, ctx->threads, done);
+        }
+    }
+    return done;
+}
+
 void ev_update_listening_locked(event_child_ctx *ctx)
 {
     unsigned events = listener_events(ctx);
     int want, i;
 
     want = !closing_down(ctx)
-           && event_should_listen(open_connections(ctx),
-                                  ctx->idle_workers - ctx->queued,
-                                  ctx->threads, ctx->conf->async_factor);
+           && (event_should_listen(open_connections(ctx),
+                                   ctx->idle_workers - ctx->queued,
+                                   ctx->threads, ctx->conf->async_factor)
+               || (reclaim_keepalive_locked(ctx) > 0
+                   && event_should_listen(open_connections(ctx),
+                                          ctx->idle_workers - ctx->queued,
+                                          ctx->threads,
+                                          ctx->conf->async_factor)));
     if (want == ctx->listening) {
         return;
     }
@@ -259,6 +317,9 @@ void ev_update_listening_locked(event_child_ctx *ctx)
 }
 
 /* ------------------------------------------------------------ accepting */
+
+/* At most one reclaim warning per child this often. */
+#define RECLAIM_LOG_INTERVAL apr_time_from_sec(60)
 
 /* Whether one more connection may be accepted, with `idle` workers free
  * for it (under mutex). */

@@ -234,6 +234,10 @@ static void conn_ready(event_child_ctx *ctx, ev_conn *ec, int thread_num,
     }
     ec->wait = WAIT_NONE;
     ec->closing = 0;
+    if (ec->reclaimed) {
+        ec->reclaimed = 0;
+        ctx->reclaimed--;
+    }
     ev_unlock(ctx);
 
     if (closing) {
