@@ -4,6 +4,7 @@
  * ThreadLimit across restarts, directives of the other model, and the
  * accept rule.
  */
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -205,6 +206,44 @@ static void test_spare_threads(void **state)
     assert_int_equal(r.procs.max_spare, 325);
 }
 
+/* Sums and products of values up to INT_MAX used to overflow int (UBSan:
+ * signed integer overflow); they are capped at INT_MAX now. */
+static void test_huge_values_do_not_overflow(void **state)
+{
+    apr_pool_t *p = *state;
+    /* MinSpareThreads INT_MAX + ThreadsPerChild 25. */
+    thread_limits spare = { 0, 0, 25, 0, 0, INT_MAX, 0 };
+    thread_limits both = { 0, 0, 25, 0, 0, INT_MAX, INT_MAX };
+    /* ServerLimit x ThreadsPerChild beyond INT_MAX, with hard limits that
+     * let them through. */
+    thread_limits product = { 100000, 100000, 100000, 0, 0, 0, 0 };
+    result r;
+
+    r = check(p, spare);
+    assert_null(r.err);
+    assert_int_equal(r.out.max_spare_threads, INT_MAX);
+    assert_int_equal(r.procs.max_spare, INT_MAX);
+    r = check(p, both);
+    assert_null(r.err);
+    assert_int_equal(r.warnings->nelts, 0);
+    assert_int_equal(r.procs.max_spare, INT_MAX);
+
+    memset(&r.out, 0, sizeof(r.out));
+    r.warnings = apr_array_make(p, 4, sizeof(const char *));
+    r.err = thread_limits_check(p, &product, &defaults, INT_MAX, INT_MAX,
+                                &r.out, &r.procs, r.warnings);
+    assert_null(r.err);
+    assert_true(r.out.max_workers > 0);
+    assert_int_equal(r.out.max_workers % 100000, 0);
+    assert_int_equal(r.procs.max_workers, INT_MAX / 100000);
+
+    /* A restart that lowers ThreadLimit under MinSpareThreads INT_MAX. */
+    r = check(p, (thread_limits){ 0, 100, 80, 160, 0, INT_MAX, 0 });
+    thread_limits_keep_thread_limit(p, &r.out, &r.procs, 64, r.warnings);
+    assert_int_equal(r.out.max_spare_threads, INT_MAX);
+    assert_int_equal(r.procs.max_spare, INT_MAX);
+}
+
 static void test_start_servers_capped(void **state)
 {
     thread_limits in = { 0, 0, 25, 50, 10, 0, 0 };
@@ -289,6 +328,7 @@ int main(void)
         POOL_TEST(test_max_workers_rounding),
         POOL_TEST(test_hard_limits),
         POOL_TEST(test_spare_threads),
+        POOL_TEST(test_huge_values_do_not_overflow),
         POOL_TEST(test_start_servers_capped),
         POOL_TEST(test_keep_thread_limit),
         POOL_TEST(test_model_conflict),
