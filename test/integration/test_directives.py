@@ -5,11 +5,13 @@ does with a configuration that changes under it (a bad one, a new
 ServerLimit) on graceful restart.
 """
 import re
+import shutil
 import signal
+import subprocess
 
 import pytest
 
-from httpd_fixture import (CGI_BODY, INDEX_BODY, BackgroundGet,
+from httpd_fixture import (CGI_BODY, HTTPD_BIN, INDEX_BODY, BackgroundGet,
                            connection_refused, http_get, wait_until)
 from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
@@ -141,3 +143,46 @@ def test_listen_tcp_defer_accept_as_httpd_has_it(make_httpd):
     else:
         assert result.returncode != 0, result.output
         assert "Invalid command 'ListenTCPDeferAccept'" in result.output
+
+
+def config_test_under_nofile(server, limit):
+    """`httpd -t` with the soft and hard RLIMIT_NOFILE at `limit`."""
+    cp = subprocess.run(["prlimit", f"--nofile={limit}:{limit}", HTTPD_BIN,
+                         "-f", str(server.conf), "-t"], env=server.env(),
+                        capture_output=True, text=True, timeout=60)
+    cp.output = cp.stdout + cp.stderr
+    return cp
+
+
+# Room for 40 buckets: MaxRequestWorkers counts children in the prefork
+# model, threads in the event model.
+ROOM_FOR_40 = {
+    "prefork": "MaxRequestWorkers 80\nServerLimit 80\n",
+    "event": "ChildModel event\nThreadsPerChild 2\nMaxRequestWorkers 160\n"
+             "ServerLimit 80\n",
+}
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit")
+@pytest.mark.parametrize("model", sorted(ROOM_FOR_40))
+def test_buckets_beyond_descriptor_limit_fail_config_test(make_httpd,
+                                                          model):
+    # 40 buckets x 2 Listen addresses: 80 sockets in the parent (and 40
+    # eventfds in the event model), plus 64 for logs and modules, do not
+    # fit under 128 descriptors.
+    server = make_httpd(listens=2, directives=ROOM_FOR_40[model]
+                        + "BucketStrategy reuseport\nBucketCount 40\n")
+    result = config_test_under_nofile(server, 128)
+    assert result.returncode != 0, result.output
+    assert "Syntax OK" not in result.output
+    assert "BucketCount 40 x 2 Listen addresses needs" in result.output
+    assert "RLIMIT_NOFILE is 128" in result.output
+    assert "lower BucketCount or raise the limit (ulimit -n)" \
+        in result.output
+
+    # Fewer buckets fit under the same limit.
+    server.write_config(ROOM_FOR_40[model]
+                        + "BucketStrategy reuseport\nBucketCount 4\n")
+    result = config_test_under_nofile(server, 128)
+    assert result.returncode == 0, result.output
+    assert "Syntax OK" in result.output

@@ -419,6 +419,76 @@ static void test_restart_keeps_server_limit(void **state)
     assert_contains(APR_ARRAY_IDX(warnings, 1, const char *), "keeping 400");
 }
 
+/* ---- plan_descriptors_check ---- */
+
+static bucket_plan plan_of(int buckets, int duplicates)
+{
+    bucket_plan plan;
+
+    memset(&plan, 0, sizeof(plan));
+    plan.num_buckets = buckets;
+    plan.num_duplicates = duplicates;
+    return plan;
+}
+
+static void test_descriptors_fit(void **state)
+{
+    apr_pool_t *p = *state;
+    /* 4 buckets x 2 Listens: 2 originals + 6 duplicates. */
+    bucket_plan four = plan_of(4, 6);
+    /* 512 x 2 would need 1024 sockets + 64. */
+    bucket_plan many = plan_of(512, 1022);
+
+    assert_null(plan_descriptors_check(p, &four, 2, 0, 1024));
+    /* Exactly at the limit: 8 + 64. */
+    assert_null(plan_descriptors_check(p, &four, 2, 0, 72));
+    assert_null(plan_descriptors_check(p, &many, 2, 0, 1088));
+    assert_null(plan_descriptors_check(p, &many, 2, 1, PLAN_FD_UNLIMITED));
+}
+
+static void test_descriptors_do_not_fit(void **state)
+{
+    apr_pool_t *p = *state;
+    bucket_plan four = plan_of(4, 6);
+    bucket_plan many = plan_of(512, 1022);
+    bucket_plan one = plan_of(1, 0);
+    const char *err;
+
+    err = plan_descriptors_check(p, &four, 2, 0, 71);
+    assert_non_null(err);
+    assert_contains(err, "BucketCount 4 x 2 Listen addresses needs 72 "
+                         "descriptors");
+    assert_contains(err, "RLIMIT_NOFILE is 71");
+    assert_contains(err, "lower BucketCount or raise the limit (ulimit -n)");
+
+    err = plan_descriptors_check(p, &many, 2, 0, 1024);
+    assert_non_null(err);
+    assert_contains(err, "BucketCount 512 x 2 Listen addresses needs 1088");
+    assert_contains(err, "1024 sockets");
+    /* ChildModel event: one eventfd per bucket more. */
+    assert_null(plan_descriptors_check(p, &many, 2, 0, 1088));
+    err = plan_descriptors_check(p, &many, 2, 1, 1088);
+    assert_non_null(err);
+    assert_contains(err, "needs 1600");
+    assert_contains(err, "512 per-bucket eventfds");
+
+    err = plan_descriptors_check(p, &one, 1, 0, 16);
+    assert_non_null(err);
+    assert_contains(err, "BucketCount 1 x 1 Listen address needs 65");
+}
+
+/* Counts near INT_MAX are added in 64 bits, not overflowed. */
+static void test_descriptors_huge_counts(void **state)
+{
+    apr_pool_t *p = *state;
+    bucket_plan huge = plan_of(INT_MAX, INT_MAX);
+    const char *err;
+
+    err = plan_descriptors_check(p, &huge, INT_MAX, INT_MAX, (apr_int64_t)1 << 40);
+    assert_non_null(err);
+    assert_contains(err, "RLIMIT_NOFILE is 1099511627776");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -436,6 +506,9 @@ int main(void)
         POOL_TEST(test_limits_max_spare_raised),
         POOL_TEST(test_limits_start_servers_capped),
         POOL_TEST(test_restart_keeps_server_limit),
+        POOL_TEST(test_descriptors_fit),
+        POOL_TEST(test_descriptors_do_not_fit),
+        POOL_TEST(test_descriptors_huge_counts),
     };
 
     return RUN_POOL_TESTS(tests);

@@ -4,6 +4,7 @@
  * ThreadLimit across restarts, directives of the other model, and the
  * accept rule.
  */
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -205,6 +206,44 @@ static void test_spare_threads(void **state)
     assert_int_equal(r.procs.max_spare, 325);
 }
 
+/* Sums and products of values up to INT_MAX used to overflow int (UBSan:
+ * signed integer overflow); they are capped at INT_MAX now. */
+static void test_huge_values_do_not_overflow(void **state)
+{
+    apr_pool_t *p = *state;
+    /* MinSpareThreads INT_MAX + ThreadsPerChild 25. */
+    thread_limits spare = { 0, 0, 25, 0, 0, INT_MAX, 0 };
+    thread_limits both = { 0, 0, 25, 0, 0, INT_MAX, INT_MAX };
+    /* ServerLimit x ThreadsPerChild beyond INT_MAX, with hard limits that
+     * let them through. */
+    thread_limits product = { 100000, 100000, 100000, 0, 0, 0, 0 };
+    result r;
+
+    r = check(p, spare);
+    assert_null(r.err);
+    assert_int_equal(r.out.max_spare_threads, INT_MAX);
+    assert_int_equal(r.procs.max_spare, INT_MAX);
+    r = check(p, both);
+    assert_null(r.err);
+    assert_int_equal(r.warnings->nelts, 0);
+    assert_int_equal(r.procs.max_spare, INT_MAX);
+
+    memset(&r.out, 0, sizeof(r.out));
+    r.warnings = apr_array_make(p, 4, sizeof(const char *));
+    r.err = thread_limits_check(p, &product, &defaults, INT_MAX, INT_MAX,
+                                &r.out, &r.procs, r.warnings);
+    assert_null(r.err);
+    assert_true(r.out.max_workers > 0);
+    assert_int_equal(r.out.max_workers % 100000, 0);
+    assert_int_equal(r.procs.max_workers, INT_MAX / 100000);
+
+    /* A restart that lowers ThreadLimit under MinSpareThreads INT_MAX. */
+    r = check(p, (thread_limits){ 0, 100, 80, 160, 0, INT_MAX, 0 });
+    thread_limits_keep_thread_limit(p, &r.out, &r.procs, 64, r.warnings);
+    assert_int_equal(r.out.max_spare_threads, INT_MAX);
+    assert_int_equal(r.procs.max_spare, INT_MAX);
+}
+
 static void test_start_servers_capped(void **state)
 {
     thread_limits in = { 0, 0, 25, 50, 10, 0, 0 };
@@ -279,6 +318,26 @@ static void test_should_listen(void **state)
     assert_false(event_should_listen(26, -3, 25, 32));
 }
 
+static void test_reclaim_count(void **state)
+{
+    (void)state;
+    /* 25 threads, factor 2 (32 scaled), 10 idle workers: limit 45. */
+    assert_int_equal(event_reclaim_count(45, 10, 25, 32, 100), 0);
+    /* Over it: back under with room for one more. */
+    assert_int_equal(event_reclaim_count(46, 10, 25, 32, 100), 2);
+    assert_int_equal(event_reclaim_count(60, 10, 25, 32, 100), 16);
+    /* No more than the idle keep-alive connections there are. */
+    assert_int_equal(event_reclaim_count(60, 10, 25, 32, 3), 3);
+    assert_int_equal(event_reclaim_count(60, 10, 25, 32, 0), 0);
+    /* Workers, not connections, are short: closing frees none. */
+    assert_int_equal(event_reclaim_count(60, 0, 25, 32, 100), 0);
+    assert_int_equal(event_reclaim_count(60, -2, 25, 32, 100), 0);
+    /* Huge values do not overflow. */
+    assert_int_equal(event_reclaim_count(0x7fffffff, 1, 1, 16, 5), 5);
+    assert_int_equal(event_reclaim_count(0x7fffffff, 0x7fffffff,
+                                         0x7fffffff, 0x7fffffff, 5), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,11 +348,13 @@ int main(void)
         POOL_TEST(test_max_workers_rounding),
         POOL_TEST(test_hard_limits),
         POOL_TEST(test_spare_threads),
+        POOL_TEST(test_huge_values_do_not_overflow),
         POOL_TEST(test_start_servers_capped),
         POOL_TEST(test_keep_thread_limit),
         POOL_TEST(test_model_conflict),
         POOL_TEST(test_may_accept),
         POOL_TEST(test_should_listen),
+        POOL_TEST(test_reclaim_count),
     };
 
     return RUN_POOL_TESTS(tests);

@@ -8,6 +8,9 @@
  * a connection is served, so request processing never sees EINTR from it,
  * and is unblocked only around the wait for the next connection, where it
  * interrupts accept() or poll(). SIGTERM and SIGHUP end the child at once.
+ *
+ * A child that learns it is leaving closes its copies of the bucket's
+ * sockets before anything else (accept_waiter_close()).
  */
 #include <errno.h>
 #include <signal.h>
@@ -38,6 +41,9 @@ typedef struct {
     ap_sb_handle_t *sbh;
     accept_waiter waiter;
     volatile sig_atomic_t leaving;
+    volatile sig_atomic_t dying;     /* SIGTERM or SIGHUP came */
+    volatile sig_atomic_t waiting;   /* in accept_waiter_wait() */
+    volatile sig_atomic_t exiting;   /* child_exit() has begun */
 } child_context;
 
 /* The only file-scope state: this process's context, for its signal
@@ -49,8 +55,10 @@ static void child_exit(child_context *ctx, int code)
 
 static void child_exit(child_context *ctx, int code)
 {
-    int graceful = ctx->leaving;
+    int graceful = ctx->leaving && !ctx->dying;
 
+    /* First: a SIGTERM from here on leaves this exit alone (on_die_signal). */
+    ctx->exiting = 1;
     ctx->retained->mpm->mpm_state = AP_MPMQ_STOPPING;
     if (ctx->pchild != NULL) {
         ap_run_child_stopping(ctx->pchild, graceful);
@@ -65,12 +73,36 @@ static void on_leave_signal(int sig)
     this_child->leaving = 1;
 }
 
-/* As prefork's children do: end now, running the pool cleanups so that
- * buffered logs are written. */
+/*
+ * SIGTERM/SIGHUP: end now, running the child_stopping hooks and the pool
+ * cleanups so that buffered logs are written, as prefork's children do.
+ * What the handler does depends on where it lands:
+ *  - the exit has begun (child_exit() in the main flow, a leave or a sick
+ *    exit): nothing. Running it again would destroy the pool twice; the
+ *    exit under way ends the process, and the parent's SIGKILL bounds it.
+ *  - waiting for a connection: only flags. accept(), epoll_pwait() and
+ *    poll() return EINTR (no SA_RESTART) and serve_connections() exits in
+ *    the main flow, outside any allocator or module lock. (A signal landing
+ *    between the wait's last look at the flags and the system call is seen
+ *    at the next connection, or ends with the parent's SIGKILL.)
+ *  - serving: the request must end now, so the exit runs here, as stock
+ *    prefork's just_die() does. The flag, set first and the stop signals
+ *    blocked in the handler (sa_mask), make it run once.
+ */
 static void on_die_signal(int sig)
 {
+    child_context *ctx = this_child;
+
     (void)sig;
-    child_exit(this_child, 0);
+    if (ctx->exiting) {
+        return;
+    }
+    ctx->dying = 1;
+    if (ctx->waiting) {
+        ctx->leaving = 1;
+        return;
+    }
+    child_exit(ctx, 0);
 }
 
 static void install_handler(int sig, void (*handler)(int),
@@ -161,7 +193,15 @@ static void serve_connections(child_context *ctx)
             break;
         }
         ap_update_child_status(ctx->sbh, SERVER_READY, NULL);
-        rv = accept_waiter_wait(&ctx->waiter, &csd, ptrans);
+        ctx->waiting = 1;
+        rv = ctx->dying ? APR_EINTR
+                        : accept_waiter_wait(&ctx->waiter, &csd, ptrans);
+        ctx->waiting = 0;
+        if (ctx->dying) {
+            /* SIGTERM during the wait; a connection just accepted is
+             * closed with the process, as the handler would have. */
+            child_exit(ctx, 0);
+        }
         if (rv == APR_EGENERAL) {
             /* accept() itself is failing: let the parent start a fresh
              * child rather than spin. */
@@ -184,6 +224,7 @@ static void serve_connections(child_context *ctx)
             ctx->leaving = 1;
         }
     }
+    accept_waiter_close(&ctx->waiter);
     ap_update_child_status(ctx->sbh, SERVER_GRACEFUL, NULL);
 }
 

@@ -103,6 +103,23 @@ static apr_status_t epoll_init(accept_waiter *w, apr_pool_t *pchild)
     return APR_SUCCESS;
 }
 
+/* Whether a leave signal waits, blocked, for delivery. */
+static int leave_pending(accept_waiter *w)
+{
+    sigset_t pending;
+
+    if (sigpending(&pending) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, w->s,
+                     "bucketed: sigpending in a child of bucket %d",
+                     w->bucket);
+        return 0;
+    }
+    return sigismember(&pending, AP_SIG_GRACEFUL) == 1
+           || sigismember(&pending, AP_SIG_GRACEFUL_STOP) == 1
+           || sigismember(&pending, SIGINT) == 1;
+}
+
 static apr_status_t wait_epoll(accept_waiter *w, apr_socket_t **csd,
                                apr_pool_t *ptrans)
 {
@@ -126,8 +143,16 @@ static apr_status_t wait_epoll(accept_waiter *w, apr_socket_t **csd,
                          "bucketed: epoll_pwait in bucket %d", w->bucket);
             return APR_EGENERAL;
         }
-        if (*w->leaving) {
-            return APR_EINTR;
+        /* Linux runs the handlers of the signals epoll_pwait() opened
+         * only when they interrupt the wait: one that finds connections
+         * ready restores the mask with the leave signal still pending.
+         * Under load it always finds some, and a child asked to leave
+         * (even by a graceful stop) went on serving until its bucket's
+         * queues were empty for a moment (seconds, or never). So look.
+         * The connection this wake-up was for is still taken: with
+         * EPOLLEXCLUSIVE no other child was woken for it. */
+        if (leave_pending(w)) {
+            *w->leaving = 1;
         }
         /* Start at a different ready socket each time, so that a busy
          * address cannot starve a quiet one. */
@@ -275,4 +300,32 @@ apr_status_t accept_waiter_wait(accept_waiter *w, apr_socket_t **csd,
     default:
         return wait_accept(w, csd, ptrans);
     }
+}
+
+void accept_waiter_close(accept_waiter *w)
+{
+    apr_status_t rv;
+
+    /* Out of the wait set first: an epoll registration belongs to the open
+     * socket, which the parent and the bucket's other children still
+     * hold, not to this child's descriptor. */
+    if (w->epoll_fd >= 0) {
+        if (close(w->epoll_fd) < 0) {
+            int err = errno;
+            ap_log_error(APLOG_MARK, APLOG_ERR, err, w->s,
+                         "bucketed: close of the epoll set of a child of "
+                         "bucket %d", w->bucket);
+        }
+        w->epoll_fd = -1;
+    }
+    if (w->pollset != NULL) {
+        rv = apr_pollset_destroy(w->pollset);
+        if (rv != APR_SUCCESS) {
+            ap_log_error(APLOG_MARK, APLOG_ERR, rv, w->s,
+                         "bucketed: apr_pollset_destroy in a child of "
+                         "bucket %d", w->bucket);
+        }
+        w->pollset = NULL;
+    }
+    ap_close_listeners_ex(w->listeners);
 }

@@ -50,6 +50,11 @@ apr_status_t accept_waiter_init(accept_waiter *w, apr_pool_t *pchild);
 apr_status_t accept_waiter_wait(accept_waiter *w, apr_socket_t **csd,
                                 apr_pool_t *ptrans);
 
+/* A leaving child's wait set and its copies of the bucket's sockets are
+ * closed: once every holder has closed its own (the parent closes its at a
+ * graceful stop), the kernel stops queueing connections to the socket. */
+void accept_waiter_close(accept_waiter *w);
+
 /* One accept() on lr, through its accept_func when it has one (mod_ssl
  * and others may set it), else ap_unixd_accept(). */
 apr_status_t child_accept_on(ap_listen_rec *lr, apr_socket_t **csd,

@@ -148,3 +148,29 @@ void process_limits_keep_server_limit(apr_pool_t *p, process_limits *limits,
         limits->start_servers = limits->max_workers;
     }
 }
+
+const char *plan_descriptors_check(apr_pool_t *p, const bucket_plan *plan,
+                                   int num_listeners, int per_bucket,
+                                   apr_int64_t soft_limit)
+{
+    /* In 64 bits: each term is an int. */
+    apr_int64_t sockets = (apr_int64_t)num_listeners + plan->num_duplicates;
+    apr_int64_t eventfds = (apr_int64_t)plan->num_buckets * per_bucket;
+    apr_int64_t needed = sockets + eventfds + PLAN_FD_HEADROOM;
+    const char *what = "";
+
+    if (soft_limit == PLAN_FD_UNLIMITED || needed <= soft_limit) {
+        return NULL;
+    }
+    if (eventfds > 0) {
+        what = apr_psprintf(p, ", %" APR_INT64_T_FMT " per-bucket eventfds",
+                            eventfds);
+    }
+    return apr_psprintf(p, "BucketCount %d x %d Listen address%s needs %"
+                        APR_INT64_T_FMT " descriptors (%" APR_INT64_T_FMT
+                        " sockets%s, %d for logs and modules), RLIMIT_NOFILE "
+                        "is %" APR_INT64_T_FMT ": lower BucketCount or raise "
+                        "the limit (ulimit -n)", plan->num_buckets,
+                        num_listeners, num_listeners == 1 ? "" : "es",
+                        needed, sockets, what, PLAN_FD_HEADROOM, soft_limit);
+}

@@ -64,4 +64,24 @@ void process_limits_keep_server_limit(apr_pool_t *p, process_limits *limits,
                                       int first_server_limit,
                                       apr_array_header_t *warnings);
 
+/* Descriptors left for what is not the plan's: logs, the pid file,
+ * modules' files, the scoreboard, a child's connection and epoll set. */
+#define PLAN_FD_HEADROOM 64
+
+/* RLIMIT_NOFILE without a limit (RLIM_INFINITY, or one beyond this). */
+#define PLAN_FD_UNLIMITED ((apr_int64_t)-1)
+
+/*
+ * Whether the plan's descriptors fit under the soft RLIMIT_NOFILE
+ * (`soft_limit`, or PLAN_FD_UNLIMITED). The parent holds every socket of
+ * every bucket (num_listeners originals plus the plan's duplicates) and
+ * `per_bucket` more descriptors per bucket (ChildModel event: the bucket's
+ * eventfd); a child starts with all of them and closes the other buckets'
+ * after fork. Returns NULL, or an error naming the bucket count, the
+ * Listen count, what is needed, the limit and the fix.
+ */
+const char *plan_descriptors_check(apr_pool_t *p, const bucket_plan *plan,
+                                   int num_listeners, int per_bucket,
+                                   apr_int64_t soft_limit);
+
 #endif /* DIRECTIVE_CHECK_H */

@@ -359,10 +359,19 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     ap_run_child_init(pchild, s);
     ap_get_scoreboard_process(slot)->not_accepting = 0;
 
-    apr_threadattr_create(&attr, pchild);
-    apr_threadattr_detach_set(attr, 0);
-    if (ap_thread_stacksize != 0) {
-        apr_threadattr_stacksize_set(attr, ap_thread_stacksize);
+    rv = apr_threadattr_create(&attr, pchild);
+    if (rv == APR_SUCCESS) {
+        rv = apr_threadattr_detach_set(attr, 0);
+    }
+    if (rv == APR_SUCCESS && ap_thread_stacksize != 0) {
+        rv = apr_threadattr_stacksize_set(attr, ap_thread_stacksize);
+    }
+    if (rv != APR_SUCCESS) {
+        /* A resource shortage (no thread yet to stop): the parent slows
+         * its spawning and tries again. */
+        ap_log_error(APLOG_MARK, APLOG_ALERT, rv, s, "bucketed: cannot set "
+                     "up the event child's thread attributes");
+        event_child_exit(ctx, APEXIT_CHILDSICK, 1);
     }
     workers = apr_pcalloc(pchild, sizeof(*workers) * ctx->thread_limit);
     for (i = 0; i < ctx->thread_limit; i++) {

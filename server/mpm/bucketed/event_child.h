@@ -134,6 +134,7 @@ typedef struct event_child_ctx {
     apr_thread_mutex_t *mutex;
     apr_thread_cond_t *gone;         /* a worker exited */
     int listening;                   /* listeners in the epoll set */
+    int listeners_closed;            /* ev_close_listeners_locked() ran */
     timer_queue queues[NUM_WAITS];   /* by wait_e */
     ev_conn *queue_head, *queue_tail;  /* the work queue */
     int queued;
@@ -219,6 +220,11 @@ apr_status_t ev_setup_epoll(event_child_ctx *ctx);
 /* event_poll.c: puts the listeners into the epoll set or takes them out,
  * as the accept rule says for the counts now (under mutex). */
 void ev_update_listening_locked(event_child_ctx *ctx);
+
+/* event_poll.c: a leaving or dying child closes its copies of the
+ * listening sockets once they are out of the epoll set; workers that
+ * still try them find nothing (under mutex). */
+void ev_close_listeners_locked(event_child_ctx *ctx);
 
 /* event_poll.c: a new connection from l for the calling worker, which is
  * counted busy: NULL when there is none or the rule says no. Connections

@@ -287,6 +287,10 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
         SET(ctx, leaving);
     }
     ev_update_listening_locked(ctx);
+    /* Out of the set once leaving or dying: close this child's copies. */
+    if (IS(ctx, leaving) || IS(ctx, dying)) {
+        ev_close_listeners_locked(ctx);
+    }
     if (IS(ctx, dying)) {
         end_all_locked(ctx, WAIT_KEEPALIVE, WAIT_IO);
         to_close = take_lingering_locked(ctx, now, 1);

@@ -6,6 +6,7 @@
  */
 #include "event_limits.h"
 
+#include <limits.h>
 #include <strings.h>
 
 #include "apr_lib.h"
@@ -66,6 +67,23 @@ const char *directive_parse_async_factor(apr_pool_t *p, const char *directive,
     return NULL;
 }
 
+/* Directive values go up to INT_MAX each (MinSpareThreads, and the hard
+ * limits are the caller's), so their sums and products are taken in 64
+ * bits and capped, not left to overflow int (undefined behaviour). */
+static int capped_sum(int a, int b)
+{
+    long long v = (long long)a + b;
+
+    return v > INT_MAX ? INT_MAX : (int)v;
+}
+
+static int capped_product(int a, int b)
+{
+    long long v = (long long)a * b;
+
+    return v > INT_MAX ? INT_MAX : (int)v;
+}
+
 static void warn(apr_array_header_t *warnings, const char *msg)
 {
     APR_ARRAY_PUSH(warnings, const char *) = msg;
@@ -79,7 +97,7 @@ const char *thread_limits_check(apr_pool_t *p, const thread_limits *in,
                                 thread_limits *out, process_limits *procs,
                                 apr_array_header_t *warnings)
 {
-    int children;
+    int children, spare_floor;
 
     *out = *defaults;
     TAKE(server_limit);
@@ -117,7 +135,8 @@ const char *thread_limits_check(apr_pool_t *p, const thread_limits *in,
     }
     if (out->max_workers == 0) {
         /* Stock event's default: every process slot full. */
-        out->max_workers = out->server_limit * out->threads_per_child;
+        out->max_workers = capped_product(out->server_limit,
+                                          out->threads_per_child);
     }
     if (out->max_workers < out->threads_per_child) {
         warn(warnings, apr_psprintf(p, "WARNING: MaxRequestWorkers of %d is "
@@ -141,21 +160,20 @@ const char *thread_limits_check(apr_pool_t *p, const thread_limits *in,
              "would require %d servers and would exceed ServerLimit of %d, "
              "decreasing to %d. To increase, please see the ServerLimit "
              "directive.", out->max_workers, children, out->server_limit,
-             out->server_limit * out->threads_per_child));
+             capped_product(out->server_limit, out->threads_per_child)));
         children = out->server_limit;
         out->max_workers = children * out->threads_per_child;
     }
-    if (out->max_spare_threads
-        < out->min_spare_threads + out->threads_per_child) {
+    spare_floor = capped_sum(out->min_spare_threads, out->threads_per_child);
+    if (out->max_spare_threads < spare_floor) {
         if (in->max_spare_threads) {
             warn(warnings, apr_psprintf(p, "WARNING: MaxSpareThreads of %d "
                  "is below MinSpareThreads %d + ThreadsPerChild %d, "
                  "increasing it to %d.", out->max_spare_threads,
                  out->min_spare_threads, out->threads_per_child,
-                 out->min_spare_threads + out->threads_per_child));
+                 spare_floor));
         }
-        out->max_spare_threads = out->min_spare_threads
-                                 + out->threads_per_child;
+        out->max_spare_threads = spare_floor;
     }
     if (out->start_servers > children) {
         out->start_servers = children;
@@ -182,11 +200,13 @@ void thread_limits_keep_thread_limit(apr_pool_t *p, thread_limits *limits,
              "ThreadLimit of %d, decreasing to match",
              limits->threads_per_child, first_thread_limit));
         limits->threads_per_child = first_thread_limit;
-        limits->max_workers = procs->max_workers * first_thread_limit;
-        if (limits->max_spare_threads
-            < limits->min_spare_threads + first_thread_limit) {
-            limits->max_spare_threads = limits->min_spare_threads
-                                        + first_thread_limit;
+        int spare_floor = capped_sum(limits->min_spare_threads,
+                                     first_thread_limit);
+
+        limits->max_workers = capped_product(procs->max_workers,
+                                             first_thread_limit);
+        if (limits->max_spare_threads < spare_floor) {
+            limits->max_spare_threads = spare_floor;
         }
         procs->max_spare = limits->max_spare_threads;
     }

@@ -24,6 +24,7 @@
  * accept queue is here; what runs the connections is event_worker.c.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
 #include <string.h>
@@ -238,6 +239,9 @@ static unsigned listener_events(const event_child_ctx *ctx)
 
 static int input_waiting(event_child_ctx *ctx, ev_conn *ec);
 
+/* At most one reclaim warning per child this often. */
+#define RECLAIM_LOG_INTERVAL apr_time_from_sec(60)
+
 /* Closes the oldest idle keep-alive connections, those with no request
  * sent yet, as event_reclaim_count() says (under mutex): each is ended as
  * a timed-out one is, so the worker its entry wakes closes it cleanly.
@@ -316,10 +320,55 @@ void ev_update_listening_locked(event_child_ctx *ctx)
     }
 }
 
-/* ------------------------------------------------------------ accepting */
+/* A leaving child closes its copies of the listening sockets, so that
+ * once every holder has closed its own (the parent closes its at a
+ * graceful stop) the kernel stops queueing connections for the bucket.
+ * Workers may still poll or accept on these descriptors (an event taken
+ * before the sockets left the set, a reservation made before the child
+ * began to leave): a plain close() would let the number be reused by
+ * whatever the process opens next. So each is replaced (dup2(), atomic)
+ * by a socket that never listens: a late poll() finds nothing to read and
+ * a late accept() fails with EINVAL, which ap_unixd_accept() returns
+ * quietly for an inactive listener. The pool cleanup closes the
+ * replacement. Under mutex, once ev_update_listening_locked() has taken
+ * them out of the set (an epoll entry belongs to the open socket, which
+ * others still hold, not to this descriptor). */
+void ev_close_listeners_locked(event_child_ctx *ctx)
+{
+    int placeholder, i;
 
-/* At most one reclaim warning per child this often. */
-#define RECLAIM_LOG_INTERVAL apr_time_from_sec(60)
+    if (ctx->listeners_closed || ctx->listening) {
+        return;
+    }
+    ctx->listeners_closed = 1;
+    placeholder = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (placeholder < 0) {
+        int err = errno;
+        /* The sockets stay open until the child exits, as before. */
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     "bucketed: socket() to close a leaving child's "
+                     "listeners");
+        return;
+    }
+    for (i = 0; i < ctx->num_listeners; i++) {
+        ev_listener *l = &ctx->listeners[i];
+
+        l->lr->active = 0;
+        if (dup3(placeholder, l->fd, O_CLOEXEC) < 0) {
+            int err = errno;
+            ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                         "bucketed: dup3() over listening socket %pI",
+                         l->lr->bind_addr);
+        }
+    }
+    if (close(placeholder) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     "bucketed: close of a placeholder socket");
+    }
+}
+
+/* ------------------------------------------------------------ accepting */
 
 /* Whether one more connection may be accepted, with `idle` workers free
  * for it (under mutex). */

@@ -33,6 +33,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "httpd.h"
@@ -183,6 +184,24 @@ static const char *check_thread_limits(apr_pool_t *ptemp,
                                &conf->limits, warnings);
 }
 
+/* The soft RLIMIT_NOFILE, which the plan's sockets must fit under. */
+static apr_int64_t soft_nofile_limit(server_rec *s)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING | APLOG_STARTUP, err, s,
+                     "bucketed: getrlimit(RLIMIT_NOFILE); the plan's "
+                     "descriptors are not checked against it");
+        return PLAN_FD_UNLIMITED;
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)APR_INT64_MAX) {
+        return PLAN_FD_UNLIMITED;
+    }
+    return (apr_int64_t)rl.rlim_cur;
+}
+
 static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
                                  apr_pool_t *ptemp, server_rec *s)
 {
@@ -241,6 +260,14 @@ static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
                                                      conf->kernel.reuseport,
                                                      conf->kernel.migrate_req);
     err = make_plan(pconf, conf, count_listeners());
+    /* Here, so that `-t` (and `apachectl graceful`, which runs it first)
+     * refuses a plan whose sockets do not fit, rather than the parent
+     * failing to open them at a restart. With ChildModel event each bucket
+     * also has an eventfd. */
+    if (err == NULL) {
+        err = plan_descriptors_check(ptemp, &conf->plan, count_listeners(),
+                                     event ? 1 : 0, soft_nofile_limit(s));
+    }
     if (err != NULL) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, 0, s,
                      "bucketed: %s", err);
