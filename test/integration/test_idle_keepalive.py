@@ -1,0 +1,122 @@
+"""
+Idle keep-alive connections never cost the active load (ChildModel event):
+a child at its connection limit (ThreadsPerChild + idle workers x
+AsyncRequestWorkerFactor) closes its oldest idle keep-alive connections,
+cleanly, so that a new connection is accepted instead of waiting in the
+bucket's accept queue until KeepAliveTimeout. With the room it needs, it
+closes none.
+"""
+import socket
+import time
+
+from httpd_fixture import (INDEX_BODY, LOOPBACK, http_get, wait_until)
+from httpd_fixture import make_httpd  # noqa: F401 (fixture)
+
+# Two children of 4 workers: at most 4 + 4 x 2 = 12 connections each.
+SMALL_LIMITS = ("ChildModel event\nBucketCount 1\nServerLimit 2\n"
+                "StartServers 2\nThreadsPerChild 4\nMaxRequestWorkers 8\n"
+                "MinSpareThreads 4\nMaxSpareThreads 8\n"
+                "AsyncRequestWorkerFactor 2\n"
+                # Far beyond the test: only a reclaim closes them.
+                "KeepAliveTimeout 120\n")
+IDLE = 60
+# A request admitted at once answers in milliseconds; one left waiting for
+# KeepAliveTimeout in an accept queue would take two minutes.
+ANSWER_TIMEOUT = 5
+REQUEST = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+
+
+def read_response(sock):
+    """Reads one response to REQUEST (Content-Length framed); returns the
+    body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise ConnectionError("closed before a response")
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = next(int(line.split(b":", 1)[1])
+                  for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise ConnectionError("closed within a response")
+        body += chunk
+    return body
+
+
+def open_idle(port):
+    """A keep-alive connection that made one request and now idles."""
+    sock = socket.create_connection((LOOPBACK, port), timeout=ANSWER_TIMEOUT)
+    sock.sendall(REQUEST)
+    assert read_response(sock) == INDEX_BODY
+    return sock
+
+
+def how_it_ended(sock):
+    """'open', 'eof' (closed cleanly) or 'reset', without waiting."""
+    sock.setblocking(False)
+    try:
+        data = sock.recv(1)
+    except BlockingIOError:
+        return "open"
+    except ConnectionResetError:
+        return "reset"
+    return "eof" if data == b"" else "open"
+
+
+def reclaimed(server):
+    return sum(b.get("reclaimed", 0)
+               for b in server.status()["buckets_list"])
+
+
+def test_idle_connections_at_the_limit_make_room_for_new_ones(make_httpd):
+    server = make_httpd(directives=SMALL_LIMITS)
+    server.start()
+    port = server.ports[0]
+    idle = []
+    try:
+        # Five times what the children may hold: every one is answered,
+        # the older ones closed to make room.
+        for _ in range(IDLE):
+            idle.append(open_idle(port))
+        started = time.monotonic()
+        assert http_get(port, timeout=ANSWER_TIMEOUT) == (200, INDEX_BODY)
+        print(f"a new request beside {IDLE} idle connections answered in "
+              f"{time.monotonic() - started:.3f} s")
+        assert reclaimed(server) > 0
+        ended = wait_until(
+            lambda: [how_it_ended(s) for s in idle].count("open") <= 30
+            and [how_it_ended(s) for s in idle], 10,
+            what="the reclaimed connections to be closed")
+        counts = {k: ended.count(k) for k in ("open", "eof", "reset")}
+        print(f"of {IDLE} idle connections: {counts}; reclaimed "
+              f"{reclaimed(server)}")
+        # Closed between requests with a FIN, never reset; the newest
+        # ones, most recently used, are the ones kept.
+        assert counts["reset"] == 0, counts
+        assert ended[-1] == "open", ended
+        assert "idle keep-alive connection(s) so that new ones get in" \
+            in server.error_log()
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_idle_connections_within_the_limit_are_kept(make_httpd):
+    server = make_httpd(directives=SMALL_LIMITS)
+    server.start()
+    port = server.ports[0]
+    # Well within two children's 24: none is closed before its timeout.
+    idle = [open_idle(port) for _ in range(8)]
+    try:
+        assert http_get(port, timeout=ANSWER_TIMEOUT) == (200, INDEX_BODY)
+        for s in idle:
+            s.sendall(REQUEST)
+            assert read_response(s) == INDEX_BODY
+        assert reclaimed(server) == 0
+    finally:
+        for s in idle:
+            s.close()
