@@ -9,7 +9,7 @@ import re
 from httpd_fixture import BUILD, INDEX_BODY, http_get, need_build, wait_until
 from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
-SICK_SO = BUILD / "test" / "modules" / "mod_test_sick.so"
+FAULT_SO = BUILD / "test" / "modules" / "mod_test_fault.so"
 HOLD_LINE = re.compile(r"child \d+ of bucket (\d+) exited sick \(it reported "
                        r"a resource shortage\); (\d+) such exit\(s\) in a "
                        r"row in this bucket, its next child in (\d+) s")
@@ -24,8 +24,8 @@ def holds_by_bucket(log):
 
 
 def test_sick_children_slow_spawning(make_httpd):
-    need_build(SICK_SO)
-    server = make_httpd(directives=f"LoadModule test_sick_module {SICK_SO}\n"
+    need_build(FAULT_SO)
+    server = make_httpd(directives=f"LoadModule test_fault_module {FAULT_SO}\n"
                                    "BucketCount 2\nStartServers 2\n"
                                    "MinSpareServers 2\nMaxSpareServers 4\n")
     flag = server.root / "sick-children"

@@ -9,8 +9,13 @@
  *                            that child dies of SIGSEGV as it exits (a
  *                            module whose cleanup crashes, as mod_perl's
  *                            does in httpd's own test suite)
+ *   ServerRoot/sick-children while this file exists, a starting child
+ *                            exits APEXIT_CHILDSICK (a resource shortage,
+ *                            in httpd's contract), so tests can watch how
+ *                            the MPM slows its spawning
  */
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,6 +23,7 @@
 #include "http_config.h"
 #include "http_log.h"
 #include "http_protocol.h"
+#include "mpm_common.h"
 
 static int test_fault_handler(request_rec *r)
 {
@@ -37,12 +43,21 @@ static apr_status_t crash_now(void *data)
     return APR_SUCCESS;
 }
 
+static int flag_exists(apr_pool_t *p, const char *name)
+{
+    const char *flag = ap_server_root_relative(p, name);
+
+    return flag != NULL && access(flag, F_OK) == 0;
+}
+
 static void test_fault_child_init(apr_pool_t *pchild, server_rec *s)
 {
-    const char *flag = ap_server_root_relative(pchild, "crash-at-exit");
-
-    (void)s;
-    if (flag != NULL && access(flag, F_OK) == 0) {
+    if (flag_exists(pchild, "sick-children")) {
+        ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, "test_fault: child %"
+                     APR_PID_T_FMT " exits sick on purpose", getpid());
+        exit(APEXIT_CHILDSICK);
+    }
+    if (flag_exists(pchild, "crash-at-exit")) {
         apr_pool_cleanup_register(pchild, NULL, crash_now,
                                   apr_pool_cleanup_null);
     }

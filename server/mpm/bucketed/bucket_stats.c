@@ -119,9 +119,18 @@ apr_uint32_t bucket_stats_accepted(const bucketed_retained *retained,
     return apr_atomic_read32(&retained->counters[bucket].accepted);
 }
 
+int bucket_stats_can_grow(const bucketed_config *conf, int bucket)
+{
+    const bucket_published *pub = &conf->published;
+
+    return pub->census != NULL && bucket >= 0
+           && bucket < conf->plan.num_buckets
+           && apr_atomic_read32(&pub->census[bucket].can_grow) != 0;
+}
+
 void bucket_stats_publish_census(bucketed_config *conf,
                                  const bucket_census *census,
-                                 int num_buckets)
+                                 const int *can_grow, int num_buckets)
 {
     bucket_published *pub = &conf->published;
     int b;
@@ -132,6 +141,7 @@ void bucket_stats_publish_census(bucketed_config *conf,
     for (b = 0; b < num_buckets && b < conf->plan.num_buckets; b++) {
         apr_atomic_set32(&pub->census[b].idle, (apr_uint32_t)census[b].idle);
         apr_atomic_set32(&pub->census[b].busy, (apr_uint32_t)census[b].busy);
+        apr_atomic_set32(&pub->census[b].can_grow, can_grow[b] != 0);
     }
     pub->times->census_at = apr_time_now();
 }

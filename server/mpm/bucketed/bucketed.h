@@ -53,6 +53,9 @@ typedef struct {
 typedef struct {
     apr_uint32_t idle;
     apr_uint32_t busy;
+    apr_uint32_t can_grow;           /* the parent could start another child
+                                      * in the bucket now: a free slot and
+                                      * no back-off */
 } published_census;
 
 typedef struct {
@@ -246,10 +249,14 @@ apr_uint32_t bucket_stats_reclaimed(const bucketed_retained *retained,
                                     int bucket);
 apr_uint32_t bucket_stats_accepted(const bucketed_retained *retained,
                                    int bucket);
-/* Parent: its per-bucket census (maintain_buckets) for display. */
+/* Parent: its per-bucket census (maintain_buckets) for display, and
+ * whether each bucket could get another child (can_grow, per bucket). */
 void bucket_stats_publish_census(bucketed_config *conf,
                                  const bucket_census *census,
-                                 int num_buckets);
+                                 const int *can_grow, int num_buckets);
+/* Children: whether the parent's last pass could have given their bucket
+ * another child (0 before the first pass). */
+int bucket_stats_can_grow(const bucketed_config *conf, int bucket);
 
 /* bucket_queue.c: the parent's sampling of every bucket socket. */
 apr_status_t bucket_queue_init(apr_pool_t *pconf, server_rec *s,

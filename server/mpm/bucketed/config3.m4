@@ -8,7 +8,7 @@ bucket_stats.lo bucket_queue.lo bucket_report.lo child.lo child_accept.lo \
 event_child.lo event_keeper.lo event_poll.lo event_worker.lo kernel_probe.lo \
 reuseport_bpf.lo parent.lo bucket_plan.lo bucket_maint.lo exit_policy.lo \
 directive_check.lo event_limits.lo event_queue.lo kernel_features.lo \
-queue_watch.lo steering.lo"
+policy_stall.lo queue_watch.lo steering.lo"
 
 dnl APACHE_MPM_MODULE(name, static-or-shared, objects, configure-commands)
 dnl writes modules.mk and then runs the commands. They give the MPM's own

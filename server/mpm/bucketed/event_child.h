@@ -262,6 +262,19 @@ void ev_force_ready_locked(event_child_ctx *ctx, ev_conn *ec);
  * (or its client closed) while no worker took it (under mutex). */
 int ev_keepalive_request_waiting_locked(event_child_ctx *ctx);
 
+/* event_poll.c: whether a connection waits in the bucket's accept queue
+ * while this child, at its connection limit, is out of the set and holds
+ * idle keep-alive connections (under mutex). */
+int ev_shut_out_locked(event_child_ctx *ctx);
+
+/* event_poll.c: closes the oldest idle keep-alive connections, those
+ * whose client has sent nothing yet, as event_reclaim_count() says, so
+ * the child may listen again (under mutex). Each is ended as a timed-out
+ * one is, so the worker its entry wakes closes it cleanly (a FIN, never a
+ * reset); they no longer count for the accept rule meanwhile. Returns
+ * how many. */
+int ev_reclaim_keepalive_locked(event_child_ctx *ctx);
+
 /* event_worker.c: a worker thread (arg: its worker_info). */
 void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg);
 

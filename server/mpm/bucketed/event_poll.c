@@ -242,13 +242,14 @@ static int input_waiting(event_child_ctx *ctx, ev_conn *ec);
 /* At most one reclaim warning per child this often. */
 #define RECLAIM_LOG_INTERVAL apr_time_from_sec(60)
 
-/* Closes the oldest idle keep-alive connections, those with no request
- * sent yet, as event_reclaim_count() says (under mutex): each is ended as
- * a timed-out one is, so the worker its entry wakes closes it cleanly.
- * Returns how many. The bucket's socket otherwise gets its share of new
- * connections while no child of it listens (stock event closes every
- * idle keep-alive connection of a busy child; nginx reuses its oldest). */
-static int reclaim_keepalive_locked(event_child_ctx *ctx)
+int ev_shut_out_locked(event_child_ctx *ctx)
+{
+    return !ctx->listening && !closing_down(ctx)
+           && ctx->queues[WAIT_KEEPALIVE].count > 0
+           && any_listener_readable(ctx);
+}
+
+int ev_reclaim_keepalive_locked(event_child_ctx *ctx)
 {
     timer_queue *q = &ctx->queues[WAIT_KEEPALIVE];
     event_timer *t = q->head;
@@ -286,6 +287,7 @@ static int reclaim_keepalive_locked(event_child_ctx *ctx)
                          "AsyncRequestWorkerFactor to keep them)", getpid(),
                          ctx->bucket, ctx->connections, ctx->threads, done);
         }
+        ev_update_listening_locked(ctx);
     }
     return done;
 }
@@ -296,14 +298,9 @@ void ev_update_listening_locked(event_child_ctx *ctx)
     int want, i;
 
     want = !closing_down(ctx)
-           && (event_should_listen(open_connections(ctx),
-                                   ctx->idle_workers - ctx->queued,
-                                   ctx->threads, ctx->conf->async_factor)
-               || (reclaim_keepalive_locked(ctx) > 0
-                   && event_should_listen(open_connections(ctx),
-                                          ctx->idle_workers - ctx->queued,
-                                          ctx->threads,
-                                          ctx->conf->async_factor)));
+           && event_should_listen(open_connections(ctx),
+                                  ctx->idle_workers - ctx->queued,
+                                  ctx->threads, ctx->conf->async_factor);
     if (want == ctx->listening) {
         return;
     }

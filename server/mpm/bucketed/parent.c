@@ -41,6 +41,7 @@ typedef struct {
     bucket_census *census;           /* per bucket, reused every pass */
     bucket_decision *decisions;      /* per bucket, reused every pass */
     int *grow_limit;                 /* per bucket, reused every pass */
+    int *can_grow;                   /* per bucket, reused every pass */
     apr_uint32_t *queued;            /* per bucket, reused every pass */
     stall_watch *stall;              /* per bucket */
     apr_time_t *stall_logged;        /* per bucket: last stall warning */
@@ -605,14 +606,16 @@ static void maintain_buckets(parent_context *pc, int rescue_only)
     in.max_spare = pc->limits->max_spare;
     in.free_slots = take_census(pc);
     note_stalls(pc, now);
-    bucket_stats_publish_census(pc->conf, pc->census, pc->num_buckets);
-    bucket_listeners_publish_idle(pc->conf, retained, pc->census,
-                                  pc->num_buckets);
     in.rescue_only = rescue_only;
     for (b = 0; b < pc->num_buckets; b++) {
         pc->grow_limit[b] = bucket_health_grow_limit(
             &retained->health[b], pc->census[b].children, now);
+        pc->can_grow[b] = in.free_slots > 0 && pc->grow_limit[b] > 0;
     }
+    bucket_stats_publish_census(pc->conf, pc->census, pc->can_grow,
+                                pc->num_buckets);
+    bucket_listeners_publish_idle(pc->conf, retained, pc->census,
+                                  pc->num_buckets);
     num_moves = bucket_maint_decide(&in, retained->spawn_rate, pc->decisions,
                                     pc->moves, pc->max_moves);
     for (b = 0; b < pc->num_buckets; b++) {
@@ -801,6 +804,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     pc.decisions = apr_pcalloc(pconf, sizeof(bucket_decision)
                                       * pc.num_buckets);
     pc.grow_limit = apr_pcalloc(pconf, sizeof(int) * pc.num_buckets);
+    pc.can_grow = apr_pcalloc(pconf, sizeof(int) * pc.num_buckets);
     pc.queued = apr_pcalloc(pconf, sizeof(apr_uint32_t) * pc.num_buckets);
     pc.stall = apr_pcalloc(pconf, sizeof(stall_watch) * pc.num_buckets);
     pc.stall_logged = apr_pcalloc(pconf, sizeof(apr_time_t)
