@@ -145,6 +145,21 @@ def test_listen_tcp_defer_accept_as_httpd_has_it(make_httpd):
         assert "Invalid command 'ListenTCPDeferAccept'" in result.output
 
 
+@pytest.mark.parametrize("model,says,never", [
+    ("prefork", "children block in accept()", "worker threads"),
+    ("event", "worker threads wait on their bucket's sockets in the "
+              "child's epoll set", "block in accept()"),
+])
+def test_config_test_describes_how_each_child_model_waits(make_httpd, model,
+                                                         says, never):
+    server = make_httpd()
+    server.write_config(f"ChildModel {model}\nBucketCount 2")
+    result = server.command("-t")
+    assert result.returncode == 0, result.output
+    assert says in result.output, result.output
+    assert never not in result.output, result.output
+
+
 def config_test_under_nofile(server, limit):
     """`httpd -t` with the soft and hard RLIMIT_NOFILE at `limit`."""
     cp = subprocess.run(["prlimit", f"--nofile={limit}:{limit}", HTTPD_BIN,

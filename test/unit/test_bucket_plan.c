@@ -495,7 +495,7 @@ static void test_describe(void **state)
     apr_pool_t *p = *state;
     bucket_plan_input in = make_input(BUCKET_STRATEGY_AUTO, 1, 2, 0, 150);
     bucket_plan plan = make_ok(p, &in);
-    const char *text = bucket_plan_describe(p, &plan, 2, 150, 1);
+    const char *text = bucket_plan_describe(p, &plan, 2, 150, 1, 0);
 
     assert_contains(text, "strategy reuseport");
     assert_contains(text, "4 bucket(s)");
@@ -506,21 +506,27 @@ static void test_describe(void **state)
     assert_contains(text, "MaxRequestWorkers");
     assert_null(strstr(text, "no more"));
 
-    text = bucket_plan_describe(p, &plan, 2, 150, 0);
+    text = bucket_plan_describe(p, &plan, 2, 150, 0, 0);
     assert_contains(text, "accept mutex");
 
     in = make_input(BUCKET_STRATEGY_LISTEN, 1, 5, 0, 4);
     plan = make_ok(p, &in);
-    text = bucket_plan_describe(p, &plan, 5, 4, 1);
+    text = bucket_plan_describe(p, &plan, 5, 4, 1, 0);
     assert_contains(text, "2 bucket(s) (no more, so that each can have 2 of "
                           "MaxRequestWorkers 4)");
     assert_contains(text, "5 Listen addresses dealt over them, up to 3");
 
     in = make_input(BUCKET_STRATEGY_REUSEPORT, 1, 1, 1, 4);
     plan = make_ok(p, &in);
-    text = bucket_plan_describe(p, &plan, 1, 4, 1);
+    text = bucket_plan_describe(p, &plan, 1, 4, 1, 0);
     assert_contains(text, "block in accept()");
     assert_contains(text, "up to 4 children");
+    /* ChildModel event: threads in the child's epoll set, one socket or
+     * many. */
+    text = bucket_plan_describe(p, &plan, 1, 4, 1, 1);
+    assert_null(strstr(text, "accept()"));
+    assert_contains(text, "worker threads wait on their bucket's sockets in "
+                          "the child's epoll set (EPOLLEXCLUSIVE");
 }
 
 static void test_errors(void **state)

@@ -242,8 +242,18 @@ static const char *describe_sockets(apr_pool_t *p, const bucket_plan *plan,
     }
 }
 
-static const char *describe_wait(const bucket_plan *plan, int epoll_exclusive)
+static const char *describe_wait(const bucket_plan *plan, int epoll_exclusive,
+                                 int workers_in_epoll)
 {
+    if (workers_in_epoll) {
+        return epoll_exclusive
+               ? "each child's worker threads wait on their bucket's "
+                 "sockets in the child's epoll set (EPOLLEXCLUSIVE, no "
+                 "accept lock)"
+               : "each child's worker threads wait on their bucket's "
+                 "sockets in the child's epoll set (the kernel lacks "
+                 "EPOLLEXCLUSIVE: every child of the bucket wakes)";
+    }
     switch (bucket_wait_mode(plan->max_sockets_per_bucket, epoll_exclusive)) {
     case BUCKET_WAIT_ACCEPT:
         return "children block in accept()";
@@ -258,7 +268,7 @@ static const char *describe_wait(const bucket_plan *plan, int epoll_exclusive)
 
 const char *bucket_plan_describe(apr_pool_t *p, const bucket_plan *plan,
                                  int num_listeners, int max_workers,
-                                 int epoll_exclusive)
+                                 int epoll_exclusive, int workers_in_epoll)
 {
     return apr_psprintf(p, "strategy %s (%s): %d bucket(s)%s, %s; %s; %s",
         bucket_strategy_name(plan->strategy), plan->reason,
@@ -269,7 +279,7 @@ const char *bucket_plan_describe(apr_pool_t *p, const bucket_plan *plan,
                            max_workers)
             : "",
         describe_sockets(p, plan, num_listeners),
-        describe_wait(plan, epoll_exclusive),
+        describe_wait(plan, epoll_exclusive, workers_in_epoll),
         plan->num_buckets > 1
             ? apr_psprintf(p, "children move between buckets as load "
                            "shifts, %d in all at most (MaxRequestWorkers)",

@@ -73,10 +73,12 @@ const char *bucket_plan_make(apr_pool_t *p, const bucket_plan_input *in,
 
 bucket_wait_e bucket_wait_mode(int num_sockets, int epoll_exclusive);
 
-/* The plan in an operator's words, for `-t` and the start-up log. */
+/* The plan in an operator's words, for `-t` and the start-up log;
+ * workers_in_epoll: ChildModel event, whose worker threads wait in their
+ * child's epoll set whatever the bucket's socket count. */
 const char *bucket_plan_describe(apr_pool_t *p, const bucket_plan *plan,
                                  int num_listeners, int max_workers,
-                                 int epoll_exclusive);
+                                 int epoll_exclusive, int workers_in_epoll);
 
 /* The bucket a slot's child starts in when the parent fills slots in
  * order (start-up, restart): round robin, so every bucket gets its share.

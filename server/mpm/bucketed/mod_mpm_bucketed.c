@@ -281,7 +281,9 @@ static const char *describe_plan(apr_pool_t *p, const bucketed_config *conf,
 {
     const char *plan = bucket_plan_describe(p, &conf->plan, num_listeners,
                                             conf->limits.max_workers,
-                                            conf->kernel.epoll_exclusive);
+                                            conf->kernel.epoll_exclusive,
+                                            conf->child_model
+                                                == CHILD_MODEL_EVENT);
 
     if (conf->child_model != CHILD_MODEL_EVENT) {
         return plan;
