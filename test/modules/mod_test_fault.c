@@ -13,15 +13,26 @@
  *                            exits APEXIT_CHILDSICK (a resource shortage,
  *                            in httpd's contract), so tests can watch how
  *                            the MPM slows its spawning
+ *   ServerRoot/waitio-port   connections to the port this file names speak
+ *                            a one-line echo protocol through the async
+ *                            API: while nothing has arrived the hook
+ *                            returns CONN_STATE_ASYNC_WAITIO (the MPM
+ *                            waits for input without a thread and calls
+ *                            it again), then answers "waited N: LINE"
  */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "apr_file_io.h"
+#include "apr_strings.h"
+
 #include "httpd.h"
 #include "http_config.h"
 #include "http_log.h"
+#include "http_connection.h"
+#include "http_core.h"
 #include "http_protocol.h"
 #include "mpm_common.h"
 
@@ -43,6 +54,64 @@ static apr_status_t crash_now(void *data)
     return APR_SUCCESS;
 }
 
+/* The port of ServerRoot/waitio-port, read at child start; 0 = none. */
+static apr_port_t waitio_port;
+
+static void read_waitio_port(apr_pool_t *p)
+{
+    const char *path = ap_server_root_relative(p, "waitio-port");
+    char buf[16];
+    apr_file_t *f;
+    apr_size_t len = sizeof(buf) - 1;
+
+    if (path == NULL
+        || apr_file_open(&f, path, APR_FOPEN_READ, 0, p) != APR_SUCCESS) {
+        return;
+    }
+    if (apr_file_read(f, buf, &len) == APR_SUCCESS) {
+        buf[len] = '\0';
+        waitio_port = (apr_port_t)atoi(buf);
+    }
+    apr_file_close(f);
+}
+
+/* The echo protocol: one line, answered once it has come, the waits for
+ * it spent in the MPM (CONN_STATE_ASYNC_WAITIO) rather than a thread. */
+static int test_fault_waitio(conn_rec *c)
+{
+    apr_socket_t *sock = ap_get_conn_socket(c);
+    const char *waits_note;
+    char line[256], *reply;
+    apr_size_t len = sizeof(line) - 1;
+    apr_status_t rv;
+    int waits;
+
+    if (waitio_port == 0 || c->local_addr->port != waitio_port
+        || c->cs == NULL) {
+        return DECLINED;
+    }
+    waits_note = apr_table_get(c->notes, "test-fault-waits");
+    waits = waits_note ? atoi(waits_note) : 0;
+    apr_socket_timeout_set(sock, 0);
+    rv = apr_socket_recv(sock, line, &len);
+    if (APR_STATUS_IS_EAGAIN(rv)) {
+        apr_table_setn(c->notes, "test-fault-waits",
+                       apr_itoa(c->pool, waits + 1));
+        c->cs->state = CONN_STATE_ASYNC_WAITIO;
+        c->cs->sense = CONN_SENSE_WANT_READ;
+        return OK;
+    }
+    if (rv == APR_SUCCESS) {
+        line[len] = '\0';
+        reply = apr_psprintf(c->pool, "waited %d: %s", waits, line);
+        len = strlen(reply);
+        apr_socket_timeout_set(sock, apr_time_from_sec(5));
+        apr_socket_send(sock, reply, &len);
+    }
+    c->cs->state = CONN_STATE_LINGER;
+    return OK;
+}
+
 static int flag_exists(apr_pool_t *p, const char *name)
 {
     const char *flag = ap_server_root_relative(p, name);
@@ -57,6 +126,7 @@ static void test_fault_child_init(apr_pool_t *pchild, server_rec *s)
                      APR_PID_T_FMT " exits sick on purpose", getpid());
         exit(APEXIT_CHILDSICK);
     }
+    read_waitio_port(pchild);
     if (flag_exists(pchild, "crash-at-exit")) {
         apr_pool_cleanup_register(pchild, NULL, crash_now,
                                   apr_pool_cleanup_null);
@@ -68,6 +138,8 @@ static void test_fault_register_hooks(apr_pool_t *p)
     (void)p;
     ap_hook_handler(test_fault_handler, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(test_fault_child_init, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_process_connection(test_fault_waitio, NULL, NULL,
+                               APR_HOOK_REALLY_FIRST);
 }
 
 AP_DECLARE_MODULE(test_fault) = {

@@ -121,9 +121,19 @@ static void test_after_process(void **state)
                      EVENT_NEXT_SUSPENDED);
     assert_int_equal(event_after_process(1, EVENT_STATE_LINGER, 0),
                      EVENT_NEXT_LINGER);
+    /* ASYNC_WAITIO (CAN_WAITIO is 1): waits for the sense it asked for,
+     * unless aborted. */
+    assert_int_equal(event_after_process(1, EVENT_STATE_WAITIO_READ, 0),
+                     EVENT_NEXT_WAITIO_READ);
+    assert_int_equal(event_after_process(1, EVENT_STATE_WAITIO_WRITE, 0),
+                     EVENT_NEXT_WAITIO_WRITE);
+    assert_int_equal(event_after_process(1, EVENT_STATE_WAITIO_READ, 1),
+                     EVENT_NEXT_LINGER);
+    assert_int_equal(event_after_process(0, EVENT_STATE_WAITIO_WRITE, 0),
+                     EVENT_NEXT_LINGER);
     /* A hook that did not set a state, hooks that failed (DECLINED, an
-     * error), an aborted connection, a state this MPM does not offer
-     * (ASYNC_WAITIO: CAN_WAITIO is answered 0): closed. */
+     * error), an aborted connection, a state this MPM does not offer:
+     * closed. */
     assert_int_equal(event_after_process(1, EVENT_STATE_PROCESSING, 0),
                      EVENT_NEXT_LINGER);
     assert_int_equal(event_after_process(0,

@@ -81,6 +81,8 @@ struct ev_conn {
     int closing;                     /* the keeper wants it closed (under
                                       * mutex) */
     int want_write;                  /* WAIT_IO: writable, else readable */
+    int waitio;                      /* WAIT_IO for CONN_STATE_ASYNC_WAITIO,
+                                      * not write completion */
     int reclaimed;                   /* closing to admit new connections
                                       * (under mutex) */
     int registered;                  /* in the epoll set (one-shot) */

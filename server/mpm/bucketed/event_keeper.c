@@ -211,10 +211,19 @@ static void expire_locked(event_child_ctx *ctx, apr_time_t now)
 static void publish_counts_locked(event_child_ctx *ctx)
 {
     process_score *ps = ap_get_scoreboard_process(ctx->slot);
+    apr_uint32_t waiting_io = 0;
+    event_timer *t;
 
+    /* Write completion and a module's wait for I/O share the list. */
+    for (t = ctx->queues[WAIT_IO].head; t != NULL; t = t->next) {
+        waiting_io += CONN_OF(t)->waitio;
+    }
     ps->connections = ctx->connections;
     ps->keep_alive = ctx->queues[WAIT_KEEPALIVE].count;
-    ps->write_completion = ctx->queues[WAIT_IO].count;
+    ps->write_completion = ctx->queues[WAIT_IO].count - waiting_io;
+#ifdef AP_MPMQ_CAN_WAITIO   /* httpd 2.4.63 and later */
+    ps->wait_io = waiting_io;
+#endif
     ps->lingering_close = ctx->queues[WAIT_LINGER].count;
     ps->suspended = 0;
 }

@@ -85,6 +85,10 @@ event_next_e event_after_process(int hooks_ok, event_state_e state,
         return aborted ? EVENT_NEXT_LINGER : EVENT_NEXT_FLUSH;
     case EVENT_STATE_SUSPENDED:
         return EVENT_NEXT_SUSPENDED;
+    case EVENT_STATE_WAITIO_READ:
+        return aborted ? EVENT_NEXT_LINGER : EVENT_NEXT_WAITIO_READ;
+    case EVENT_STATE_WAITIO_WRITE:
+        return aborted ? EVENT_NEXT_LINGER : EVENT_NEXT_WAITIO_WRITE;
     default:
         return EVENT_NEXT_LINGER;
     }

@@ -47,7 +47,10 @@ typedef enum {
     EVENT_NEXT_WAIT_READ,    /* write completion wants to read (Timeout) */
     EVENT_NEXT_KEEPALIVE,    /* wait for the next request (KeepAliveTimeout) */
     EVENT_NEXT_LINGER,       /* lingering close */
-    EVENT_NEXT_SUSPENDED     /* a module owns it until it resumes it */
+    EVENT_NEXT_SUSPENDED,    /* a module owns it until it resumes it */
+    EVENT_NEXT_WAITIO_READ,  /* CONN_STATE_ASYNC_WAITIO: wait readable
+                              * (Timeout), then the hooks again */
+    EVENT_NEXT_WAITIO_WRITE  /* the same, writable */
 } event_next_e;
 
 /* The conn_state_t state the process_connection hooks left (httpd.h's
@@ -59,7 +62,10 @@ typedef enum {
     EVENT_STATE_WRITE_COMPLETION,
     EVENT_STATE_SUSPENDED,
     EVENT_STATE_LINGER,
-    EVENT_STATE_OTHER              /* anything else (ASYNC_WAITIO, ...) */
+    EVENT_STATE_WAITIO_READ,       /* CONN_STATE_ASYNC_WAITIO, sense read
+                                    * (or default) */
+    EVENT_STATE_WAITIO_WRITE,      /* CONN_STATE_ASYNC_WAITIO, sense write */
+    EVENT_STATE_OTHER              /* anything else */
 } event_state_e;
 
 /* After the process_connection hooks: hooks_ok (they returned OK or

@@ -146,6 +146,11 @@ static event_state_e state_of(const conn_state_t *cs)
         return EVENT_STATE_SUSPENDED;
     case CONN_STATE_LINGER:
         return EVENT_STATE_LINGER;
+#ifdef AP_MPMQ_CAN_WAITIO   /* httpd 2.4.63 and later */
+    case CONN_STATE_ASYNC_WAITIO:
+        return cs->sense == CONN_SENSE_WANT_WRITE ? EVENT_STATE_WAITIO_WRITE
+                                                  : EVENT_STATE_WAITIO_READ;
+#endif
     default:
         return EVENT_STATE_OTHER;
     }
@@ -175,6 +180,7 @@ static void serve_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
             rc = ap_run_process_connection(ec->c);
             ec->step = event_after_process(rc == OK || rc == DONE,
                                            state_of(ec->cs), ec->c->aborted);
+            ec->cs->sense = CONN_SENSE_DEFAULT;
             continue;
         case EVENT_NEXT_FLUSH:
             ec->step = flush_output(ctx, ec);
@@ -184,6 +190,17 @@ static void serve_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
             ec->want_write = ec->step == EVENT_NEXT_WAIT_WRITE;
             ec->step = EVENT_NEXT_FLUSH;
             ec->wait = WAIT_IO;
+            ec->waitio = 0;
+            wait_without_thread(ctx, ec);
+            return;
+        case EVENT_NEXT_WAITIO_READ:
+        case EVENT_NEXT_WAITIO_WRITE:
+            /* A module (mod_http2) waits for I/O without a worker: the
+             * hooks run again once the socket is ready (Timeout). */
+            ec->want_write = ec->step == EVENT_NEXT_WAITIO_WRITE;
+            ec->step = EVENT_NEXT_PROCESS;
+            ec->wait = WAIT_IO;
+            ec->waitio = 1;
             wait_without_thread(ctx, ec);
             return;
         case EVENT_NEXT_KEEPALIVE:
@@ -247,8 +264,9 @@ static void conn_ready(event_child_ctx *ctx, ev_conn *ec, int thread_num,
             return;
         }
         if (wait == WAIT_IO) {
-            ap_log_cerror(APLOG_MARK, APLOG_DEBUG, 0, ec->c, "bucketed: "
-                          "write completion timed out");
+            ap_log_cerror(APLOG_MARK, APLOG_DEBUG, 0, ec->c, "bucketed: %s "
+                          "timed out", ec->waitio ? "a module's wait for I/O"
+                                                  : "write completion");
             ec->c->aborted = 1;
         }
         ec->short_linger = 1;

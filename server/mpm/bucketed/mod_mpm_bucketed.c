@@ -475,10 +475,13 @@ static int bucketed_query(int query_code, int *result, apr_status_t *rv)
     case AP_MPMQ_IS_ASYNC:
         *result = event;
         break;
-    case AP_MPMQ_HAS_SERF:
 #ifdef AP_MPMQ_CAN_WAITIO   /* httpd 2.4.63 and later */
     case AP_MPMQ_CAN_WAITIO:
+        /* CONN_STATE_ASYNC_WAITIO: event_worker.c waits without a worker */
+        *result = event;
+        break;
 #endif
+    case AP_MPMQ_HAS_SERF:
         *result = 0;
         break;
     case AP_MPMQ_MAX_REQUESTS_DAEMON:
