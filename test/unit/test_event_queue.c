@@ -121,6 +121,13 @@ static void test_after_process(void **state)
                      EVENT_NEXT_SUSPENDED);
     assert_int_equal(event_after_process(1, EVENT_STATE_LINGER, 0),
                      EVENT_NEXT_LINGER);
+    /* Clogging input filters: served synchronously, so done, unless a
+     * module suspended it. */
+    assert_int_equal(event_after_clogged(EVENT_NEXT_FLUSH), EVENT_NEXT_LINGER);
+    assert_int_equal(event_after_clogged(EVENT_NEXT_WAITIO_READ),
+                     EVENT_NEXT_LINGER);
+    assert_int_equal(event_after_clogged(EVENT_NEXT_SUSPENDED),
+                     EVENT_NEXT_SUSPENDED);
     /* ASYNC_WAITIO (CAN_WAITIO is 1): waits for the sense it asked for,
      * unless aborted. */
     assert_int_equal(event_after_process(1, EVENT_STATE_WAITIO_READ, 0),

@@ -94,6 +94,11 @@ event_next_e event_after_process(int hooks_ok, event_state_e state,
     }
 }
 
+event_next_e event_after_clogged(event_next_e next)
+{
+    return next == EVENT_NEXT_SUSPENDED ? next : EVENT_NEXT_LINGER;
+}
+
 event_next_e event_after_flush(const event_flush_result *r)
 {
     if (!r->flush_ok) {

@@ -75,6 +75,14 @@ typedef enum {
 event_next_e event_after_process(int hooks_ok, event_state_e state,
                                  int aborted);
 
+/* After the hooks ran a connection with clogging input filters
+ * (c->clogging_input_filters: a filter holds input the poller cannot see,
+ * such as mod_ssl's buffered records): httpd's core served it
+ * synchronously, keep-alive requests included, as under worker, so it is
+ * done whatever state it was left in, unless a module suspended it (stock
+ * event's rule). next: what event_after_process() said. */
+event_next_e event_after_clogged(event_next_e next);
+
 /* After write completion called the output filters: flush_ok (they
  * returned success), output_pending (c->data_in_output_filters),
  * want_read (c->cs->sense asks to read instead), keepalive (c->keepalive

@@ -180,6 +180,9 @@ static void serve_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
             rc = ap_run_process_connection(ec->c);
             ec->step = event_after_process(rc == OK || rc == DONE,
                                            state_of(ec->cs), ec->c->aborted);
+            if (ec->c->clogging_input_filters) {
+                ec->step = event_after_clogged(ec->step);
+            }
             ec->cs->sense = CONN_SENSE_DEFAULT;
             continue;
         case EVENT_NEXT_FLUSH:
