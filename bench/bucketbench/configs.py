@@ -222,6 +222,8 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
         lines += php_lines(root)
     if capacity:
         lines += httpd_capacity(mpm, slots, child_model, async_factor)
+    elif child_model:
+        lines.append(f"ChildModel {child_model}")
     lines += list(directives)
     if status_module:
         lines += [f"<Location {STATUS_PATH}>",

@@ -575,11 +575,12 @@ def section(points, options, heading="##",
         f"refusals, wrong answers) are totals, then per run. Servers run "
         f"with their MPM's default limits; bucketed with BucketCount "
         f"{FAULT_BUCKETS}. Windows: crash and crash-exit {spans[CRASH]} s; "
-        f"hang: wrk {spans[HANG]} s unmeasured, {spans[HANG]} s without, then "
-        f"{spans[HANG]} s with the hang (probes during the latter; "
-        f"req/s ratio with / without); emfile: flag held "
-        f"{spans[EMFILE]} s, then probes until {RECOVERY_STREAK} in a row "
-        f"are answered (at most {RECOVERY_LIMIT_S} s).", ""]
+        f"hang: wrk {spans[HANG]} s unmeasured, {spans[HANG]} s "
+        f"without, then {spans[HANG]} s with the hang (probes during the "
+        f"latter; req/s ratio with / without); emfile: flag held "
+        f"{spans[EMFILE]} s (and until the probe then in flight ends), "
+        f"then probes until {RECOVERY_STREAK} in a row are answered (at "
+        f"most {RECOVERY_LIMIT_S} s).", ""]
     for level in options["levels"]:
         for name in options["workloads"]:
             group = [p for p in faulted if p["kernel_level"] == level

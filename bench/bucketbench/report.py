@@ -626,6 +626,12 @@ def context_lines(meta, heading="#"):
              "", "Kernel levels:"]
     for level in options["levels"]:
         lines.append(f"- `{level_title(level)}`: {KERNEL_LEVELS[level]}")
+    if all(WORKLOADS[name].fault for name in options["workloads"]):
+        return lines + ["", f"Each fault ran {options['runs']} times per "
+                        "server, servers interleaved within each round; "
+                        "every server was started fresh per workload, "
+                        "without warm-up. --duration, --warmup and --slots "
+                        "do not apply (see the faults section).", ""]
     lines += ["", "Each point ran " f"{options['runs']} times for "
               f"{options['duration_s']} s, servers interleaved within each "
               "round; every server was started fresh per workload and "

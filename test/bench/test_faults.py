@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from bucketbench import catalog, faults, report
+from bucketbench import catalog, configs, faults, report
 from test_smoke import bench
 
 QUICK_SERVERS = ("prefork", "bucketed-reuseport")
@@ -32,6 +32,21 @@ def test_bucket_count_replaced_not_added():
                                             (8, 2), (9, 3)])
 def test_stock_share_is_a_bucket_worth(count, stopped):
     assert len(faults.stock_share(list(range(count)))) == stopped
+
+
+@pytest.mark.parametrize("mpm, model", [("bucketed", "event"),
+                                        ("bucketed", ""), ("event", "")])
+def test_default_limits_keep_the_child_model(mpm, model):
+    """Without the capacity lines (faults), bucketed still gets its
+    ChildModel, and no server gets a limit of the harness's."""
+    text = configs.httpd_config(
+        root="/r", docroot="/d", ports=[8080], mpm=mpm,
+        mpm_module="/m.so", module_paths={}, slots=64, child_model=model,
+        capacity=False)
+    assert ("ChildModel event" in text) == (model == "event")
+    for directive in ("MaxRequestWorkers", "StartServers", "ServerLimit",
+                      "ThreadsPerChild"):
+        assert directive not in text
 
 
 def test_fault_workloads_run_only_their_servers():
@@ -127,6 +142,13 @@ def test_faults_quick_run(top, build, tmp_path):
     assert all(re.fullmatch(r"[01] of 1", row[7]) for row in emfile)
     assert all(row[8] == "n/a" or re.match(NUMBER, row[8])
                for row in emfile), emfile
+    conf = (out / "servers" / "native-fault-crash-prefork" /
+            "httpd.conf").read_text()
+    assert "MaxRequestWorkers" not in conf and "test-crash" in conf
+    if "bucketed-reuseport" in ran:
+        conf = (out / "servers" / "native-fault-emfile-bucketed-reuseport" /
+                "httpd.conf").read_text()
+        assert "BucketCount 4" in conf and "BucketCount auto" not in conf
     # No plots or sweep tables for the faults.
     assert not list(out.glob("plot-*.png"))
 
