@@ -136,7 +136,7 @@ def test_faults_quick_run(top, build, tmp_path):
             for cell in row[5:7]:
                 assert re.fullmatch(r"\d+ \(\d+\)", cell), row
     hang = _rows(text, "### fault-hang:")
-    assert all(re.fullmatch(rf"{NUMBER}x \({NUMBER}-{NUMBER}x\)", row[7])
+    assert all(re.fullmatch(rf"{NUMBER}x \({NUMBER}-{NUMBER}\)", row[7])
                for row in hang), hang
     emfile = _rows(text, "### fault-emfile:")
     assert all(re.fullmatch(r"[01] of 1", row[7]) for row in emfile)
