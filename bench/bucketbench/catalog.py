@@ -29,6 +29,28 @@ MIXED_SLOW_EVERY = 20
 # The handlers that need the slow handler (mod_lua) in the server.
 USES_SLOW_HANDLER = (SLOW, MIXED)
 
+# Issue 18's faults (faults.py runs them): the kinds, and the numbers their
+# titles quote.
+CRASH = "crash"
+HANG = "hang"
+EMFILE = "emfile"
+CRASH_EXIT = "crash-exit"
+FAULT_KINDS = (CRASH, HANG, EMFILE, CRASH_EXIT)
+FAULT_BUCKETS = 4            # bucketed's BucketCount in the faults
+CRASH_RATE = 4               # /crash requests a second
+CRASH_EXIT_MCPC = 20         # MaxConnectionsPerChild of crash-exit
+FAULT_TITLES = {
+    CRASH: f"crash: a module segfaults its child on {CRASH_RATE} requests "
+           f"a second",
+    HANG: f"hang: every child of one of {FAULT_BUCKETS} buckets SIGSTOPped "
+          f"under a Connection: close load (stock: a quarter of its "
+          f"children)",
+    EMFILE: "emfile: new children cannot set up (EMFILE) for a spell, one "
+            "child per bucket killed",
+    CRASH_EXIT: f"crash-exit: every exiting child segfaults, "
+                f"MaxConnectionsPerChild {CRASH_EXIT_MCPC}",
+}
+
 # The skewed workloads fix wrk's threads at 10, so that each thread (and its
 # share of the connections) is 10 % of the load: 90/10 is then 9 threads on
 # one port and 1 on the other.
@@ -51,6 +73,9 @@ class Workload:
     # Holds --idle-connections idle keep-alive connections open beside the
     # active load (issue 9; see idle.py).
     idle: bool = False
+    # A fault injected while probes measure what clients meet (issue 18;
+    # see faults.py): one of faults.FAULT_KINDS, or "".
+    fault: str = ""
 
     @property
     def skewed(self):
@@ -91,12 +116,18 @@ WORKLOADS = {workload.name: workload for workload in (
     Workload("idle", "one Listen, idle keep-alive connections held open "
              "beside an active keep-alive load", listen_count=1,
              keep_alive=True, idle=True),
+    # Two Listens for emfile: a bucketed prefork-model child then waits in
+    # epoll, so it sets up an epoll set as every other child does.
+    *(Workload(f"fault-{kind}", FAULT_TITLES[kind],
+               listen_count=2 if kind == EMFILE else 1, keep_alive=False,
+               fault=kind) for kind in FAULT_KINDS),
 )}
 
 # Names that stand for several workloads on the command line.
 WORKLOAD_GROUPS = {
     "skew": ("skew-all-static", "skew-90-static", "skew-even-static",
              "skew-all-slow", "skew-90-slow", "skew-even-slow"),
+    "faults": tuple(f"fault-{kind}" for kind in FAULT_KINDS),
 }
 # What runs when --workloads is not given (the skewed and idle ones on
 # request).
@@ -217,8 +248,20 @@ IDLE_NOT_SUPPORTED = (
     "listen backlog")
 
 
+# The servers of the faults workloads: the stock anchors and bucketed in
+# both child models. The others (ListenCoresBucketsRatio, other
+# strategies and steerings) add nothing to what a fault shows, and nginx
+# cannot load the fault module.
+FAULT_SERVERS = ("prefork", "event", "bucketed-reuseport", "bucketed-event")
+FAULT_NOT_SUPPORTED = (
+    "the faults workloads run stock prefork and event and bucketed in both "
+    "child models (" + ", ".join(FAULT_SERVERS) + ") only")
+
+
 def unsupported_reason(spec, workload):
     """Why a server sits a workload out, or None when it runs it."""
+    if workload.fault and spec.name not in FAULT_SERVERS:
+        return FAULT_NOT_SUPPORTED
     reason = handler_skip_reason(spec, workload.handler)
     if reason:
         return reason

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from . import environment, idle, load, memory, overhead, report
+from . import environment, faults, idle, load, memory, overhead, report
 from .catalog import (DEFAULT_WORKLOADS, IDLE_NOT_SUPPORTED, KERNEL_LEVELS,
                       NATIVE, NO_REUSEPORT, PHP, SERVERS, USES_SLOW_HANDLER,
                       WORKLOAD_GROUPS, WORKLOADS, handler_skip_reason,
@@ -34,16 +34,23 @@ SKEW_DOCS_BEGIN = "<!-- bench/run --publish skew: generated tables begin -->"
 SKEW_DOCS_END = "<!-- bench/run --publish skew: generated tables end -->"
 IDLE_DOCS_BEGIN = "<!-- bench/run --publish idle: generated tables begin -->"
 IDLE_DOCS_END = "<!-- bench/run --publish idle: generated tables end -->"
+FAULTS_DOCS_BEGIN = \
+    "<!-- bench/run --publish faults: generated tables begin -->"
+FAULTS_DOCS_END = "<!-- bench/run --publish faults: generated tables end -->"
 
 DEFAULTS = {"concurrency": [50, 400, 1000, 2000], "runs": 5, "duration": 2,
-            "warmup": 1, "slots": 1024, "slow_slots": 64}
+            "warmup": 1, "slots": 1024, "slow_slots": 64,
+            "fault_seconds": faults.DEFAULT_FAULT_S}
 # --quick checks that everything runs, within 3 minutes; its numbers are
 # too short-lived to quote, hence no warm-up either.
 QUICK = {"concurrency": [200], "runs": 2, "duration": 1, "warmup": 0,
-         "slots": 256, "slow_slots": 64}
+         "slots": 256, "slow_slots": 64, "fault_seconds": 3}
 # The idle workload: connections held idle, and wrk's active connections
 # when --concurrency is not given and only idle workloads run.
 IDLE_DEFAULTS = {"connections": 10000, "concurrency": [150]}
+# wrk's connections in the hang fault when --concurrency is not given and
+# only faults workloads run: a load two cores carry beside the probes.
+FAULTS_CONCURRENCY = [50]
 MEMORY_DEFAULTS = {"restarts": 100, "requests": 200, "slots": 64}
 MEMORY_MAX_SLOTS = 4096
 MEMORY_MAX_RESTARTS = 10000
@@ -96,7 +103,8 @@ def _tools(args, nginx="", wrk=""):
     return environment.Tools(
         httpd=args.httpd, nginx=nginx, wrk=wrk, modules_dir=args.modules_dir,
         bucketed_dir=args.build_dir, shim="", slots=args.slots,
-        cores=os.cpu_count())
+        cores=os.cpu_count(),
+        fault_modules=getattr(args, "fault_modules", ""))
 
 
 def parse_args(argv):
@@ -119,7 +127,9 @@ def parse_args(argv):
     parser.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS),
                         help=f"comma-separated workloads (default: "
                              f"{','.join(DEFAULT_WORKLOADS)}; 'skew' stands "
-                             f"for the skewed two-Listen workloads)")
+                             f"for the skewed two-Listen workloads, "
+                             f"'faults' for the fault workloads of "
+                             f"issue 18)")
     parser.add_argument("--levels", default=f"{NATIVE},{NO_REUSEPORT}",
                         help="kernel feature levels (default: both)")
     parser.add_argument("--concurrency",
@@ -148,6 +158,15 @@ def parse_args(argv):
                              f"holds open beside its active load (default "
                              f"%(default)s; needs that many open files, "
                              f"checked against ulimit -Hn)")
+    parser.add_argument("--fault-seconds", type=int,
+                        help=f"the faults workloads' window: crash and "
+                             f"crash-exit last this long, the hang's wrk "
+                             f"runs and the EMFILE spell a third of it "
+                             f"(default {DEFAULTS['fault_seconds']})")
+    parser.add_argument("--fault-modules", metavar="DIR",
+                        default=os.path.join(REPO_DIR, "test", "modules"),
+                        help="where scripts/build.sh left mod_test_fault.so "
+                             "and emfile_shim.so (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2,
                         help="wrk threads (default 2; the skewed workloads "
                              "always use 10)")
@@ -174,7 +193,8 @@ def parse_args(argv):
     parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
     args = parser.parse_args(argv)
     preset = QUICK if args.quick else DEFAULTS
-    for key in ("runs", "duration", "warmup", "slots", "slow_slots"):
+    for key in ("runs", "duration", "warmup", "slots", "slow_slots",
+                "fault_seconds"):
         if getattr(args, key) is None:
             setattr(args, key, preset[key])
     args.concurrency_given = bool(args.concurrency)
@@ -191,6 +211,11 @@ def _validate(args):
     if not args.concurrency_given \
             and all(WORKLOADS[name].idle for name in args.workloads):
         args.concurrency = list(IDLE_DEFAULTS["concurrency"])
+    if not args.concurrency_given \
+            and all(WORKLOADS[name].fault for name in args.workloads):
+        args.concurrency = list(FAULTS_CONCURRENCY)
+    if any(WORKLOADS[name].fault for name in args.workloads):
+        _validate_faults(args)
     if args.runs < 1 or args.duration < 1 or args.warmup < 0:
         raise UsageError("--runs and --duration must be at least 1, "
                          "--warmup at least 0")
@@ -224,6 +249,18 @@ def _validate(args):
         raise UsageError(f"nginx not found ({args.nginx}): install it "
                          f"(apt-get install nginx), pass --nginx PATH, or "
                          f"leave it out of --servers")
+
+
+def _validate_faults(args):
+    """The faults workloads' window and fault modules."""
+    if args.fault_seconds < 3:
+        raise UsageError(f"--fault-seconds must be at least 3, got "
+                         f"{args.fault_seconds}")
+    missing = [path for path in faults.needed_modules(args.fault_modules)
+               if not os.path.exists(path)]
+    if missing:
+        raise UsageError(f"the faults workloads need {', '.join(missing)}: "
+                         f"run scripts/build.sh or pass --fault-modules")
 
 
 def _validate_idle(args):
@@ -422,7 +459,8 @@ def publish(out_dir):
     around the markers (the reading of the numbers) stays as written. A
     run of skewed workloads only goes to the skewed-load section, as its
     side-by-side tables (the full tables stay in its report.md); a run of
-    the idle workload only, to the idle section, as its idle tables."""
+    the idle workload only, to the idle section, as its idle tables; a
+    run of faults workloads only, to the faults section."""
     meta, records = _load_run(out_dir)
     points = report.summarize(records)
     options = meta["options"]
@@ -430,7 +468,9 @@ def publish(out_dir):
         (lambda w: w.skewed, SKEW_DOCS_BEGIN, SKEW_DOCS_END,
          report.skew_section, "The skewed workloads side by side"),
         (lambda w: w.idle, IDLE_DOCS_BEGIN, IDLE_DOCS_END,
-         report.idle_section, "Idle connections beside the active load"))
+         report.idle_section, "Idle connections beside the active load"),
+        (lambda w: w.fault, FAULTS_DOCS_BEGIN, FAULTS_DOCS_END,
+         faults.section, "Faults side by side"))
     for belongs, begin, end, section, title in sections:
         if all(belongs(WORKLOADS[name]) for name in options["workloads"]):
             text = "\n".join(report.context_lines(meta, "###")) + "\n" \
@@ -483,7 +523,8 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                 warmup_s=args.warmup, threads=args.threads,
                 timeout_s=args.timeout, base_port=args.base_port,
                 slow_slots=args.slow_slots,
-                idle_connections=args.idle_connections)
+                idle_connections=args.idle_connections,
+                fault_s=args.fault_seconds)
     runs_bucketed = any(spec.mpm == "bucketed"
                         for specs in by_level.values() for spec in specs)
     meta = {"started_at": time.strftime("%Y-%m-%d %H:%M:%S %z"),
@@ -494,6 +535,7 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                 "warmup_s": args.warmup, "slots": args.slots,
                 "slow_slots": args.slow_slots,
                 "idle_connections": args.idle_connections,
+                "fault_s": args.fault_seconds,
                 "wrk_threads": args.threads, "timeout_s": args.timeout,
                 "base_port": args.base_port, "quick": args.quick},
             "machine": environment.machine_facts(tools),

@@ -150,8 +150,17 @@ def php_lines(root):
             "</FilesMatch>"]
 
 
-def httpd_processes(mpm, slots, child_model=""):
-    """Processes an httpd runs once started: the parent and its children."""
+# StartServers of the MPMs' defaults: prefork (and bucketed's prefork
+# model) 5, event (and bucketed's event model) 3.
+DEFAULT_START_SERVERS = {"prefork": 5, "event": 3}
+
+
+def httpd_processes(mpm, slots, child_model="", capacity=True):
+    """Processes an httpd runs once started: the parent and its children
+    (capacity False: with the MPM's default limits)."""
+    if not capacity:
+        model = "event" if _threaded(mpm, child_model) else "prefork"
+        return 1 + DEFAULT_START_SERVERS[model]
     if _threaded(mpm, child_model):
         return 1 + slots // EVENT_THREADS_PER_CHILD
     return 1 + slots
@@ -161,7 +170,7 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
                  slots, directives=(), status_module=None, run_as=None,
                  slow_handler=False, child_model="",
                  keepalive_timeout_s=KEEPALIVE_TIMEOUT_S, async_factor=None,
-                 php=False):
+                 php=False, capacity=True):
     """httpd.conf for one server.
 
     root: the server's private directory (ServerRoot, logs, pid, runtime);
@@ -171,7 +180,9 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
     group) when started as root, which httpd then switches its children to;
     slow_handler: serve SLOW_NAME in the document root as a Lua handler;
     async_factor: see httpd_capacity (the idle workload sets it);
-    php: run .php files with mod_php (module_paths must hold "php")."""
+    php: run .php files with mod_php (module_paths must hold "php");
+    capacity: False leaves the MPM's default limits (the faults
+    workloads), slots unused."""
     lines = [
         f"ServerRoot {_quote(root)}",
         f"DefaultRuntimeDir {_quote(root + '/run')}",
@@ -209,7 +220,10 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
                   "</Files>"]
     if php:
         lines += php_lines(root)
-    lines += httpd_capacity(mpm, slots, child_model, async_factor)
+    if capacity:
+        lines += httpd_capacity(mpm, slots, child_model, async_factor)
+    elif child_model:
+        lines.append(f"ChildModel {child_model}")
     lines += list(directives)
     if status_module:
         lines += [f"<Location {STATUS_PATH}>",

@@ -24,6 +24,8 @@ class Tools:
     shim: str            # noreuseport.so, or "" when no level needs it
     slots: int
     cores: int
+    # mod_test_fault.so and emfile_shim.so (the faults workloads).
+    fault_modules: str = ""
 
     def mpm_module(self, mpm):
         if mpm == "bucketed":

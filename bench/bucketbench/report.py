@@ -3,7 +3,7 @@
 import json
 from collections import defaultdict
 
-from . import stats, steering
+from . import faults, stats, steering
 from .catalog import (IDLE_BASELINE, IDLE_TARGET_SERVERS, KERNEL_LEVELS,
                       NATIVE, RATIO_BASELINES, TARGET_SERVERS, WORKLOADS)
 
@@ -47,8 +47,41 @@ def _bucket_summary(runs):
                  if s["spread"] is not None])}
 
 
+def _point_head(runs):
+    """What every point says: where, what, how many runs, what failed."""
+    first = runs[0]
+    return {
+        "kernel_level": first["kernel_level"],
+        "emulated": first["kernel_level"] != NATIVE,
+        "workload": first["workload"],
+        "concurrency": first["concurrency"], "server": first["server"],
+        "label": first["label"], "runs": len(runs),
+        "ok_runs": sum(1 for r in runs if r["ok"]),
+        "failures": [{"round": r["round"], "error": r["error"],
+                      "error_log_tail": r["error_log_tail"]}
+                     for r in runs if not r["ok"]],
+        "restarts": [{"round": r["round"],
+                      "log_before_restart": r["log_before_restart"]}
+                     for r in runs if r["ok"] and r["restarted"]]}
+
+
+def _summarize_fault_point(runs):
+    """A faults workload's point: the head, the fault's summary
+    (faults.summarize_runs) and the hang's loaded req/s as rps."""
+    point = _point_head(runs)
+    good = [r for r in runs if r["ok"]]
+    point["fault"] = faults.summarize_runs(runs)
+    point["rps"] = stats.summarize([r.get("rps") for r in good])
+    point["by_round"] = [{"round": r["round"], "rps": r.get("rps"),
+                          "p99": r["fault"]["latency_ms"]["p99"]}
+                         for r in good]
+    return point
+
+
 def _summarize_point(runs):
     first = runs[0]
+    if WORKLOADS[first["workload"]].fault:
+        return _summarize_fault_point(runs)
     good = [r for r in runs if r["ok"]]
     point = {
         "kernel_level": first["kernel_level"],
@@ -172,7 +205,7 @@ def summarize(records):
                        for r in theirs})
             point["ratios"][baseline] = {"median": stats.median(per_round),
                                          "per_round": per_round}
-            if point["idle"] and baseline == IDLE_BASELINE:
+            if point.get("idle") and baseline == IDLE_BASELINE:
                 point["idle"]["vs_" + baseline] = _idle_ratios(
                     grouped[(level, workload, concurrency, server)], theirs)
     # Records arrive in running order, so the points keep it: level,
@@ -556,8 +589,12 @@ def _groups(points, options, field, option=None):
 
 def workload_groups(points, options):
     """(level, workload, points) for each kernel level and workload that has
-    points, in the order of the options."""
-    return _groups(points, options, "workload", "workloads")
+    points, in the order of the options; the faults workloads, which have
+    their own section (faults.section), plot and sweep nothing."""
+    for level, workload, group in _groups(points, options, "workload",
+                                          "workloads"):
+        if not WORKLOADS[workload].fault:
+            yield level, workload, group
 
 
 def _module_lines(modules):
@@ -589,6 +626,12 @@ def context_lines(meta, heading="#"):
              "", "Kernel levels:"]
     for level in options["levels"]:
         lines.append(f"- `{level_title(level)}`: {KERNEL_LEVELS[level]}")
+    if all(WORKLOADS[name].fault for name in options["workloads"]):
+        return lines + ["", f"Each fault ran {options['runs']} times per "
+                        "server, servers interleaved within each round; "
+                        "every server was started fresh per workload, "
+                        "without warm-up. --duration, --warmup and --slots "
+                        "do not apply (see the faults section).", ""]
     lines += ["", "Each point ran " f"{options['runs']} times for "
               f"{options['duration_s']} s, servers interleaved within each "
               "round; every server was started fresh per workload and "
@@ -617,6 +660,7 @@ def render_markdown(meta, points, plots, top_level=1):
         lines.append("")
     for section in (skew_section(points, options, h2),
                     idle_section(points, options, h2),
+                    faults.section(points, options, h2),
                     steering.section(points, options, h2)):
         if section:
             lines += [section, ""]

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import bucket_status, configs, idle, load, procfs
+from . import bucket_status, configs, faults, idle, load, procfs
 from .catalog import (MIXED, MIXED_SLOW_EVERY, SLOW, WORKLOADS,
                       server_label, unsupported_reason)
 from .net import free_ports
@@ -45,6 +45,7 @@ class Plan:
     base_port: int = None
     slow_slots: int = None   # slots for the slow handler's workloads
     idle_connections: int = 0   # held open in the idle workload
+    fault_s: int = faults.DEFAULT_FAULT_S   # the faults' window
 
     def servers_for(self, level, workload):
         """The servers of a level that can serve the workload."""
@@ -126,6 +127,8 @@ class Progress:
 def _describe(record):
     if not record["ok"]:
         return "FAILED: " + record["error"].splitlines()[0]
+    if record.get("fault"):
+        return faults.describe(record["fault"])
     errors = sum(record["errors"].values())
     p99 = record["latency_ms"]["p99"] if record["latency_ms"] else None
     p99_text = f"{p99:.1f} ms" if p99 is not None else "n/a"
@@ -177,7 +180,7 @@ class Runner:
                             workdir, self.tools, slots=slots,
                             handler=workload.handler,
                             idle_connections=self.plan.idle_connections
-                            if workload.idle else 0)
+                            if workload.idle else 0, fault=workload.fault)
             server.launch()
             self.running.append(server)
             servers.append(server)
@@ -230,7 +233,9 @@ class Runner:
             document=configs.document(workload.handler)[0])
 
     def _warm_up(self, server, workload):
-        if not server.alive() or not self.plan.warmup_s:
+        # A fault run starts from the server as it started (crash-exit
+        # would turn its children over).
+        if not server.alive() or not self.plan.warmup_s or workload.fault:
             return
         command = self._wrk_command(server, workload,
                                     max(self.plan.concurrency),
@@ -280,6 +285,21 @@ class Runner:
                 bucket_status.fetch_status(server.ports[0], HTTP_TIMEOUT_S))
             if is_bucketed else None,
         })
+        return result
+
+    def _measure_fault(self, server, workload, concurrency):
+        """One run of a faults workload (faults.py): the probes' outcomes
+        and the fault's own numbers; the hang's wrk load at concurrency."""
+        def wrk_command(seconds):
+            return self._wrk_command(server, workload, concurrency, seconds)
+        context = faults.Context(server=server, fault_s=self.plan.fault_s,
+                                 wrk_command=wrk_command,
+                                 log_dir=server.workdir)
+        result = faults.measure(workload.fault, context)
+        # A server that exits on the fault (emfile) is restarted for the
+        # next run; the record says so in result["fault"]["survived"].
+        result["server_processes"] = len(procfs.process_tree(server.pid)) \
+            if server.alive() else 0
         return result
 
     def _fresh_start(self, server, workload):
@@ -354,7 +374,10 @@ class Runner:
                           error_log_tail=server.error_log_tail())
             return record
         try:
-            if workload.idle:
+            if workload.fault:
+                record.update(self._measure_fault(server, workload,
+                                                  concurrency))
+            elif workload.idle:
                 self.used.add(server)
                 record.update(self._measure_idle(server, workload,
                                                  concurrency))
@@ -362,7 +385,8 @@ class Runner:
                 record.update(self._measure(server, workload, concurrency,
                                             round_no == self.plan.runs))
             record.update(ok=True, error=None, error_log_tail=None)
-        except (ServerError, load.LoadError, OSError) as error:
+        except (ServerError, load.LoadError, faults.FaultError,
+                OSError) as error:
             record.update(ok=False, error=str(error),
                           error_log_tail=server.error_log_tail())
         return record

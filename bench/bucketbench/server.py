@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from . import configs, idle, procfs
+from . import configs, faults, idle, procfs
 from .catalog import NO_REUSEPORT, PHP, STATIC, USES_SLOW_HANDLER
 from .net import Timeout, http_get
 
@@ -53,10 +53,13 @@ class Server:
     PHP); with SLOW or MIXED the server also serves the slow handler, with
     PHP the PHP page under mod_php; idle_connections: how many idle
     keep-alive connections the idle workload holds (0: not that workload),
-    which sets the keep-alive timeout and the room for them (idle.py)."""
+    which sets the keep-alive timeout and the room for them (idle.py);
+    fault: a faults workload's kind (faults.py), which leaves the MPM's
+    default limits, sets bucketed's BucketCount and adds the fault's
+    module, files and environment."""
 
     def __init__(self, spec, level, ports, workdir, tools, slots=None,
-                 handler=STATIC, idle_connections=0):
+                 handler=STATIC, idle_connections=0, fault=""):
         self.spec = spec
         self.level = level
         self.ports = ports
@@ -65,6 +68,10 @@ class Server:
         self.slots = slots or tools.slots
         self.handler = handler
         self.idle_connections = idle_connections
+        self.fault = fault
+        self.fault_settings = faults.server_settings(
+            fault, tools.fault_modules, workdir) if fault \
+            else faults.ServerSettings()
         self.process = None
         self.expected_processes = 0
         # Failed starts since the last good one, and the latest error.
@@ -110,19 +117,34 @@ class Server:
                 mpm=self.spec.mpm,
                 mpm_module=self.tools.mpm_module(self.spec.mpm),
                 module_paths=self.tools.httpd_modules(slow, php),
-                slots=slots, directives=self.spec.directives,
+                slots=slots, directives=self._directives(),
                 status_module=self.tools.status_module
                 if self.spec.mpm == "bucketed" else None,
                 run_as=run_as_user(), slow_handler=slow,
                 child_model=self.spec.child_model,
                 keepalive_timeout_s=keepalive_s,
                 async_factor=idle.async_factor(self.idle_connections, slots)
-                if self.idle_connections else None, php=php)
+                if self.idle_connections else None, php=php,
+                capacity=not self.fault)
             self.expected_processes = configs.httpd_processes(
-                self.spec.mpm, slots, self.spec.child_model)
+                self.spec.mpm, slots, self.spec.child_model,
+                capacity=not self.fault)
+            for name in self.fault_settings.files:
+                with open(os.path.join(self.workdir, name), "w"):
+                    pass
             self.config_path = os.path.join(self.workdir, "httpd.conf")
         with open(self.config_path, "w") as conf:
             conf.write(text)
+
+    def _directives(self):
+        """The server's own directives, and a fault's (bucketed with
+        faults.FAULT_BUCKETS buckets)."""
+        if not self.fault:
+            return self.spec.directives
+        own = list(self.spec.directives)
+        if self.spec.mpm == "bucketed":
+            own = faults.with_bucket_count(own)
+        return own + self.fault_settings.directives
 
     def _write_php_files(self, docroot):
         """The PHP page and the php.ini that mod_php reads instead of the
@@ -146,6 +168,10 @@ class Server:
             env["LD_PRELOAD"] = self.tools.shim
         if self.handler == PHP:
             env.update(configs.PHP_SCAN_DIR_ENV)
+        for key, value in self.fault_settings.environment.items():
+            # Both shims when the kernel level has one too.
+            env[key] = f"{env[key]} {value}" if key == "LD_PRELOAD" \
+                and key in env else value
         return env
 
     def error_log_tail(self, lines=ERROR_LOG_TAIL_LINES):
