@@ -288,45 +288,40 @@ class Context:
     log_dir: str
 
 
-def _crash(ctx):
+def _probe_beside(ctx, fault, path, rate, log_text):
+    """Probes while a background client GETs `path` at `rate` a second
+    for the fault's window; the probes' result, what the client sent and
+    how often `log_text` came up in the error log meanwhile."""
     server = ctx.server
     port = server.ports[0]
-    seconds = windows(ctx.fault_s)[CRASH]
-    before = _log_count(server, CRASH_LOG_TEXT)
+    seconds = windows(ctx.fault_s)[fault]
+    before = _log_count(server, log_text)
     stop = threading.Event()
-    crasher = Background(paced_requests, port, CRASH_PATH, CRASH_RATE,
-                         seconds, stop)
+    client = Background(paced_requests, port, path, rate, seconds, stop)
     probes = Probes(port)
     try:
-        probes.until(lambda: not crasher.running(),
+        probes.until(lambda: not client.running(),
                      time.monotonic() + seconds + PROBE_TIMEOUT_S)
     finally:
         stop.set()
-        sent = crasher.result(PROBE_TIMEOUT_S + 5)
-    return probes.result() | {
-        "window_s": seconds, "crash_requests": sent,
-        "crashes": _log_count(server, CRASH_LOG_TEXT) - before}
+        sent = client.result(PROBE_TIMEOUT_S + 5)
+    return (probes.result() | {"window_s": seconds},
+            sent, _log_count(server, log_text) - before)
+
+
+def _crash(ctx):
+    result, sent, crashes = _probe_beside(ctx, CRASH, CRASH_PATH,
+                                          CRASH_RATE, CRASH_LOG_TEXT)
+    return result | {"crash_requests": sent, "crashes": crashes}
 
 
 def _crash_exit(ctx):
-    server = ctx.server
-    port = server.ports[0]
-    seconds = windows(ctx.fault_s)[CRASH_EXIT]
-    before = _log_count(server, SEGFAULT_LOG_TEXT)
-    stop = threading.Event()
-    churn = Background(paced_requests, port, "/" + configs.DOC_NAME,
-                       CHURN_RATE, seconds, stop)
-    probes = Probes(port)
-    try:
-        probes.until(lambda: not churn.running(),
-                     time.monotonic() + seconds + PROBE_TIMEOUT_S)
-    finally:
-        stop.set()
-        sent = churn.result(PROBE_TIMEOUT_S + 5)
-    return probes.result() | {
-        "window_s": seconds, "churn_requests": sent,
-        "max_connections_per_child": CRASH_EXIT_MCPC,
-        "crashes": _log_count(server, SEGFAULT_LOG_TEXT) - before}
+    result, sent, crashes = _probe_beside(ctx, CRASH_EXIT,
+                                          "/" + configs.DOC_NAME, CHURN_RATE,
+                                          SEGFAULT_LOG_TEXT)
+    return result | {"churn_requests": sent,
+                     "max_connections_per_child": CRASH_EXIT_MCPC,
+                     "crashes": crashes}
 
 
 def hang_victims(server):

@@ -44,6 +44,19 @@ static void wait_without_thread(event_child_ctx *ctx, ev_conn *ec)
     ev_start_waiting(ctx, ec);
 }
 
+/* Hands the connection to the set until its socket is readable (or
+ * writable), within Timeout; `next` then: another flush (write
+ * completion) or the hooks again (a module's CONN_STATE_ASYNC_WAITIO). */
+static void wait_for_io(event_child_ctx *ctx, ev_conn *ec, int want_write,
+                        event_next_e next)
+{
+    ec->want_write = want_write;
+    ec->step = next;
+    ec->wait = WAIT_IO;
+    ec->waitio = next == EVENT_NEXT_PROCESS;
+    wait_without_thread(ctx, ec);
+}
+
 /* Lingering close: the pre-close hooks, what is left of the output, the
  * write side shut; then the keeper drains what the client still sends
  * until it closes or the timeout ends. */
@@ -190,21 +203,15 @@ static void serve_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
             continue;
         case EVENT_NEXT_WAIT_WRITE:
         case EVENT_NEXT_WAIT_READ:
-            ec->want_write = ec->step == EVENT_NEXT_WAIT_WRITE;
-            ec->step = EVENT_NEXT_FLUSH;
-            ec->wait = WAIT_IO;
-            ec->waitio = 0;
-            wait_without_thread(ctx, ec);
+            wait_for_io(ctx, ec, ec->step == EVENT_NEXT_WAIT_WRITE,
+                        EVENT_NEXT_FLUSH);
             return;
         case EVENT_NEXT_WAITIO_READ:
         case EVENT_NEXT_WAITIO_WRITE:
             /* A module (mod_http2) waits for I/O without a worker: the
-             * hooks run again once the socket is ready (Timeout). */
-            ec->want_write = ec->step == EVENT_NEXT_WAITIO_WRITE;
-            ec->step = EVENT_NEXT_PROCESS;
-            ec->wait = WAIT_IO;
-            ec->waitio = 1;
-            wait_without_thread(ctx, ec);
+             * hooks run again once the socket is ready. */
+            wait_for_io(ctx, ec, ec->step == EVENT_NEXT_WAITIO_WRITE,
+                        EVENT_NEXT_PROCESS);
             return;
         case EVENT_NEXT_KEEPALIVE:
             if (IS(ctx, leaving) || IS(ctx, dying)) {
