@@ -5,6 +5,7 @@ that network errors may hold up meanwhile.
 Every address here is 127.0.0.1: nothing leaves the machine."""
 
 import http.client
+import random
 import socket
 import time
 
@@ -13,16 +14,44 @@ LOOPBACK = "127.0.0.1"
 HTTP_TIMEOUT = 15
 
 
+# Where free_ports() looks: below the kernel's ephemeral range (32768 and
+# up by default), which every outgoing connection takes its local port
+# from. A port picked there is free when picked, but a client connection of
+# the tests or the harness can take it before the server binds it ("Address
+# already in use" at start-up, seen in CI-like runs); nothing takes a port
+# below the range unasked.
+PORT_RANGE = (20000, 32000)
+
+
+def _ephemeral_floor():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return PORT_RANGE[1]
+
+
 def free_ports(count):
-    """count distinct loopback ports the kernel picked as free, by binding
-    port 0. All probes stay bound until every port is found, so none
-    repeats; then they are released for the server."""
+    """count distinct loopback ports that can be bound now, picked at
+    random below the kernel's ephemeral range. All probes stay bound until
+    every port is found, so none repeats; then they are released for the
+    server."""
+    low, high = PORT_RANGE[0], min(PORT_RANGE[1], _ephemeral_floor())
+    candidates = random.sample(range(low, high), high - low)
     probes = []
     try:
-        for _ in range(count):
+        for port in candidates:
+            if len(probes) == count:
+                break
             probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                probe.bind((LOOPBACK, port))
+            except OSError:
+                probe.close()
+                continue
             probes.append(probe)
-            probe.bind((LOOPBACK, 0))
+        if len(probes) < count:
+            raise OSError(f"no {count} free loopback ports in {low}-{high}")
         return [probe.getsockname()[1] for probe in probes]
     finally:
         for probe in probes:
