@@ -338,6 +338,16 @@ static void test_reclaim_count(void **state)
                                          0x7fffffff, 0x7fffffff, 5), 0);
 }
 
+static void test_reclaimable(void **state)
+{
+    (void)state;
+    /* A client between two requests keeps its connection. */
+    assert_false(event_reclaimable(0));
+    assert_false(event_reclaimable(EVENT_RECLAIM_MIN_IDLE - 1));
+    assert_true(event_reclaimable(EVENT_RECLAIM_MIN_IDLE));
+    assert_true(event_reclaimable(apr_time_from_sec(30)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -355,6 +365,7 @@ int main(void)
         POOL_TEST(test_may_accept),
         POOL_TEST(test_should_listen),
         POOL_TEST(test_reclaim_count),
+        POOL_TEST(test_reclaimable),
     };
 
     return RUN_POOL_TESTS(tests);

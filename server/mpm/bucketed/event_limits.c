@@ -258,6 +258,11 @@ int event_reclaim_count(int connections, int idle_workers,
     return over + 1 < keepalive_idle ? (int)(over + 1) : keepalive_idle;
 }
 
+int event_reclaimable(apr_interval_time_t idle_for)
+{
+    return idle_for >= EVENT_RECLAIM_MIN_IDLE;
+}
+
 int event_may_accept(int connections, int idle_workers, int threads_per_child,
                      int async_factor_scaled)
 {

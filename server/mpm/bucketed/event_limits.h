@@ -93,6 +93,16 @@ int event_reclaim_count(int connections, int idle_workers,
                         int threads_per_child, int async_factor_scaled,
                         int keepalive_idle);
 
+/* How long a keep-alive connection must have been idle to be closed that
+ * way: one idle for less is likely a busy client between two requests,
+ * which would see its next request fail; one idle for longer is a client
+ * that reconnects, if ever, without its user noticing. */
+#define EVENT_RECLAIM_MIN_IDLE apr_time_from_msec(500)
+
+/* Whether a keep-alive connection idle for idle_for may be closed to admit
+ * a new one. */
+int event_reclaimable(apr_interval_time_t idle_for);
+
 /* Whether an event child's listening sockets belong in the epoll set its
  * workers wait in: the second half of the rule above only. The first
  * half needs no help there: the kernel wakes only a child with a worker

@@ -257,13 +257,18 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx)
                                    ctx->idle_workers - ctx->queued,
                                    ctx->threads, ctx->conf->async_factor,
                                    q->count);
+    apr_time_t now = apr_time_now();
     int done = 0;
 
+    /* Oldest first: the list is in deadline order (virtual hosts with
+     * another KeepAliveTimeout aside). */
     while (done < want && t != NULL) {
         event_timer *next = t->next;
         ev_conn *ec = (ev_conn *)((char *)t - APR_OFFSETOF(ev_conn, timer));
+        apr_interval_time_t idle_for =
+            now - (t->expiry - ec->c->base_server->keep_alive_timeout);
 
-        if (!input_waiting(ctx, ec)) {
+        if (event_reclaimable(idle_for) && !input_waiting(ctx, ec)) {
             timer_queue_remove(q, t);
             ec->reclaimed = 1;
             ctx->reclaimed++;
@@ -273,8 +278,6 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx)
         t = next;
     }
     if (done > 0) {
-        apr_time_t now = apr_time_now();
-
         bucket_stats_count_reclaimed(ctx->retained, ctx->bucket, done);
         if (now - ctx->reclaim_logged >= RECLAIM_LOG_INTERVAL) {
             ctx->reclaim_logged = now;
