@@ -404,6 +404,16 @@ class Httpd:
         return printed + self.error_log()
 
 
+def recv_exactly(sock, n):
+    """n bytes from a socket; fails if the server closes it first."""
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "connection closed by the server"
+        data += chunk
+    return data
+
+
 # ---------------------------------------------------------------- buckets
 
 def bucket_sockets_of(server, child):

@@ -6,7 +6,7 @@ restarts under keep-alive and Connection: close load lose nothing; a
 graceful stop finishes a slow request and closes idle keep-alive
 connections cleanly; a killed child is replaced in its bucket;
 MaxConnectionsPerChild recycles children without a failed request;
-mod_status shows the async table; HTTP/2 (h2c) through mod_http2; mod_php
+mod_status shows the async table (HTTP/2: test_http2.py); mod_php
 refuses a threaded MPM with its own message; bad thread directives fail
 `-t` naming them; WebSocket through mod_proxy_wstunnel.
 """
@@ -32,6 +32,7 @@ from httpd_fixture import (APACHE_MODULES, CGI_BODY, HTTP_TIMEOUT, Httpd,
                            STOP_TIMEOUT, BackgroundGet,
                            Load, LoadResult, Timeout, alive, children_of,
                            connection_refused, free_ports, http_get,
+                           recv_exactly,
                            listening_inodes, need_build, socket_inodes_of,
                            wait_until)
 from httpd_fixture import make_httpd  # noqa: F401 (fixture)
@@ -735,23 +736,6 @@ def test_mod_status_shows_async_table(make_httpd):
             c.close()
 
 
-@pytest.mark.skipif(shutil.which("h2load") is None,
-                    reason="needs h2load (nghttp2-client)")
-def test_h2c_through_mod_http2(make_httpd):
-    server = event_server(make_httpd, "ThreadsPerChild 8\n"
-                                      "MaxRequestWorkers 32\n"
-                          + module_line("http2", "mod_http2.so") + "\n"
-                          "Protocols h2c http/1.1\n")
-    server.start()
-    out = subprocess.run(["h2load", "-n", "5000", "-c", "10", "-m", "10",
-                          f"http://{LOOPBACK}:{server.ports[0]}/"],
-                         capture_output=True, text=True, timeout=120)
-    print(out.stdout[-800:])
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "5000 succeeded, 0 failed, 0 errored" in out.stdout
-    assert "h2c" in out.stdout
-
-
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 def test_tls_keepalive_through_mod_ssl(make_httpd, tmp_path):
     """TLS connections kept alive without a thread between requests
@@ -883,7 +867,7 @@ ECHO_BACKEND = r'''
 import base64, hashlib, socket, sys, threading
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
-def recv_exact(c, n):
+def recv_exactly(c, n):
     data = b""
     while len(data) < n:
         chunk = c.recv(n - len(data))
@@ -908,15 +892,15 @@ def serve(c):
                   + accept + b"\r\n\r\n")
         while True:
             try:
-                b0, b1 = recv_exact(c, 2)
+                b0, b1 = recv_exactly(c, 2)
             except EOFError:
                 return
             n = b1 & 0x7f
             if n == 126:
-                n = int.from_bytes(recv_exact(c, 2), "big")
-            mask = recv_exact(c, 4)
+                n = int.from_bytes(recv_exactly(c, 2), "big")
+            mask = recv_exactly(c, 4)
             payload = bytes(x ^ mask[i % 4] for i, x in
-                            enumerate(recv_exact(c, n)))
+                            enumerate(recv_exactly(c, n)))
             if b0 & 0x0f == 8:
                 c.sendall(bytes([0x88, 0]))
                 return
@@ -939,15 +923,6 @@ def ws_frame(payload):
     masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
     assert len(payload) < 126
     return bytes([0x81, 0x80 | len(payload)]) + mask + masked
-
-
-def recv_exact(sock, n):
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "connection closed"
-        data += chunk
-    return data
 
 
 @pytest.fixture
@@ -993,6 +968,6 @@ def test_websocket_echo_through_proxy_wstunnel(make_httpd, echo_backend):
         for i in range(20):
             message = f"hello {i}".encode()
             s.sendall(ws_frame(message))
-            b0, n = recv_exact(s, 2)
+            b0, n = recv_exactly(s, 2)
             assert b0 == 0x81
-            assert recv_exact(s, n) == message
+            assert recv_exactly(s, n) == message

@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from httpd_fixture import APACHE_MODULES, INDEX_BODY, LOOPBACK, http_get
+from httpd_fixture import (APACHE_MODULES, INDEX_BODY, LOOPBACK, http_get,
+                           recv_exactly)
 from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 H2 = (f"LoadModule http2_module {APACHE_MODULES}/mod_http2.so\n"
@@ -32,26 +33,17 @@ GET_STREAM_1 = (len(GET_BLOCK).to_bytes(3, "big") + bytes([1, 0x05])
                 + (1).to_bytes(4, "big") + GET_BLOCK)
 
 
-def read_exactly(sock, n):
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "closed by the server"
-        data += chunk
-    return data
-
-
 def idle_h2c(port):
     """An HTTP/2 connection (prior knowledge) that made one request, got
     its whole answer, and now idles, as a browser's does between pages."""
     sock = socket.create_connection((LOOPBACK, port), timeout=ANSWER_TIMEOUT)
     sock.sendall(PREFACE + GET_STREAM_1)
     while True:
-        header = read_exactly(sock, 9)
+        header = recv_exactly(sock, 9)
         length = int.from_bytes(header[:3], "big")
         kind, flags = header[3], header[4]
         stream = int.from_bytes(header[5:9], "big") & 0x7fffffff
-        read_exactly(sock, length)
+        recv_exactly(sock, length)
         # DATA or HEADERS ending stream 1: the answer is complete.
         if stream == 1 and kind in (0, 1) and flags & 0x1:
             return sock
@@ -72,8 +64,31 @@ def test_idle_http2_connections_leave_room_for_new_requests(make_httpd):
             s.close()
 
 
-@pytest.mark.skipif(shutil.which("h2load") is None,
-                    reason="needs h2load (nghttp2-client)")
+NEEDS_H2LOAD = pytest.mark.skipif(shutil.which("h2load") is None,
+                                  reason="needs h2load (nghttp2-client)")
+
+
+def h2load(server, requests, *args):
+    """h2load against the server's first port; asserts that every request
+    succeeded and returns its output."""
+    out = subprocess.run(["h2load", "-n", str(requests), *args,
+                          f"http://{LOOPBACK}:{server.ports[0]}/"],
+                         capture_output=True, text=True, timeout=120)
+    print(out.stdout[-800:])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"{requests} succeeded, 0 failed, 0 errored" in out.stdout
+    return out.stdout
+
+
+@NEEDS_H2LOAD
+def test_h2c_through_mod_http2(make_httpd):
+    server = make_httpd(directives="ChildModel event\nThreadsPerChild 8\n"
+                                   "MaxRequestWorkers 32\n" + H2)
+    server.start()
+    assert "h2c" in h2load(server, 5000, "-c", "10", "-m", "10")
+
+
+@NEEDS_H2LOAD
 def test_many_short_http2_connections_with_streams_complete(make_httpd):
     # Room for every connection (16 children of 4 workers, each may hold
     # 4 + idle workers x 20 however busy its workers get): this is about
@@ -87,12 +102,7 @@ def test_many_short_http2_connections_with_streams_complete(make_httpd):
     server.start()
     # 200 connections of 10 requests each, 4 streams at a time: each
     # connection opens, multiplexes and closes while others do the same.
-    out = subprocess.run(["h2load", "-n", "2000", "-c", "200", "-m", "4",
-                          "-t", "2", f"http://{LOOPBACK}:{server.ports[0]}/"],
-                         capture_output=True, text=True, timeout=120)
-    print(out.stdout[-600:])
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "2000 succeeded, 0 failed, 0 errored" in out.stdout
+    h2load(server, 2000, "-c", "200", "-m", "4", "-t", "2")
     assert http_get(server.ports[0]) == (200, INDEX_BODY)
     log = server.error_log()
     assert "AH00052" not in log   # no child crashed
