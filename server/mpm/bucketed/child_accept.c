@@ -106,7 +106,7 @@ static apr_status_t epoll_init(accept_waiter *w, apr_pool_t *pchild)
 /* Whether a leave signal waits, blocked, for delivery. */
 static int leave_pending(accept_waiter *w)
 {
-    sigset_t pending;
+    sigset_t pending, leave;
 
     if (sigpending(&pending) < 0) {
         int err = errno;
@@ -115,9 +115,8 @@ static int leave_pending(accept_waiter *w)
                      w->bucket);
         return 0;
     }
-    return sigismember(&pending, AP_SIG_GRACEFUL) == 1
-           || sigismember(&pending, AP_SIG_GRACEFUL_STOP) == 1
-           || sigismember(&pending, SIGINT) == 1;
+    sigandset(&leave, &pending, &w->leave_signals);
+    return !sigisemptyset(&leave);
 }
 
 static apr_status_t wait_epoll(accept_waiter *w, apr_socket_t **csd,
