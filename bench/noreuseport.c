@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * noreuseport.so: an LD_PRELOAD shim that emulates an older kernel by
  * refusing, with the errno such a kernel gives, what it lacked.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds bucketed out of tree against the installed httpd (apxs), warnings as errors.
 set -eu
 cd "$(dirname "$0")/.."

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The main job: install dependencies, build bucketed, start Debian's httpd with it on a
 # loopback port, show it serving and its buckets, then a short side-by-side benchmark
 # against stock prefork, stock event and nginx. Stops everything it started.

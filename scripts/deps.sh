@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs what building, running, testing and benchmarking bucketed need on Debian 12.
 set -eu
 packages="apache2 apache2-dev libapr1-dev libaprutil1-dev libcmocka-dev libpcre2-dev

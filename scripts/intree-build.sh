@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds httpd from Debian's source package with the bucketed MPM added to its
 # tree, installs it into a temporary prefix, starts the installed server on a
 # loopback port and checks it, then stops it and removes everything.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds the MPM, mod_bucketed_status, the test module and the cmocka unit tests
 # with AddressSanitizer and UndefinedBehaviorSanitizer, runs the unit tests, then
 # the integration tests against Debian's /usr/sbin/apache2 with the sanitized

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs every test: cmocka unit tests, integration tests against the real httpd with
 # the module loaded, the bench harness smoke test, bucketed on a real 5.10 kernel
 # in a qemu guest, and the in-tree httpd builds.

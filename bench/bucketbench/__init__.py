@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bucketbench: the benchmark harness of bucketed (see docs/benchmarks.md).
 Its command is `python3 -m bucketbench` (or bench/run).
 

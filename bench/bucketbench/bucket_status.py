@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bucketed's status page (mod_bucketed_status), shared by the harness and
 the integration tests (test/integration). The page is plain text: header
 lines `key=value` (mpm, strategy, reason, kernel, generation, buckets,

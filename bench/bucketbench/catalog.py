@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What can be benchmarked: the server configurations, the workloads and the
 kernel feature levels, by the names the command line and the reports use."""
 

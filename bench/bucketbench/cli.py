@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/run (python3 -m bucketbench): the command line. Checks everything
 it can before any load is sent (names, tools, ports, the shim), then runs
 the plan and writes the results directory. `bench/run memory` runs the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Configuration text for the servers under test. Pure: paths, ports and
 sizes in, text out.
 

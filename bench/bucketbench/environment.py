@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The binaries and modules the harness drives, and the facts about the
 machine that every result is recorded with."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The faults workloads (issue 18): a fault injected into a running server
 while sequential probes, each a new connection asking for the static file
 with a PROBE_TIMEOUT_S limit, measure what a client meets meanwhile.

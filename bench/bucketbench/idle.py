@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The idle workload's client side: many keep-alive connections held open
 beside wrk's active load (issue 9), and the limits that allow them.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Load generation with wrk: one bounded run against one server.
 
 A Lua script does two things wrk cannot do from its command line: `setup`

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/run memory: memory checks that belong in the harness, not in tests.
 
 1. a bucketed child's proportional set size (PSS) against a stock prefork

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Loopback networking, shared by the harness and the integration tests
 (test/integration): free ports, one HTTP GET, and waiting for a condition
 that network errors may hold up meanwhile.

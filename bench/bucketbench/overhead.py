@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What bucketed's observability costs: the same load against the same
 bucketed configuration with the metrics off, on, and on with a Prometheus-
 style scrape every second, in many interleaved rounds (the way nginx-lua's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PNG plots, one per kernel level and workload: req/s against concurrency
 with min-max bars, and p99 latency against concurrency."""
 

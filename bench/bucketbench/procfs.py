@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What /proc (and ss) tells about processes and sockets, shared by the
 harness and the integration tests (test/integration): which processes run
 and whose children they are, their CPU time and memory, the sockets they

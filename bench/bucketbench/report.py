@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """From raw run records to summary.json and report.md."""
 
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The measurement loop.
 
 For each kernel level and workload, every server is started fresh (all at

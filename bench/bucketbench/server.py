@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Starting, watching and stopping one server under test.
 
 Every server lives in its own temporary directory (config, logs, pid file,

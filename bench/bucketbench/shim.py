@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The no-reuseport LD_PRELOAD shim: the built one, or one compiled now."""
 
 import os

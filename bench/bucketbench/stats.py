@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Statistics over benchmark runs. Pure functions on plain numbers, so the
 unit tests can pin every definition down on fixed inputs."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The steering rows side by side (issue 10): per kernel level, workload and
 concurrency, bucketed with BucketSteering hash (the bucketed-reuseport row),
 cpu and load against each other, stock prefork and one shared queue

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mod_bucketed_status: the bucketed MPM's listener buckets where operators
  * look for them.

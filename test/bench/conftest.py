@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared setup of the bench tests: where the repository and the build are,
 and raw run records for the summary's tests.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The faults workloads (issue 18, bench/bucketbench/faults.py): the pure
 parts on fixed inputs, then bench/run --workloads faults in a quick mode
 against stock prefork and bucketed. Checks that every fault ran and that

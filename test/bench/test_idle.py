@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The idle workload (issue 9): its pure parts on fixed inputs (limits,
 AsyncRequestWorkerFactor, memory per connection, the response parser, the
 report's rows and targets), the holder against a loopback server the test

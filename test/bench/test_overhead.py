@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/run overhead: its summary on fixed runs, then one short real run that
 checks what it writes (never the speed)."""
 import json

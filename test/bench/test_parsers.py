@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Parsing what the harness reads back: wrk's result line and bucketed's
 status page."""
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The helpers the harness shares with the integration tests (net, procfs),
 against real processes and loopback sockets."""
 import http.server

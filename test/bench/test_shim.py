@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The no-reuseport shim: SO_REUSEPORT fails as on kernels before 3.9,
 every other socket option still works."""
 import errno

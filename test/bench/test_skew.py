@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The skewed two-Listen workloads (issue 8) on fixed inputs: how wrk's
 threads carry a split, the slow handler's configuration, which servers and
 slots each workload gets, the targets and the side-by-side tables."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/run against the real servers: one point, one run, one second per
 server. Checks the output files and their schema, never the speed. Then
 bad input, which must stop the harness before any load is sent."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Issue 10's bench additions on fixed inputs: the steering rows, the PHP
 page under mod_php and the static workload with a fraction of slow
 requests (catalog entries, skip reasons, configuration text, wrk's script,

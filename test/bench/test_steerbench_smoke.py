@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Issue 10's bench additions against the real servers, with tiny settings:
 bench/run runs the PHP and the mixed slow workload once on every row that
 can serve them; a PHP server answers its page from its own php.ini; the

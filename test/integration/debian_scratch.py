@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 debian_scratch: a scratch Debian apache2 configuration tree for the tests of
 the Debian path (test_debian_*.py), built from the packages' own files, not

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 httpd_fixture: runs the real Debian httpd (/usr/sbin/apache2) with the
 bucketed MPM loaded, on ephemeral ports of 127.0.0.1, for the integration

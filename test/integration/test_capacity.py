@@ -1,17 +1,21 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 Capacity follows load: a busy Listen address is served by more than its
 bucket's even share of children, with SO_REUSEPORT (every bucket has a
 socket per address) and without it (one bucket per Listen; children move
-to the busy bucket), and a request a child proxies to its own server is
-always served, however few children there are.
+to the busy bucket), but never a child whose moving would close a client's
+connection; and a request a child proxies to its own server is always
+served, however few children there are.
 """
 import collections
+import http.client
 import re
 import time
 
 import pytest
 
-from httpd_fixture import (APACHE_MODULES, LOOPBACK, NOREUSEPORT_SO, Load,
+from httpd_fixture import (APACHE_MODULES, HTTP_TIMEOUT, INDEX_BODY,
+                           LOOPBACK, NOREUSEPORT_SO, Load, children_of,
                            http_get, need_build, wait_until)
 from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
@@ -121,6 +125,67 @@ def test_children_move_to_busy_bucket_without_reuseport(make_httpd):
     status = run_skewed(server, 2, moved)
     print("busy bucket {}, quiet bucket {}".format(*busy_and_quiet(status)))
     assert re.search(r"children move between buckets", server.error_log())
+
+
+def keepalive_get(conn):
+    """One request on a kept-alive connection; its status and body."""
+    conn.request("GET", "/")
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+def test_event_child_holding_keepalive_connections_is_not_moved(
+        make_httpd):
+    """One bucket per Listen, ChildModel event, every slot taken: the busy
+    address's bucket would take an idle child of the quiet one, but each
+    of those holds an idle keep-alive connection, which moving it would
+    close (an HTTP/2 client loses what it had not yet sent). They stay;
+    the busy bucket makes do with its own children."""
+    need_build(NOREUSEPORT_SO)
+    server = make_httpd(listens=2, cgi=True, preload=NOREUSEPORT_SO)
+    server.write_config(
+        "ChildModel event\nThreadsPerChild 2\nMaxRequestWorkers 8\n"
+        "ServerLimit 4\nStartServers 4\nMinSpareThreads 2\n"
+        "MaxSpareThreads 8\nKeepAliveTimeout 60\n"
+        + access_log_lines(server.root))
+    server.start()
+    assert server.status()["strategy"] == "listen"
+    quiet = server.ports[1]
+    log = server.root / "logs" / "access.log"
+    # Keep-alive connections to the quiet address until both of its
+    # children hold one (a child takes at most 2 + 2 x 2 connections).
+    def logged():
+        return log.read_text().splitlines() if log.exists() else []
+
+    kept, holders = [], set()
+    while len(holders) < 2 and len(kept) < 16:
+        before = len(logged())
+        conn = http.client.HTTPConnection(LOOPBACK, quiet,
+                                          timeout=HTTP_TIMEOUT)
+        assert keepalive_get(conn) == (200, INDEX_BODY)
+        kept.append(conn)
+        lines = wait_until(lambda: len(logged()) > before and logged(), 10,
+                           what="the request's access log line")
+        holders.add(int(lines[-1].split()[0]))
+    assert len(holders) == 2, holders
+    load = Load([server.ports[0]], count=10 ** 6, threads=12, seconds=60,
+                path=f"/cgi-bin/slow.cgi?{CGI_SECONDS}", body=CGI_BODY)
+    load.start()
+    try:
+        # The parent found the busy bucket short and nothing it could
+        # move (before, it moved a quiet child at once, closing what it
+        # held, and reported this only once none was left to move).
+        wait_until(lambda: "reached MaxRequestWorkers" in server.error_log(),
+                   60, what="the busy bucket to be found short")
+        for conn in kept:
+            assert keepalive_get(conn) == (200, INDEX_BODY)
+        assert holders <= set(children_of(server.pid))
+    finally:
+        result = load.stop()
+        for conn in kept:
+            conn.close()
+    assert result.failed == 0, result.errors
+    assert "moves to bucket" not in server.error_log()
 
 
 PROXY_PORTS = 8

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 The children of each bucket: all buckets accept under load, a killed child
 is replaced in its own bucket, idle surplus is trimmed bucket by bucket,

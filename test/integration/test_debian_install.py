@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Debian path: `make install`, then a2dismod mpm_prefork, a2enmod
 mpm_bucketed, configtest, serving, a2dismod, and prefork is back.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A Debian mod_php site switches to bucketed and back, keeping PHP.
 
 libapache2-mod-php8.2's php8.2.load says `# Depends: mpm_prefork`, so

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 No descriptor of the MPM leaks into processes started for other purposes,
 and scripts start with an empty signal mask (issue 18, point 5).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 Directive values: every bad one fails `httpd -t` naming its directive;
 values httpd merely adjusts pass with a warning; and what a running server

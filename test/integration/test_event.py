@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 ChildModel event against the real httpd: it serves; -V and -M say what it
 is; every bucket's children accept; idle keep-alive connections beyond the
@@ -714,6 +715,8 @@ def test_children_move_to_busy_bucket_without_reuseport(make_httpd):
         result = load.stop()
     print(f"busy bucket {busy}; {result}")
     assert result.failed == 0, result.errors
+    # Moved: the quiet bucket's children held no connection.
+    assert "(0 connection(s) open)" in server.error_log()
 
 
 # ---------------------------------------------------------------- modules

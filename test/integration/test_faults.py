@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 Faults cost capacity, never a client. A bucket whose children crash, hang
 or cannot start still has its socket in the kernel's reuseport group and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 HTTP/2 (h2c, mod_http2) on the event child model: idle HTTP/2 connections
 leave room for new requests at small limits, and many short connections
@@ -76,7 +77,8 @@ def h2load(server, requests, *args):
                          capture_output=True, text=True, timeout=120)
     print(out.stdout[-800:])
     assert out.returncode == 0, out.stdout + out.stderr
-    assert f"{requests} succeeded, 0 failed, 0 errored" in out.stdout
+    assert f"{requests} succeeded, 0 failed, 0 errored" in out.stdout, \
+        out.stdout + server.error_log()[-6000:]
     return out.stdout
 
 

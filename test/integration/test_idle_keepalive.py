@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 Idle keep-alive connections never cost the active load (ChildModel event):
 a child at its connection limit (ThreadsPerChild + idle workers x

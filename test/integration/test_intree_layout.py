@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """server/mpm/bucketed carries what httpd's build expects of an MPM directory,
 its object list for httpd's build (config3.m4) names the same sources as the
 apxs build's MPM_SOURCES (Makefile.am), and the apxs build leaves the source
@@ -54,7 +55,9 @@ def test_config3_objects_match_makefile_am_sources():
 def test_httpd_build_files():
     # config.m4 would sort before server/mpm/config.m4 and break configure.
     assert not (MPM_DIR / "config.m4").exists()
-    assert "APACHE_MPM_SUPPORTED(bucketed, yes, no)" in (MPM_DIR / "config1.m4").read_text()
+    # Threaded where APR has threads (ChildModel event needs them).
+    assert "APACHE_MPM_SUPPORTED(bucketed, yes, $bucketed_threaded)" in \
+        (MPM_DIR / "config1.m4").read_text()
     assert "APACHE_MPM_MODULE(bucketed, $enable_mpm_bucketed," in (MPM_DIR / "config3.m4").read_text()
     assert (MPM_DIR / "Makefile.in").read_text() == "include $(top_srcdir)/build/special.mk\n"
     assert (MPM_DIR / "mpm_default.h").is_file()
@@ -86,3 +89,15 @@ def test_build_leaves_source_directories_as_they_were():
         written = [str(f.relative_to(BUILD)) for d in SOURCE_DIRS if (BUILD / d).exists()
                    for f in (BUILD / d).rglob("*")]
         assert not written, f"the build wrote {written} under {BUILD}"
+
+
+@pytest.mark.parametrize("dso, module", [
+    ("mod_mpm_bucketed.so", "mpm_bucketed_module"),
+    ("mod_bucketed_status.so", "bucketed_status_module")])
+def test_modules_export_only_their_module_structure(dso, module):
+    # httpd loads every module into one global namespace: anything else
+    # exported could clash with another module's symbol of the same name.
+    out = subprocess.run(["nm", "-D", "--defined-only", str(BUILD / dso)],
+                         capture_output=True, text=True, check=True)
+    names = {line.split()[-1] for line in out.stdout.splitlines()}
+    assert names == {module}, sorted(names)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 Plan changes that lose nothing: graceful restarts that change BucketCount
 close the SO_REUSEPORT duplicates the new plan no longer uses. Whatever

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 Per-bucket observability: mod_status's section (HTML and ?auto), the
 Prometheus endpoint (promtool and a real Prometheus server scraping it), the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 Children that exit APEXIT_CHILDSICK (httpd's "resource shortage") are not
 respawned in a loop: each bucket waits longer for its next child after

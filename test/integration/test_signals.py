@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 Signals to the parent: graceful restart (SIGUSR1) under load, restart
 (SIGHUP), graceful stop (SIGWINCH) with a request in flight, stop

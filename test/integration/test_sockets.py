@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 Start-up, module identity and the listening sockets of each bucket, with
 SO_REUSEPORT and without it (bench/noreuseport.so in httpd's LD_PRELOAD

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 BucketSteering: `hash` (the kernel's reuseport hash), `cpu` (an eBPF
 SK_REUSEPORT program with a socket map sends a connection to the bucket of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """
 Graceful stop (SIGWINCH) under Connection: close load, in both child
 models, with two Listen addresses and two buckets (so prefork-model

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kernel-matrix tool judged on fixtures: a whole report passes; a
 missing, garbled or duplicated line, a panic, a timeout or a dead qemu
 fails, never passes."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kernel-matrix tool's plumbing on small fixtures: a stand-in qemu
 that hangs is killed at the deadline and fails; one that dies before its
 first check is booted once more; apt and ldd output is read right."""

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * emfile_shim.c: an LD_PRELOAD library for fault tests. While the file
  * named by BUCKETED_EMFILE_FLAG exists, epoll_create, epoll_create1 and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mod_test_fault.c: faults on demand, for the tests and the benchmark's
  * faults workload. Test use only.
@@ -5,6 +6,11 @@
  *   SetHandler test-crash    the child serving the request dies of
  *                            SIGSEGV, as with a module that crashes on
  *                            some requests
+ *   SetHandler test-suspend  the request is suspended (SUSPENDED) and a
+ *                            timed callback answers it ?MS milliseconds
+ *                            later (200 by default): "resumed after N
+ *                            ms"; "not suspended: STATUS" where the MPM
+ *                            runs no timed callbacks
  *   ServerRoot/crash-at-exit while this file exists when a child starts,
  *                            that child dies of SIGSEGV as it exits (a
  *                            module whose cleanup crashes, as mod_perl's
@@ -34,6 +40,7 @@
 #include "http_connection.h"
 #include "http_core.h"
 #include "http_protocol.h"
+#include "http_request.h"
 #include "mpm_common.h"
 
 static int test_fault_handler(request_rec *r)
@@ -45,6 +52,49 @@ static int test_fault_handler(request_rec *r)
                   APR_PID_T_FMT " crashes on purpose", getpid());
     raise(SIGSEGV);
     return HTTP_INTERNAL_SERVER_ERROR;
+}
+
+typedef struct {
+    request_rec *r;
+    apr_time_t since;
+} suspended_request;
+
+/* The timed callback: answer, and hand the connection back. */
+static void finish_suspended(void *baton)
+{
+    suspended_request *sr = baton;
+    request_rec *r = sr->r;
+
+    apr_thread_mutex_lock(r->invoke_mtx);
+    ap_rprintf(r, "resumed after %" APR_TIME_T_FMT " ms\n",
+               apr_time_as_msec(apr_time_now() - sr->since));
+    apr_thread_mutex_unlock(r->invoke_mtx);
+    ap_finalize_request_protocol(r);
+    ap_process_request_after_handler(r);
+}
+
+static int test_suspend_handler(request_rec *r)
+{
+    suspended_request *sr;
+    apr_int64_t ms = r->args != NULL ? apr_atoi64(r->args) : 200;
+    apr_status_t rv;
+
+    if (r->handler == NULL || strcmp(r->handler, "test-suspend") != 0) {
+        return DECLINED;
+    }
+    ap_set_content_type(r, "text/plain");
+    ap_log_rerror(APLOG_MARK, APLOG_INFO, 0, r, "test_fault: request "
+                  "suspended for %" APR_INT64_T_FMT " ms", ms);
+    sr = apr_palloc(r->pool, sizeof(*sr));
+    sr->r = r;
+    sr->since = apr_time_now();
+    rv = ap_mpm_register_timed_callback(apr_time_from_msec(ms),
+                                        finish_suspended, sr);
+    if (rv != APR_SUCCESS) {
+        ap_rprintf(r, "not suspended: %d\n", rv);
+        return OK;
+    }
+    return SUSPENDED;
 }
 
 static apr_status_t crash_now(void *data)
@@ -137,6 +187,7 @@ static void test_fault_register_hooks(apr_pool_t *p)
 {
     (void)p;
     ap_hook_handler(test_fault_handler, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_handler(test_suspend_handler, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_child_init(test_fault_child_init, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_process_connection(test_fault_waitio, NULL, NULL,
                                APR_HOOK_REALLY_FIRST);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_bucket_maint.c: unit tests of the per-bucket idle maintenance
  * decisions: how MinSpare/MaxSpareServers are shared out over buckets, and
@@ -38,6 +39,9 @@ static void setup_pass(pass_t *p, int nb, const int *idle, const int *busy)
     for (b = 0; b < nb; b++) {
         p->census[b].idle = idle[b];
         p->census[b].busy = busy ? busy[b] : 0;
+        /* Unless a test says otherwise, no idle child holds a
+         * connection: any of them may move. */
+        p->census[b].movable = idle[b];
         p->grow_limit[b] = BUCKET_MAX_SPAWN_RATE;
         p->rate[b] = 1;
     }
@@ -506,10 +510,10 @@ static void test_skewed_load_simulation(void **state)
 static void test_census_tally(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 1 }, { SLOT_BUSY, 1, 0 }, { SLOT_EMPTY, 0, 0 },
-        { SLOT_REPLACING, 1, 0 }, { SLOT_LEAVING, 0, 0 },
-        { SLOT_IDLE, 1, 1 }, { SLOT_BUSY, 0, 0 }, { SLOT_EMPTY, 1, 0 },
-        { SLOT_IDLE, 7, 1 }, { SLOT_EMPTY, 0, 0 },
+        { SLOT_IDLE, 0, 1, 0 }, { SLOT_BUSY, 1, 0, 0 }, { SLOT_EMPTY, 0, 0, 0 },
+        { SLOT_REPLACING, 1, 0, 0 }, { SLOT_LEAVING, 0, 0, 0 },
+        { SLOT_IDLE, 1, 1, 0 }, { SLOT_BUSY, 0, 0, 0 }, { SLOT_EMPTY, 1, 0, 0 },
+        { SLOT_IDLE, 7, 1, 0 }, { SLOT_EMPTY, 0, 0, 0 },
     };
     bucket_census census[2];
     int free_slots;
@@ -533,8 +537,8 @@ static void test_census_tally(void **state)
 static void test_census_threads(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 20 }, { SLOT_BUSY, 0, 0 }, { SLOT_REPLACING, 1, 0 },
-        { SLOT_IDLE, 1, 3 }, { SLOT_LEAVING, 1, 25 }, { SLOT_EMPTY, 0, 0 },
+        { SLOT_IDLE, 0, 20, 0 }, { SLOT_BUSY, 0, 0, 0 }, { SLOT_REPLACING, 1, 0, 0 },
+        { SLOT_IDLE, 1, 3, 0 }, { SLOT_LEAVING, 1, 25, 0 }, { SLOT_EMPTY, 0, 0, 0 },
     };
     bucket_census census[2];
     int free_slots;
@@ -660,6 +664,58 @@ static void test_threads_move(void **state)
     assert_int_equal(p.d[1].idle_after, 35);
 }
 
+static void test_move_keeps_connections_open(void **state)
+{
+    pass_t p;
+    int idle[2] = { 0, 60 };
+
+    (void)state;
+    /* Bucket 1's idle children all hold keep-alive connections: a mere
+     * imbalance moves none of them (bucket 0 is starved instead). */
+    setup_pass(&p, 2, idle, NULL);
+    p.unit = 25;
+    p.census[1].movable = 0;
+    run_pass(&p, 10, 100, 0);
+    assert_int_equal(p.num_moves, 0);
+    assert_int_equal(p.d[0].starved, 1);
+    /* Nor does a rescue pass. */
+    run_any_pass(&p, 10, 100, 0, 1);
+    assert_int_equal(p.num_moves, 0);
+    /* One child without a connection: that one may move, once. */
+    setup_pass(&p, 2, idle, NULL);
+    p.unit = 25;
+    p.census[1].movable = 1;
+    p.rate[0] = 4;
+    run_pass(&p, 10, 200, 0);
+    assert_int_equal(p.num_moves, 1);
+    /* A stalled bucket takes one anyway: a queue nobody serves is worse
+     * than closing idle keep-alive connections, whose clients reconnect. */
+    setup_pass(&p, 2, idle, NULL);
+    p.unit = 25;
+    p.census[1].movable = 0;
+    bucket_census_stalled(&p.census[0]);
+    run_any_pass(&p, 10, 100, 0, 1);
+    assert_int_equal(p.num_moves, 1);
+    assert_int_equal(p.moves[0].from, 1);
+}
+
+static void test_census_movable(void **state)
+{
+    static const slot_view slots[] = {
+        { SLOT_IDLE, 0, 4, 0 }, { SLOT_IDLE, 0, 4, 1 }, { SLOT_IDLE, 0, 3, 0 },
+        { SLOT_BUSY, 0, 0, 1 }, { SLOT_REPLACING, 0, 0, 0 },
+    };
+    bucket_census census[1];
+
+    (void)state;
+    /* Only a child with every thread idle and no connection open. */
+    bucket_census_tally(slots, 5, 5, 1, 4, census);
+    assert_int_equal(census[0].movable, 1);
+    assert_int_equal(census[0].stalled, 0);
+    bucket_census_stalled(&census[0]);
+    assert_int_equal(census[0].stalled, 1);
+}
+
 static void test_start_children(void **state)
 {
     (void)state;
@@ -700,6 +756,8 @@ int main(void)
         POOL_TEST(test_threads_spawn_and_stop),
         POOL_TEST(test_threads_no_flip_flop),
         POOL_TEST(test_threads_move),
+        POOL_TEST(test_move_keeps_connections_open),
+        POOL_TEST(test_census_movable),
         POOL_TEST(test_start_children),
     };
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_bucket_plan.c: unit tests of bucket planning and the slot-to-bucket
  * mapping. The expected bucket counts are computed here from the rule the

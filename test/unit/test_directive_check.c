@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_directive_check.c: unit tests of directive value parsing and of the
  * cross-directive process limit checks.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_event_limits.c: unit tests of the event child model's directive
  * values: ChildModel, AsyncRequestWorkerFactor, the thread limit checks,

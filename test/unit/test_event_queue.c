@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_event_queue.c: unit tests of the event child model's timeout lists
  * and of its connection state machine (what a connection does after the

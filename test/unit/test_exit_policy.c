@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_exit_policy.c: unit tests of what a child's exit means for its
  * bucket: classification, the back-off, its cap, and forgetting old

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_kernel_probe.c: unit tests of kernel release parsing, the
  * version-derived features, and the SO_REUSEPORT trial on this machine.

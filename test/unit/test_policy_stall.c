@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_policy_stall.c: unit tests of the stall verdict: connections that
  * wait while nothing is accepted, for how long, how often a stalled bucket

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_queue_watch.c: unit tests of the accept-queue history the parent
  * keeps per listening socket: highest depth, when a queue counts as full,

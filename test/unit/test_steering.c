@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_steering.c: unit tests of the reuseport choices: which migration
  * mechanism a kernel's trials earn, and what a plan change does with each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * unit_test.h: what every cmocka test of the pure policy files shares: APR
  * set up once per binary, a fresh pool per test (passed as *state), and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bucket_listeners.c: the sockets of each bucket. Core opens one socket
  * per Listen address (ap_listeners); a plan that gives an address several

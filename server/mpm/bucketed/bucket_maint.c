@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bucket_maint.c: prefork's idle-server maintenance, one bucket at a time,
  * with the slots shared by all buckets. Counting idle children per bucket
@@ -38,6 +39,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
 
     for (b = 0; b < num_buckets; b++) {
         census[b].idle = census[b].busy = census[b].children = 0;
+        census[b].movable = census[b].stalled = 0;
     }
     for (slot = 0; slot < num_slots; slot++) {
         const slot_view *v = &slots[slot];
@@ -59,6 +61,9 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
                 census[v->bucket].idle += v->idle_units;
                 census[v->bucket].busy += unit - v->idle_units;
                 census[v->bucket].children++;
+                census[v->bucket].movable += v->state == SLOT_IDLE
+                                             && v->idle_units >= unit
+                                             && !v->holds_connections;
             }
             break;
         default:
@@ -72,6 +77,7 @@ void bucket_census_stalled(bucket_census *census)
 {
     census->busy += census->idle;
     census->idle = 0;
+    census->stalled = 1;
 }
 
 int bucket_start_children(int start_servers, int num_buckets,
@@ -141,7 +147,8 @@ static int unmet(const bucket_maint_input *in, const int *spawn_rate,
 }
 
 /* The bucket with the most idle children that can give one to bucket `to`
- * and still have at least as many as `to` will then have; -1 if none. */
+ * and still have at least as many as `to` will then have, and has a child
+ * to give that holds no connection unless `to` is stalled; -1 if none. */
 static int find_donor(const bucket_maint_input *in, const int *spawn_rate,
                       const bucket_decision *d, int to)
 {
@@ -149,7 +156,9 @@ static int find_donor(const bucket_maint_input *in, const int *spawn_rate,
 
     for (b = 0; b < in->num_buckets; b++) {
         if (b == to || wanted(in, spawn_rate, b) > 0
-            || d[b].idle_after < d[to].idle_after + 2 * unit_of(in)) {
+            || d[b].idle_after < d[to].idle_after + 2 * unit_of(in)
+            || (!in->census[to].stalled
+                && in->census[b].movable <= d[b].moved_out)) {
             continue;
         }
         if (best < 0 || d[b].idle_after > d[best].idle_after) {

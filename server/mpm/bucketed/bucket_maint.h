@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bucket_maint: per-bucket idle maintenance, the decision half of prefork's
  * once-a-second pass, with capacity that follows load: MaxRequestWorkers
@@ -22,6 +23,12 @@ typedef struct {
     int busy;         /* units serving a connection (or, in a child that
                        * stopped accepting, unable to take one) */
     int children;     /* children running, starting or on their way in */
+    int movable;      /* idle children that could leave for another bucket
+                       * at no client's cost: every unit idle, no
+                       * connection open (an event child's idle keep-alive
+                       * ones would be closed) */
+    int stalled;      /* nothing accepts its queued connections
+                       * (bucket_census_stalled) */
 } bucket_census;
 
 /* What the parent's slot table says of one slot. */
@@ -41,6 +48,7 @@ typedef struct {
     int idle_units;   /* IDLE, BUSY: of the child's units, how many are
                        * ready for a new connection (prefork: IDLE 1, BUSY
                        * 0); the others count as busy */
+    int holds_connections; /* IDLE, BUSY: has a connection open */
 } slot_view;
 
 typedef struct {
@@ -93,7 +101,10 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
 
 /* A stalled bucket (policy_stall.h): nothing takes its connections,
  * whatever the scoreboard says, so its idle units count as busy and
- * maintenance treats it as a bucket with no idle child. */
+ * maintenance treats it as a bucket with no idle child, one that may take
+ * a child from another bucket even at the cost of that child's idle
+ * keep-alive connections (their clients reconnect; a queue nobody serves
+ * never answers). */
 void bucket_census_stalled(bucket_census *census);
 
 /* Share MinSpare/MaxSpareServers (or Threads) out over buckets, keeping
@@ -107,7 +118,10 @@ bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
  * prefork): from free slots first, buckets with no idle child served
  * first; once the slots run out, by moving idle children from other
  * buckets, but only from a bucket left with at least as many idle children
- * as the one it gives to. A bucket above its spare maximum stops one idle
+ * as the one it gives to, and only a child that holds no connection unless
+ * the bucket it goes to is stalled: a move for a mere imbalance never
+ * closes a client's connection (an HTTP/2 client that gets GOAWAY loses
+ * the requests it had not sent). A bucket above its spare maximum stops one idle
  * child. Idle counts are in units; a bucket's spare maximum is kept at
  * least one child's units above its minimum, so that stopping a child
  * never makes a bucket short. spawn_rate (per bucket, in and out) starts at 1. In a rescue

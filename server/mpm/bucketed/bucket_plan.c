@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bucket_plan.c: how many listener buckets, and which sockets each owns.
  *

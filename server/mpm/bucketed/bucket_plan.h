@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bucket_plan: decides how many listener buckets there are, which
  * listening sockets each owns and how its children wait on them. Pure: no

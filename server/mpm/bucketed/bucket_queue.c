@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bucket_queue.c: the parent reads the accept queue of every bucket's
  * sockets on each of its maintenance passes (ten a second), for the stall

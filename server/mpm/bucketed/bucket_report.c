@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bucket_report.c: the bucket report behind mod_bucketed_status (its
  * mod_status section, its Prometheus metrics and its text page), offered

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bucket_stats.c: the numbers behind every bucket report, in anonymous
  * shared memory.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bucketed.h: what the bucketed MPM's plumbing files share. The pure
  * policy (bucket_plan, bucket_maint, directive_check, kernel_probe) has
@@ -167,6 +168,16 @@ typedef struct {
                                       * to admit new ones (event model) */
 } bucket_counter;
 
+/* ChildModel event needs epoll and eventfd (Linux) and APR's threads;
+ * without them its files build empty and ChildModel event is refused. */
+#if defined(__linux__) && APR_HAS_THREADS
+#define BUCKETED_HAS_EVENT_MODEL 1
+#else
+#define BUCKETED_HAS_EVENT_MODEL 0
+#endif
+
+struct event_child_ctx;
+
 /* Survives the DSO unload/reload of every restart. */
 typedef struct {
     ap_unixd_mpm_retained_data *mpm;
@@ -195,9 +206,14 @@ typedef struct {
                                       * anything else that runs the
                                       * drop_privileges hook is a helper
                                       * (mod_cgid's daemon) */
+    struct event_child_ctx *event_child; /* in a ChildModel event child's
+                                      * copy: its context, for the hook
+                                      * that registers timed callbacks */
 } bucketed_retained;
 
-extern module AP_MODULE_DECLARE_DATA mpm_bucketed_module;
+/* The one symbol the MPM exports (the apxs build hides the others). */
+extern module AP_MODULE_DECLARE_DATA mpm_bucketed_module
+    __attribute__((visibility("default")));
 
 /* mod_mpm_bucketed.c */
 bucketed_config *bucketed_get_config(server_rec *s);
@@ -308,6 +324,14 @@ void event_child_main(server_rec *s, bucketed_config *conf,
                       bucketed_retained *retained, int slot, int bucket,
                       pid_t parent)
     __attribute__((noreturn));
+
+/* event_callbacks.c: ap_mpm_register_timed_callback. A ChildModel event
+ * child runs fn(baton) on a worker once t has passed; anywhere else (the
+ * prefork model, the parent) APR_ENOTIMPL, as stock prefork answers. */
+apr_status_t event_register_timed_callback(bucketed_retained *retained,
+                                           apr_time_t t,
+                                           ap_mpm_callback_fn_t *fn,
+                                           void *baton);
 
 /* parent.c */
 int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bucketed_status.h: the bucketed MPM's view of its buckets, offered to
  * other modules (mod_bucketed_status) as an optional function, so that

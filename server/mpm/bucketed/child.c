@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * child.c: one bucketed child. It keeps only its own bucket's sockets,
  * waits on them (child_accept.c) and serves one connection at a time,

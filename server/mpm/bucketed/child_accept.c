@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * child_accept.c: a child's wait for its bucket's next connection.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * child_accept: how a child waits for its bucket's next connection, in the
  * mode the plan gives the bucket (bucket_wait_mode): blocked in accept()

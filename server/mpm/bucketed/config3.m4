@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: Apache-2.0
 dnl bucketed MPM, in an httpd 2.4 source tree: the module and its objects.
 dnl
 dnl The object list must name the same sources as MPM_SOURCES in bucketed's
@@ -5,7 +6,7 @@ dnl Makefile.am (the apxs build); test/integration/test_intree_layout.py
 dnl checks that they match.
 bucketed_objects="mod_mpm_bucketed.lo directives.lo bucket_listeners.lo \
 bucket_stats.lo bucket_queue.lo bucket_report.lo child.lo child_accept.lo \
-event_child.lo event_keeper.lo event_poll.lo event_worker.lo kernel_probe.lo \
+event_callbacks.lo event_child.lo event_keeper.lo event_poll.lo event_worker.lo kernel_probe.lo \
 reuseport_bpf.lo parent.lo bucket_plan.lo bucket_maint.lo exit_policy.lo \
 directive_check.lo event_limits.lo event_queue.lo kernel_features.lo \
 policy_stall.lo queue_watch.lo steering.lo"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * directive_check.c: value parsing for bucketed's directives. atoi() is
  * what lets stock httpd take "MaxRequestWorkers 1O0" as 1; every value

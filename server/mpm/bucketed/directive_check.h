@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * directive_check: parsing and validation of bucketed's directive values.
  * Pure: every function returns NULL or an error message naming the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * directives.c: bucketed's command table. Each handler checks context,
  * parses strictly (directive_check.c) and stores into the main server's
@@ -165,8 +166,16 @@ static const char *set_child_model(cmd_parms *cmd, void *dummy,
     if (err != NULL) {
         return err;
     }
-    return directive_parse_child_model(cmd->pool, cmd->cmd->name, arg,
-                                       &config_of(cmd)->child_model);
+    err = directive_parse_child_model(cmd->pool, cmd->cmd->name, arg,
+                                      &config_of(cmd)->child_model);
+#if !BUCKETED_HAS_EVENT_MODEL
+    if (err == NULL && config_of(cmd)->child_model == CHILD_MODEL_EVENT) {
+        return "ChildModel event needs epoll and eventfd (Linux) and an APR "
+               "built with threads (APR_HAS_THREADS); this build offers "
+               "ChildModel prefork only";
+    }
+#endif
+    return err;
 }
 
 static const char *set_thread_limit(cmd_parms *cmd, void *dummy,

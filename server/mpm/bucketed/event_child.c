@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event_child.c: a child process of ChildModel event. It sets up what its
  * threads share (event_child.h), starts ThreadsPerChild worker threads
@@ -33,7 +34,7 @@
 
 APLOG_USE_MODULE(mpm_bucketed);
 
-#ifdef __linux__
+#if BUCKETED_HAS_EVENT_MODEL
 
 #include "event_child.h"
 
@@ -104,7 +105,7 @@ void ev_close_conn(event_child_ctx *ctx, ev_conn *ec)
     apr_pool_clear(p);
     ev_lock(ctx);
     ev_keep_spare_pool_locked(ctx, p);
-    ctx->connections--;
+    ev_count_connection_locked(ctx, -1);
     ev_update_listening_locked(ctx);
     if (ctx->connections == 0 && (IS(ctx, leaving) || IS(ctx, dying))) {
         ev_wake_keeper(ctx);
@@ -326,6 +327,7 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     ctx->threads = conf->threads.threads_per_child;
     ctx->thread_limit = retained->first_thread_limit;
     ctx->generation = retained->mpm->my_generation;
+    retained->event_child = ctx;
     ctx->epoll_fd = ctx->work_fd = ctx->stop_fd = -1;
     ctx->keeper_fd = ctx->wake_fd = -1;
     ctx->spare_pools = apr_pcalloc(pchild, sizeof(apr_pool_t *)
@@ -343,6 +345,9 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     rv = ev_setup_epoll(ctx);
     if (rv == APR_SUCCESS) {
         rv = ev_setup_keeper(ctx);
+    }
+    if (rv == APR_SUCCESS) {
+        rv = ev_setup_callbacks(ctx);
     }
     if (rv == APR_SUCCESS) {
         rv = setup_threads_sync(ctx);
@@ -449,7 +454,7 @@ apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
     return APR_SUCCESS;
 }
 
-#else /* !__linux__ */
+#else /* !BUCKETED_HAS_EVENT_MODEL */
 
 apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
                                  bucketed_retained *retained)
@@ -470,8 +475,8 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     (void)bucket;
     (void)parent;
     ap_log_error(APLOG_MARK, APLOG_EMERG, 0, s, "bucketed: ChildModel event "
-                 "needs epoll (Linux)");
+                 "needs epoll (Linux) and an APR built with threads");
     exit(APEXIT_CHILDFATAL);
 }
 
-#endif /* __linux__ */
+#endif /* BUCKETED_HAS_EVENT_MODEL */

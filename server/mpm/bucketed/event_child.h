@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event_child.h: what the files of a ChildModel event child share, and
  * nobody else includes: the context of the process, the record of a
@@ -14,7 +15,8 @@
  *   event_keeper.c  the keeper thread: timeouts, leaving, the
  *                   scoreboard's connection counts
  *
- * Linux only (epoll, eventfd): include it under __linux__.
+ * Linux (epoll, eventfd) with APR's threads only: include it under
+ * BUCKETED_HAS_EVENT_MODEL.
  */
 #ifndef EVENT_CHILD_H
 #define EVENT_CHILD_H
@@ -89,6 +91,15 @@ struct ev_conn {
     int short_linger;
 };
 
+/* A module's timed callback (ap_mpm_register_timed_callback). */
+typedef struct ev_callback ev_callback;
+struct ev_callback {
+    apr_time_t when;
+    ap_mpm_callback_fn_t *fn;
+    void *baton;
+    ev_callback *next;
+};
+
 #define SET(ctx, flag) apr_atomic_set32(&(ctx)->flag, 1)
 #define IS(ctx, flag) (apr_atomic_read32(&(ctx)->flag) != 0)
 
@@ -153,6 +164,13 @@ typedef struct event_child_ctx {
     apr_time_t reclaim_logged;       /* last reclaim warning */
     int served;                      /* accepted, when MaxConnectionsPer
                                       * Child counts them */
+    apr_pool_t *callback_pool;       /* ev_callback records come from here */
+    ev_callback *timed;              /* registered, in order of time */
+    ev_callback *due_head, *due_tail;  /* due, each with a work unit */
+    ev_callback *spare_callbacks;    /* run, for reuse */
+    int running_callbacks;
+    ev_conn *suspended;              /* connections a module suspended */
+    int num_suspended;
 
     /* Flags any thread may read, set with SET() and read with IS(). */
     apr_uint32_t leaving;            /* graceful: finish and go */
@@ -170,6 +188,17 @@ static inline void ev_lock(event_child_ctx *ctx)
 static inline void ev_unlock(event_child_ctx *ctx)
 {
     apr_thread_mutex_unlock(ctx->mutex);
+}
+
+/* One connection more (+1) or less (-1), published at once: the parent
+ * moves to another bucket only a child that holds none (bucket_maint.h),
+ * so a count a keeper pass late would let it close fresh ones. Under
+ * mutex. */
+static inline void ev_count_connection_locked(event_child_ctx *ctx,
+                                              int delta)
+{
+    ctx->connections += delta;
+    ap_get_scoreboard_process(ctx->slot)->connections = ctx->connections;
 }
 
 /* event_child.c: transaction pools: a new one (NULL, logged, when none
@@ -254,7 +283,8 @@ void ev_nudge_if_waiting(event_child_ctx *ctx);
 /* event_poll.c: the work queue (under mutex for _locked; both wake one
  * waiting worker). */
 void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec);
-ev_conn *ev_take_work(event_child_ctx *ctx);
+void ev_signal_work_locked(event_child_ctx *ctx);
+ev_conn *ev_take_work(event_child_ctx *ctx, ev_callback **callback);
 
 /* event_poll.c: makes a waiting connection's armed epoll entry fire so
  * that its next owner closes it (under mutex; it is in no list). */
@@ -279,5 +309,23 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx);
 
 /* event_worker.c: a worker thread (arg: its worker_info). */
 void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg);
+
+/* event_callbacks.c: timed callbacks and suspended connections. */
+apr_status_t ev_setup_callbacks(event_child_ctx *ctx);
+/* Any thread: fn(baton) on a worker once t has passed. */
+apr_status_t ev_register_timed_callback(event_child_ctx *ctx, apr_time_t t,
+                                        ap_mpm_callback_fn_t *fn,
+                                        void *baton);
+/* Keeper, under mutex: when the first callback is due (0: none); hands
+ * those due by now to the workers. */
+apr_time_t ev_next_callback_locked(event_child_ctx *ctx);
+void ev_hand_out_due_callbacks_locked(event_child_ctx *ctx, apr_time_t now);
+/* Worker: a due callback, counted as running (under mutex); running it,
+ * then taking back the suspended connections whose requests are done. */
+ev_callback *ev_take_due_callback_locked(event_child_ctx *ctx);
+void ev_run_callback(event_child_ctx *ctx, ev_callback *cb);
+/* Worker: a connection whose request a module suspended waits, no worker
+ * and no timeout, for a callback to finish it; 0 if one already did. */
+int ev_park_suspended(event_child_ctx *ctx, ev_conn *ec);
 
 #endif /* EVENT_CHILD_H */

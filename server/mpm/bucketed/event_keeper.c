@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event_keeper.c: the keeper thread of a ChildModel event child. The
  * workers wait in the child's epoll set themselves (event_poll.c); the
@@ -40,7 +41,7 @@
 
 APLOG_USE_MODULE(mpm_bucketed);
 
-#ifdef __linux__
+#if BUCKETED_HAS_EVENT_MODEL
 
 #include "event_child.h"
 
@@ -218,21 +219,24 @@ static void publish_counts_locked(event_child_ctx *ctx)
     for (t = ctx->queues[WAIT_IO].head; t != NULL; t = t->next) {
         waiting_io += CONN_OF(t)->waitio;
     }
-    ps->connections = ctx->connections;
     ps->keep_alive = ctx->queues[WAIT_KEEPALIVE].count;
     ps->write_completion = ctx->queues[WAIT_IO].count - waiting_io;
 #ifdef AP_MPMQ_CAN_WAITIO   /* httpd 2.4.63 and later */
     ps->wait_io = waiting_io;
 #endif
     ps->lingering_close = ctx->queues[WAIT_LINGER].count;
-    ps->suspended = 0;
+    ps->suspended = ctx->num_suspended;
 }
 
 static int wait_ms_locked(event_child_ctx *ctx, apr_time_t now)
 {
     apr_time_t next = now + EVENT_TICK;
+    apr_time_t callback = ev_next_callback_locked(ctx);
     int w;
 
+    if (callback != 0 && callback < next) {
+        next = callback;
+    }
     for (w = 0; w < NUM_WAITS; w++) {
         apr_time_t e = timer_queue_next_expiry(&ctx->queues[w]);
         if (e != 0 && e < next) {
@@ -352,6 +356,7 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
             end_all_locked(ctx, WAIT_KEEPALIVE, WAIT_KEEPALIVE);
         }
         expire_locked(ctx, now);
+        ev_hand_out_due_callbacks_locked(ctx, now);
         to_close = take_lingering_locked(ctx, now, 0);
         reclaim_if_shut_out_locked(ctx, ks, now);
         extra = want_extra_worker_locked(ctx, ks, now);
@@ -419,4 +424,4 @@ void *APR_THREAD_FUNC ev_keeper_main(apr_thread_t *thd, void *arg)
     return NULL;
 }
 
-#endif /* __linux__ */
+#endif /* BUCKETED_HAS_EVENT_MODEL */

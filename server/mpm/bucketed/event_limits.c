@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event_limits.c: values of the event child model's directives, checked
  * the way stock event checks them, plus the two places where bucketed is

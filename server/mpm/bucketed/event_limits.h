@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event_limits: the event child model's directives as values. Pure, like
  * directive_check.c: the child model, AsyncRequestWorkerFactor, the thread

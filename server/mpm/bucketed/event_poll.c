@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event_poll.c: the epoll set of a ChildModel event child, which its
  * worker threads wait in themselves (no listener thread hands them
@@ -49,7 +50,7 @@
 
 APLOG_USE_MODULE(mpm_bucketed);
 
-#ifdef __linux__
+#if BUCKETED_HAS_EVENT_MODEL
 
 #include "event_child.h"
 
@@ -387,7 +388,7 @@ static int may_accept_locked(event_child_ctx *ctx, int idle)
  * MaxConnectionsPerChild. */
 static int reserve_locked(event_child_ctx *ctx, apr_pool_t **ptrans)
 {
-    ctx->connections++;
+    ev_count_connection_locked(ctx, 1);
     *ptrans = ev_take_spare_pool_locked(ctx);
     if (ap_max_requests_per_child <= 0) {
         return 0;
@@ -451,7 +452,7 @@ static ev_conn *accept_reserved(event_child_ctx *ctx, ev_listener *l,
             apr_pool_clear(ptrans);
         }
         ev_lock(ctx);
-        ctx->connections--;
+        ev_count_connection_locked(ctx, -1);
         ctx->served -= ap_max_requests_per_child > 0;
         if (ptrans != NULL) {
             ev_keep_spare_pool_locked(ctx, ptrans);
@@ -552,10 +553,19 @@ ev_conn *ev_accept_nudged_locked(event_child_ctx *ctx)
 
 /* ------------------------------------------------- the work queue */
 
-void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec)
+void ev_signal_work_locked(event_child_ctx *ctx)
 {
     uint64_t one = 1;
 
+    if (write(ctx->work_fd, &one, sizeof(one)) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     "bucketed: write to the work queue's eventfd");
+    }
+}
+
+void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec)
+{
     ec->next = NULL;
     if (ctx->queue_tail != NULL) {
         ctx->queue_tail->next = ec;
@@ -565,21 +575,19 @@ void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec)
     }
     ctx->queue_tail = ec;
     ctx->queued++;
-    if (write(ctx->work_fd, &one, sizeof(one)) < 0) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
-                     "bucketed: write to the work queue's eventfd");
-    }
+    ev_signal_work_locked(ctx);
     ev_update_listening_locked(ctx);
 }
 
-ev_conn *ev_take_work(event_child_ctx *ctx)
+ev_conn *ev_take_work(event_child_ctx *ctx, ev_callback **callback)
 {
     uint64_t unit;
     ev_conn *ec;
 
-    /* One unit per queued connection: a worker that gets none was beaten
-     * to it by another. */
+    /* One unit per queued connection or due callback: a worker that gets
+     * none was beaten to it by another. Callbacks first: a connection
+     * may be waiting for one. */
+    *callback = NULL;
     if (read(ctx->work_fd, &unit, sizeof(unit)) < 0) {
         int err = errno;
         if (err != EAGAIN) {
@@ -589,7 +597,8 @@ ev_conn *ev_take_work(event_child_ctx *ctx)
         return NULL;
     }
     ev_lock(ctx);
-    ec = ctx->queue_head;
+    *callback = ev_take_due_callback_locked(ctx);
+    ec = *callback != NULL ? NULL : ctx->queue_head;
     if (ec != NULL) {
         ctx->queue_head = ec->next;
         if (ctx->queue_head == NULL) {
@@ -690,4 +699,4 @@ int ev_keepalive_request_waiting_locked(event_child_ctx *ctx)
     return 0;
 }
 
-#endif /* __linux__ */
+#endif /* BUCKETED_HAS_EVENT_MODEL */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event_queue.c: timeout lists and the connection state machine of the
  * event child model, as pure functions.

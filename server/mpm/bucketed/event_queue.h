@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event_queue: the pure parts of the event child model. Timeout lists
  * (connections waiting in keep-alive, write completion or lingering close,
@@ -48,6 +49,8 @@ typedef enum {
     EVENT_NEXT_KEEPALIVE,    /* wait for the next request (KeepAliveTimeout) */
     EVENT_NEXT_LINGER,       /* lingering close */
     EVENT_NEXT_SUSPENDED,    /* a module owns it until it resumes it */
+    EVENT_NEXT_RESUME,       /* a module finished its suspended request: go
+                              * on from the state the request left */
     EVENT_NEXT_WAITIO_READ,  /* CONN_STATE_ASYNC_WAITIO: wait readable
                               * (Timeout), then the hooks again */
     EVENT_NEXT_WAITIO_WRITE  /* the same, writable */

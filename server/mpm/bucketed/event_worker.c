@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event_worker.c: the worker threads of a ChildModel event child. A
  * worker waits in the child's epoll set (event_poll.c) for whatever is
@@ -33,7 +34,7 @@
 
 APLOG_USE_MODULE(mpm_bucketed);
 
-#ifdef __linux__
+#if BUCKETED_HAS_EVENT_MODEL
 
 #include "event_child.h"
 
@@ -225,13 +226,17 @@ static void serve_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
             wait_without_thread(ctx, ec);
             return;
         case EVENT_NEXT_SUSPENDED:
-            /* This MPM offers no callbacks a module could resume a
-             * suspended connection from (ap_mpm_register_timed_callback
-             * answers APR_ENOTIMPL), so nobody can own it: close it. */
-            ap_log_cerror(APLOG_MARK, APLOG_ERR, 0, ec->c, "bucketed: a "
-                          "module suspended the connection, which "
-                          "ChildModel event does not support; closing it");
-            ec->step = EVENT_NEXT_LINGER;
+            /* A module's callback finishes the request (mod_dialup). */
+            ap_run_suspend_connection(ec->c, NULL);
+            if (ev_park_suspended(ctx, ec)) {
+                return;
+            }
+            ap_run_resume_connection(ec->c, NULL);
+            ec->step = EVENT_NEXT_RESUME;
+            continue;
+        case EVENT_NEXT_RESUME:
+            ec->step = event_after_process(1, state_of(ec->cs),
+                                           ec->c->aborted);
             continue;
         case EVENT_NEXT_LINGER:
         default:
@@ -359,7 +364,12 @@ void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg)
             continue;
         }
         if (kind == EV_WORK) {
-            ec = ev_take_work(ctx);
+            ev_callback *callback;
+
+            ec = ev_take_work(ctx, &callback);
+            if (callback != NULL) {
+                ev_run_callback(ctx, callback);
+            }
         }
         /* EV_STOP: the next wait sees stop_workers. */
         if (ec != NULL) {
@@ -376,4 +386,4 @@ void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg)
     return NULL;
 }
 
-#endif /* __linux__ */
+#endif /* BUCKETED_HAS_EVENT_MODEL */

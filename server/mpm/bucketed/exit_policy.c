@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * exit_policy.c: slowing a bucket's new children after failed exits.
  */

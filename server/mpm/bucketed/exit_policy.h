@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * exit_policy: what a child's exit means for its bucket. httpd's contract
  * (ap_process_child_status): a child that exits APEXIT_CHILDSICK hit a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kernel_features.c: reading kernel versions and describing what the probe
  * found. Pure: no system calls.

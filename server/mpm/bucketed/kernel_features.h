@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kernel_features: what the running kernel offers bucketed, and the pure
  * rules that read it (release parsing, version-derived features, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kernel_probe.c: kernel capability probing. Opens and closes a few trial
  * descriptors and reads one sysctl; changes nothing.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kernel_probe: fills kernel_features from the live system. SO_REUSEPORT
  * and EPOLLEXCLUSIVE are tried on throwaway descriptors (the only

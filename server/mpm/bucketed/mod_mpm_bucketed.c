@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mod_mpm_bucketed.c: the bucketed MPM's table of contents. Prefork's
  * process model (one connection per child process), or event's
@@ -25,6 +26,7 @@
  *   event_poll.c        its epoll set: listening, accepting, waiting
  *   event_worker.c      its worker threads: serving connections
  *   event_keeper.c      its keeper thread: timeouts, leaving
+ *   event_callbacks.c   its timed callbacks and suspended connections
  *   event_queue.c       its timeout lists and connection states    (pure)
  *   event_limits.c      its directives and accept rule             (pure)
  *
@@ -503,6 +505,14 @@ static int bucketed_query(int query_code, int *result, apr_status_t *rv)
     return OK;
 }
 
+static apr_status_t bucketed_timed_callback(apr_time_t t,
+                                            ap_mpm_callback_fn_t *fn,
+                                            void *baton)
+{
+    return event_register_timed_callback(bucketed_get_retained(), t, fn,
+                                         baton);
+}
+
 static const char *bucketed_get_name(void)
 {
     return BUCKETED_MPM_NAME;
@@ -523,6 +533,8 @@ static void bucketed_register_hooks(apr_pool_t *p)
                             APR_HOOK_REALLY_FIRST);
     ap_hook_mpm_query(bucketed_query, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_mpm_get_name(bucketed_get_name, NULL, NULL, APR_HOOK_MIDDLE);
+    ap_hook_mpm_register_timed_callback(bucketed_timed_callback, NULL, NULL,
+                                        APR_HOOK_MIDDLE);
     bucket_report_register();
 }
 

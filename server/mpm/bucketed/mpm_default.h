@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mpm_default.h: bucketed's compile-time defaults. httpd does not install
  * its own mpm_default.h, so every MPM ships one; the values match prefork

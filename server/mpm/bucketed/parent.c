@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * parent.c: the bucketed parent process. It starts children into slots
  * and buckets (recorded in this process's memory, never read back from
@@ -307,6 +308,7 @@ static void mark_slot_dead(parent_context *pc, int slot)
         ap_update_child_status_from_indexes(slot, t, SERVER_DEAD, NULL);
     }
     ap_get_scoreboard_process(slot)->not_accepting = 0;
+    ap_get_scoreboard_process(slot)->connections = 0;
 }
 
 /* Children the bucket has (running, starting or on their way in), from
@@ -442,6 +444,17 @@ static int idle_units_of(const parent_context *pc, int slot)
     return idle;
 }
 
+/* Connections a live child holds open: an event child's own count (its
+ * idle keep-alive ones too); a prefork child's is its busy worker's. */
+static apr_uint32_t connections_of(const parent_context *pc, int slot)
+{
+    if (pc->conf->child_model == CHILD_MODEL_EVENT) {
+        return ap_get_scoreboard_process(slot)->connections;
+    }
+    return ap_get_scoreboard_worker_from_indexes(slot, 0)->status
+           > SERVER_READY;
+}
+
 /* What the slot table and the scoreboard say of a slot, for the census.
  * The bucket comes from the parent's own table; the scoreboard supplies
  * only the idle/busy status of a child's units. */
@@ -452,6 +465,7 @@ static slot_view view_slot(const parent_context *pc, int slot)
 
     v.bucket = cs->bucket;
     v.idle_units = 0;
+    v.holds_connections = 0;
     if (cs->pid == 0) {
         v.state = SLOT_EMPTY;
     }
@@ -467,6 +481,7 @@ static slot_view view_slot(const parent_context *pc, int slot)
     else {
         v.idle_units = idle_units_of(pc, slot);
         v.state = v.idle_units > 0 ? SLOT_IDLE : SLOT_BUSY;
+        v.holds_connections = connections_of(pc, slot) > 0;
     }
     return v;
 }
@@ -489,8 +504,10 @@ static int take_census(parent_context *pc)
 
 /* The highest slot whose child of this bucket is ready to accept, every
  * unit of it idle, and not yet asked to leave; in ChildModel event the one
- * holding the fewest connections. -1 if none. */
-static int idle_child_of(const parent_context *pc, int bucket)
+ * holding the fewest connections, and none that holds any if
+ * `without_connections`. -1 if none. */
+static int idle_child_of(const parent_context *pc, int bucket,
+                         int without_connections)
 {
     int slot, best = -1;
     apr_uint32_t fewest = 0;
@@ -506,7 +523,10 @@ static int idle_child_of(const parent_context *pc, int bucket)
             || idle_units_of(pc, slot) < child_units(pc)) {
             continue;
         }
-        conns = ap_get_scoreboard_process(slot)->connections;
+        conns = connections_of(pc, slot);
+        if (without_connections && conns > 0) {
+            continue;
+        }
         if (best < 0 || conns < fewest) {
             best = slot;
             fewest = conns;
@@ -547,7 +567,7 @@ static void carry_out(parent_context *pc, int bucket,
             break;
         }
     }
-    if (d->stop && (slot = idle_child_of(pc, bucket)) >= 0) {
+    if (d->stop && (slot = idle_child_of(pc, bucket, 0)) >= 0) {
         ask_to_leave(pc, slot, NO_REPLACEMENT);
     }
 }
@@ -623,9 +643,18 @@ static void maintain_buckets(parent_context *pc, int rescue_only)
         starved |= pc->decisions[b].starved;
     }
     for (i = 0; i < num_moves; i++) {
-        int slot = idle_child_of(pc, pc->moves[i].from);
+        /* bucket_maint_decide() moves a child that holds connections
+         * only to a stalled bucket. */
+        const bucket_move *m = &pc->moves[i];
+        int slot = idle_child_of(pc, m->from, !pc->census[m->to].stalled);
+
         if (slot >= 0) {
-            ask_to_leave(pc, slot, pc->moves[i].to);
+            ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, pc->s, "bucketed: "
+                         "child %" APR_PID_T_FMT " of bucket %d moves to "
+                         "bucket %d (%u connection(s) open)",
+                         pc->retained->slots[slot].pid, m->from, m->to,
+                         (unsigned)connections_of(pc, slot));
+            ask_to_leave(pc, slot, m->to);
         }
     }
     if (starved && !retained->maxclients_reported) {

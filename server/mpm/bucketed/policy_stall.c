@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * policy_stall.c: a bucket's accept queue that holds connections while
  * nothing is accepted from it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * policy_stall: whether a bucket has stalled, from what the parent sees
  * of it on every pass: connections waiting in its sockets' accept queues

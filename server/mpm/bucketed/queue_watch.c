@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * queue_watch.c: accept-queue history of one listening socket, from the
  * parent's samples. See queue_watch.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * queue_watch: what the parent's once-a-second samples of one listening
  * socket's accept queue add up to: the highest depth seen, whether the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reuseport_bpf.c: loading and attaching bucketed's reuseport programs,
  * and the trials that show what the kernel does with them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reuseport_bpf: the BPF programs bucketed puts on its reuseport groups,
  * loaded with the raw bpf(2) syscall from a few instructions assembled

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * steering.c: reuseport decisions from the kernel trials' outcomes. Pure.
  */

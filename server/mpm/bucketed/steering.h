@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * steering: what bucketed does with a reuseport group beyond the kernel's
  * hash, decided from what the kernel was seen to do. Pure: the trials are

@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# SPDX-License-Identifier: Apache-2.0
 # /init of a kernel-matrix guest (PID 1 in an initramfs built by
 # test/kernels/run). Runs Debian's apache2 with the bucketed MPM on the
 # guest's own loopback and reports to the second serial port (/dev/ttyS1),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kload: the HTTP client of the kernel-matrix guest, built static on the
  * host (the guest has no curl or python). Talks only to 127.0.0.1.

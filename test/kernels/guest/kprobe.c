@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kprobe: what the running kernel does for listener buckets, found by
  * trying it (never by version numbers or the presence of /proc files).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Debian cloud kernels, fetched with apt through a private sources list,
 state and cache directory (the machine's own apt setup is only read, for
 its Debian mirror, never changed)."""

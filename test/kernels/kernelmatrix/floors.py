@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Emulated kernel floors on this machine's kernel: kprobe (built
 dynamic, so that LD_PRELOAD applies) under bench/noreuseport.so with
 BUCKETED_SHIM_KERNEL set, in a network namespace of its own (kprobe sets

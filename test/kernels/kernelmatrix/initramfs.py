@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The guest's initramfs: a newc cpio holding busybox (static), this
 machine's apache2 with the libraries ldd names, the built bucketed modules
 and shim, kprobe and kload (built static here), and guest/init.sh as /init."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Booting one guest under qemu, bounded in time: the guest's console and
 its report port go to files; a guest still running at the deadline is
 killed (by its pid) and counts as timed out. No network device: the guest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Judging a guest's report and building the kernel x check matrix (pure:
 text in, results out). A guest run passes only when its report is whole:
 begun, ended, every expected line present once and well-formed, no panic
