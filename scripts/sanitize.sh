@@ -5,11 +5,11 @@
 # the integration tests against Debian's /usr/sbin/apache2 with the sanitized
 # modules; fails if a sanitizer wrote a report (the reports are printed).
 #
-#   scripts/sanitize.sh [PYTEST ARGS]   e.g. test/integration/test_event.py -k drain
+#   scripts/sanitize.sh [PYTEST ARGS]   e.g. test/integration/test_event_lifecycle.py -k stop
 #   BUCKETED_SANITIZE=thread scripts/sanitize.sh [PYTEST ARGS]
 #
 # BUCKETED_SANITIZE=thread builds with ThreadSanitizer instead (it cannot be
-# combined with ASan) and runs test/integration/test_event.py by default: the
+# combined with ASan) and runs test/integration/test_event_*.py by default: the
 # event child model is the threaded one. Only bucketed's code is instrumented;
 # httpd and APR are not, so races inside them go unseen, while their locking
 # (pthread mutexes and condition variables) is seen through TSan's interceptors.
@@ -116,9 +116,11 @@ export ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS
 # TSan's runtime adds a thread to every process: the two tests that count a
 # child's threads cannot hold under it.
 if [ $# = 0 ] && [ $MODE = thread ]; then
-    set -- test/integration/test_event.py \
-        --deselect=test/integration/test_event.py::test_serves_and_says_threaded \
-        --deselect=test/integration/test_event.py::test_graceful_restart_switches_child_model
+    set -- test/integration/test_event_serving.py \
+        test/integration/test_event_lifecycle.py \
+        test/integration/test_event_modules.py \
+        --deselect=test/integration/test_event_serving.py::test_serves_and_says_threaded \
+        --deselect=test/integration/test_event_lifecycle.py::test_graceful_restart_switches_child_model
 elif [ $# = 0 ]; then
     set -- test/integration \
         --ignore=test/integration/test_debian_install.py \

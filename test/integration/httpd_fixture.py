@@ -2,7 +2,7 @@
 """
 httpd_fixture: runs the real Debian httpd (/usr/sbin/apache2) with the
 bucketed MPM loaded, on ephemeral ports of 127.0.0.1, for the integration
-tests of this directory.
+tests of this directory (conftest.py makes them into fixtures).
 
 Environment:
   BUCKETED_TOP    repository root (default: two levels above this file)
@@ -23,9 +23,7 @@ import collections
 import http.client
 import itertools
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -52,6 +50,9 @@ MPM_SO = BUILD / "mod_mpm_bucketed.so"
 STATUS_SO = BUILD / "mod_bucketed_status.so"
 NOREUSEPORT_SO = BUILD / "bench" / "noreuseport.so"
 INDEX_BODY = b"bucketed integration test\n"
+# What selects each child model (conftest.py's child_model fixture).
+CHILD_MODELS = {"prefork": "ChildModel prefork\n",
+                "event": "ChildModel event\n"}
 CGI_BODY = "slow cgi done"
 
 TEST_PRELOAD = os.environ.get("BUCKETED_TEST_PRELOAD", "")
@@ -417,6 +418,24 @@ def recv_exactly(sock, n):
 
 # ---------------------------------------------------------------- buckets
 
+def read_response(sock, received=b""):
+    """One HTTP/1.1 response with a Content-Length from sock: (head,
+    body, bytes received after it)."""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(65536)
+        assert chunk, received[:200]
+        received += chunk
+    head, first = received.split(b"\r\n\r\n", 1)
+    length = int([line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:")][0])
+    rest = bytearray(first)
+    while len(rest) < length:
+        chunk = sock.recv(1 << 20)
+        assert chunk, (head, len(rest), length)
+        rest += chunk
+    return head, bytes(rest[:length]), bytes(rest[length:])
+
+
 def bucket_sockets_of(server, child):
     """The listening sockets (inodes) of the server's port a child holds:
     with one Listen and one socket per bucket, they tell its bucket."""
@@ -434,30 +453,6 @@ def bucket_sockets(server):
             return None
         held[mine.pop()].append(child)
     return held
-
-
-
-@pytest.fixture
-def make_httpd():
-    """Factory of Httpd servers, each in a ServerRoot of its own; every
-    server it made is stopped, its processes killed and its directory
-    removed when the test ends. The roots live outside pytest's base
-    temporary directory, which pytest keeps 0700 (and may reset at any
-    time from another session): the children run as www-data and must
-    reach their htdocs."""
-    base = Path(tempfile.mkdtemp(prefix="bucketed-it-"))
-    base.chmod(0o755)
-    made = []
-
-    def make(**kwargs):
-        server = Httpd(base / f"server{len(made)}", **kwargs)
-        made.append(server)
-        return server
-
-    yield make
-    for server in made:
-        server.cleanup()
-    shutil.rmtree(base, ignore_errors=True)
 
 
 def need_build(*paths):

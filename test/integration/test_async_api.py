@@ -16,8 +16,7 @@ import socket
 import time
 
 from httpd_fixture import (BUILD, INDEX_BODY, LOOPBACK, free_ports, http_get,
-                           need_build, recv_exactly, wait_until)
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
+                           need_build, read_response, wait_until)
 
 FAULT_SO = BUILD / "test" / "modules" / "mod_test_fault.so"
 STATUS = ("LoadModule status_module /usr/lib/apache2/modules/mod_status.so\n"
@@ -84,26 +83,17 @@ SUSPEND = (f"LoadModule test_fault_module {FAULT_SO}\n"
            "<Location /suspend>\n  SetHandler test-suspend\n</Location>\n")
 
 
-def read_answer(sock):
-    """The answer to a request sent on sock: (status line, body)."""
-    received = b""
-    while b"\r\n\r\n" not in received:
-        chunk = sock.recv(65536)
-        assert chunk, f"connection closed after {received!r}"
-        received += chunk
-    head, body = received.split(b"\r\n\r\n", 1)
-    length = int([line.split(b":")[1] for line in head.split(b"\r\n")
-                  if line.lower().startswith(b"content-length:")][0])
-    if len(body) < length:
-        body += recv_exactly(sock, length - len(body))
-    return head.split(b"\r\n")[0].decode(), body
-
-
 def exchange(sock, path):
     """GET path on a kept-alive connection: (status line, body)."""
     sock.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"
                  .encode())
-    return read_answer(sock)
+    return status_and_body(sock)
+
+
+def status_and_body(sock):
+    """The answer to a request sent on sock: (status line, body)."""
+    head, body, _ = read_response(sock)
+    return head.split(b"\r\n")[0].decode(), body
 
 
 SUSPENDED = 4
@@ -129,7 +119,7 @@ def test_a_timed_callback_finishes_a_suspended_request(make_httpd):
         readable, _, _ = select.select(clients, [], [], 0)
         assert readable == [], "answered before the callback was due"
         for c in clients:
-            status, body = read_answer(c)
+            status, body = status_and_body(c)
             assert status == "HTTP/1.1 200 OK"
             waited = int(body.split()[2])
             assert waited >= SUSPEND_MS, body

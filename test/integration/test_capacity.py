@@ -17,7 +17,6 @@ import pytest
 from httpd_fixture import (APACHE_MODULES, HTTP_TIMEOUT, INDEX_BODY,
                            LOOPBACK, NOREUSEPORT_SO, Load, children_of,
                            http_get, need_build, wait_until)
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 MAX_WORKERS = 16
 # Seconds the slow CGI takes: long enough that the load keeps every child

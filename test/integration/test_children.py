@@ -13,7 +13,6 @@ import pytest
 
 from httpd_fixture import (Httpd, Load, Timeout, bucket_sockets,
                            bucket_sockets_of, children_of, wait_until)
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 REQUESTS = 3000
 

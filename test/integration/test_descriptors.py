@@ -17,11 +17,8 @@ import os
 import re
 import signal
 
-import pytest
-
 from httpd_fixture import (APACHE_MODULES, children_of, http_get,
                            listening_inodes, wait_until)
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 # Prints "fd N TARGET" for each descriptor of the script's own process
 # and its SigBlk line. Python, not a shell: a shell may reset its signal
@@ -189,10 +186,10 @@ def assert_daemon_and_cgi_clean(server, daemon):
     assert sigblk == 0
 
 
-@pytest.mark.parametrize("model", ["prefork", "event"])
-def test_cgid_daemon_and_its_cgis_hold_no_mpm_descriptor(make_httpd, model):
+def test_cgid_daemon_and_its_cgis_hold_no_mpm_descriptor(make_httpd,
+                                                        child_model):
     server = make_httpd(directives="")
-    server.write_config(MPM_DIRECTIVES + model_directives(model)
+    server.write_config(MPM_DIRECTIVES + model_directives(child_model)
                         + cgid_directives(server))
     install_fd_cgi(server)
     server.start()
@@ -203,7 +200,7 @@ def test_cgid_daemon_and_its_cgis_hold_no_mpm_descriptor(make_httpd, model):
     parent = mpm_leaks(descriptors_of(server.pid), server)
     assert sum("bpf-map" in t for t in parent.values()) >= 2, parent
     assert sum("listening" in t for t in parent.values()) == BUCKETS, parent
-    if model == "event":
+    if child_model == "event":
         assert sum("eventfd" in t for t in parent.values()) == BUCKETS, parent
 
     daemon = wait_until(lambda: cgid_daemon(server), 10,
@@ -223,9 +220,9 @@ def test_cgid_daemon_and_its_cgis_hold_no_mpm_descriptor(make_httpd, model):
     assert_daemon_and_cgi_clean(server, new_daemon)
 
 
-@pytest.mark.parametrize("model", ["prefork", "event"])
-def test_cgi_of_a_child_holds_no_mpm_descriptor(make_httpd, model):
-    server = make_httpd(directives=MPM_DIRECTIVES + model_directives(model),
+def test_cgi_of_a_child_holds_no_mpm_descriptor(make_httpd, child_model):
+    server = make_httpd(directives=MPM_DIRECTIVES
+                        + model_directives(child_model),
                         cgi=True)
     install_fd_cgi(server)
     server.start()
@@ -238,14 +235,13 @@ def test_cgi_of_a_child_holds_no_mpm_descriptor(make_httpd, model):
                             "blocked"
 
 
-@pytest.mark.parametrize("model", ["prefork", "event"])
-def test_piped_logger_holds_no_mpm_descriptor(make_httpd, model):
+def test_piped_logger_holds_no_mpm_descriptor(make_httpd, child_model):
     server = make_httpd(directives="")
     logger = server.root / "logger.py"
     logger.write_text(LOGGER)
     logger.chmod(0o755)
     report = server.root / "logs" / "logger-report.txt"
-    server.write_config(MPM_DIRECTIVES + model_directives(model)
+    server.write_config(MPM_DIRECTIVES + model_directives(child_model)
                         + f'CustomLog "||{logger} {report}" common\n')
     server.start()
 

@@ -14,7 +14,6 @@ import pytest
 
 from httpd_fixture import (CGI_BODY, HTTPD_BIN, INDEX_BODY, BackgroundGet,
                            connection_refused, http_get, wait_until)
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 # (extra configuration, the directive its error must name, and a phrase of
 # the message saying what is wrong with it)

@@ -17,15 +17,11 @@ import signal
 import threading
 import time
 
-import pytest
-
 from httpd_fixture import (BUILD, INDEX_BODY, bucket_sockets, children_of,
                            http_get, need_build, wait_until)
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 FAULT_SO = BUILD / "test" / "modules" / "mod_test_fault.so"
 EMFILE_SHIM = BUILD / "test" / "modules" / "emfile_shim.so"
-MODELS = ("prefork", "event")
 # Far longer than any probe of a bucket that serves takes, far shorter
 # than the back-off or a hang that the probes would otherwise meet.
 PROBE_TIMEOUT = 5
@@ -84,11 +80,10 @@ def crash_requests(port, per_second, seconds, stop):
     return sent
 
 
-@pytest.mark.parametrize("model", MODELS)
 def test_requests_that_crash_children_leave_other_clients_served(
-        make_httpd, model):
+        make_httpd, child_model):
     need_build(FAULT_SO)
-    server = make_httpd(directives=fault_directives(model, 4))
+    server = make_httpd(directives=fault_directives(child_model, 4))
     server.start()
     port = server.ports[0]
     stop = threading.Event()
@@ -105,25 +100,25 @@ def test_requests_that_crash_children_leave_other_clients_served(
         stop.set()
         crasher.join(PROBE_TIMEOUT + 15)
     crashes = server.error_log().count("crashes on purpose")
-    print(f"ChildModel {model}: {sent} crash requests, {crashes} crashes; "
+    print(f"ChildModel {child_model}: {sent} crash requests, "
+          f"{crashes} crashes; "
           f"{probes}")
     assert crashes >= 20, server.error_log()[-3000:]
     assert not server.exited(), server.output()
     assert probes.timeouts == [], probes
-    if model == "prefork":
+    if child_model == "prefork":
         assert probes.errors == [], probes
     assert probes.ok >= 10, probes
     # Still whole afterwards: a child in every bucket.
     server.wait_ready()
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_children_crashing_at_exit_cost_no_client(make_httpd, model):
+def test_children_crashing_at_exit_cost_no_client(make_httpd, child_model):
     # A module whose cleanup crashes (mod_perl in httpd's own test suite):
     # every child that reaches MaxConnectionsPerChild dies of SIGSEGV.
     need_build(FAULT_SO)
     server = make_httpd(directives=fault_directives(
-        model, 2, "MaxConnectionsPerChild 5\n"))
+        child_model, 2, "MaxConnectionsPerChild 5\n"))
     (server.root / "crash-at-exit").write_text("")
     server.start()
     probes = Probes()
@@ -133,7 +128,7 @@ def test_children_crashing_at_exit_cost_no_client(make_httpd, model):
         probes.one(server.ports[0])
     log = server.error_log()
     crashed = log.count("Segmentation fault")
-    print(f"ChildModel {model}: {crashed} children crashed at exit; "
+    print(f"ChildModel {child_model}: {crashed} children crashed at exit; "
           f"{probes}")
     assert crashed >= 5, log[-3000:]
     assert probes.timeouts == [], probes
@@ -151,9 +146,8 @@ def stopped_bucket(server):
     return victims
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_a_hung_bucket_costs_no_client(make_httpd, model):
-    server = make_httpd(directives=model_directives(model, 4))
+def test_a_hung_bucket_costs_no_client(make_httpd, child_model):
+    server = make_httpd(directives=model_directives(child_model, 4))
     server.start()
     victims = stopped_bucket(server)
     probes = Probes()
@@ -163,19 +157,18 @@ def test_a_hung_bucket_costs_no_client(make_httpd, model):
     finally:
         for pid in victims:
             os.kill(pid, signal.SIGCONT)
-    print(f"ChildModel {model}: {len(victims)} children of one of 4 "
+    print(f"ChildModel {child_model}: {len(victims)} children of one of 4 "
           f"buckets stopped; {probes}")
     assert probes.timeouts == [], probes
     assert probes.errors == [], probes
 
 
-@pytest.mark.parametrize("model", MODELS)
 def test_descriptors_running_out_in_new_children_spare_the_server(
-        make_httpd, model):
+        make_httpd, child_model):
     # Two Listens: a prefork-model child then waits in epoll, so it needs
     # epoll_create1 as an event-model child does.
     need_build(EMFILE_SHIM)
-    server = make_httpd(listens=2, directives=model_directives(model, 2),
+    server = make_httpd(listens=2, directives=model_directives(child_model, 2),
                         preload=EMFILE_SHIM)
     flag = server.root / "descriptors-run-out"
     server.environ["BUCKETED_EMFILE_FLAG"] = str(flag)

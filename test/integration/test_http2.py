@@ -14,7 +14,6 @@ import pytest
 
 from httpd_fixture import (APACHE_MODULES, INDEX_BODY, LOOPBACK, http_get,
                            recv_exactly)
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 H2 = (f"LoadModule http2_module {APACHE_MODULES}/mod_http2.so\n"
       "Protocols h2c http/1.1\n")

@@ -11,7 +11,6 @@ import socket
 import time
 
 from httpd_fixture import (INDEX_BODY, LOOPBACK, http_get, wait_until)
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 # Two children of 4 workers: at most 4 + 4 x 2 = 12 connections each.
 SMALL_LIMITS = ("ChildModel event\nBucketCount 1\nServerLimit 2\n"

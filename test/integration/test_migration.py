@@ -26,7 +26,6 @@ import pytest
 
 from httpd_fixture import (NOREUSEPORT_SO, Load, Timeout, http_get,
                            listening_inodes, need_build, wait_until)
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 MIGRATE_REQ = Path("/proc/sys/net/ipv4/tcp_migrate_req")
 RESTARTS = 10
@@ -103,15 +102,15 @@ def sysctl_untouched():
     assert migrate_req() == "0"
 
 
-@pytest.mark.parametrize("model", ["prefork", "event"])
-def test_plan_changes_lose_nothing(make_httpd, sysctl_untouched, model):
-    settings = EVENT_DIRECTIVES if model == "event" else SERVER_DIRECTIVES
+def test_plan_changes_lose_nothing(make_httpd, sysctl_untouched, child_model):
+    settings = (EVENT_DIRECTIVES if child_model == "event"
+                else SERVER_DIRECTIVES)
     server = make_httpd(directives=directives(2, model=settings))
     server.start()
     log = server.error_log()
     assert "migration: per-group eBPF (5.14+)" in log, log
     result = restart_alternating(server, RESTARTS, model=settings)
-    print(f"with the program ({model}): {RESTARTS} restarts, {result}")
+    print(f"with the program ({child_model}): {RESTARTS} restarts, {result}")
     assert result.failed == 0, result.errors
     assert result.ok >= 1000
     log = server.error_log()
@@ -194,14 +193,14 @@ def drain_steps(restarts):
     return steps.count(2), steps.count(0)
 
 
-@pytest.mark.parametrize("model", ["prefork", "event"])
 def test_without_migration_plan_changes_drain(make_httpd, sysctl_untouched,
-                                              model):
+                                              child_model):
     """A 5.13 kernel (shim): no migration, so bucketed drains; the same
     kind of restarts under load lose nothing, and the log shows each
     removed socket drained and later closed."""
     need_build(NOREUSEPORT_SO)
-    settings = EVENT_DIRECTIVES if model == "event" else SERVER_DIRECTIVES
+    settings = (EVENT_DIRECTIVES if child_model == "event"
+                else SERVER_DIRECTIVES)
     server = make_httpd(directives=directives(2, model=settings),
                         preload=NOREUSEPORT_SO,
                         environ={"BUCKETED_SHIM_KERNEL": "5.13"})
@@ -211,7 +210,7 @@ def test_without_migration_plan_changes_drain(make_httpd, sysctl_untouched,
            "SELECT_OR_MIGRATE program" in log, log
     result = restart_alternating(server, RESTARTS, counts=DRAIN_COUNTS,
                                  model=settings, sockets=DRAIN_SOCKETS)
-    print(f"draining ({model}): {RESTARTS} restarts, {result}")
+    print(f"draining ({child_model}): {RESTARTS} restarts, {result}")
     assert result.failed == 0, result.errors
     assert result.ok >= 1000
     drains, closes = drain_steps(RESTARTS)

@@ -24,7 +24,6 @@ import pytest
 from httpd_fixture import (APACHE_MODULES, CGI_BODY, HTTP_TIMEOUT, LOOPBACK,
                            STATUS_SO, BackgroundGet, Load, free_ports,
                            http_get, processes_mentioning, wait_until)
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 STATUS_DIRECTIVES = f"""
 LoadModule status_module {APACHE_MODULES}/mod_status.so

@@ -8,7 +8,6 @@ children are healthy again it serves.
 import re
 
 from httpd_fixture import BUILD, INDEX_BODY, http_get, need_build, wait_until
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 FAULT_SO = BUILD / "test" / "modules" / "mod_test_fault.so"
 HOLD_LINE = re.compile(r"child \d+ of bucket (\d+) exited sick \(it reported "

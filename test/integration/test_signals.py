@@ -14,7 +14,6 @@ from httpd_fixture import (CGI_BODY, INDEX_BODY, STOP_TIMEOUT,
                            BackgroundGet, Load, alive, children_of,
                            connection_refused, http_get, listening_inodes,
                            wait_until)
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 RESTARTS = 5
 

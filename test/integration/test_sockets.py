@@ -14,7 +14,6 @@ from httpd_fixture import (BUILD, INDEX_BODY, LOOPBACK, NOREUSEPORT_SO,
                            children_of, http_get, listening_inodes,
                            need_build, proc_listening_inodes, process_env,
                            socket_inodes_of, ss_listening, wait_until)
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 
 def assert_serves(server):

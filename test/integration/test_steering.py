@@ -17,7 +17,6 @@ import pytest
 
 from httpd_fixture import (INDEX_BODY, NOREUSEPORT_SO, TOP, BackgroundGet,
                            children_of, http_get, need_build, wait_until)
-from httpd_fixture import make_httpd  # noqa: F401 (fixture)
 
 BPFTOOL = "/usr/sbin/bpftool"
 REQUESTS = 30

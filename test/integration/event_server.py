@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Helpers of the ChildModel event tests (test_event_*.py): an event
+server, its sizing, a keep-alive load that reopens what a restart closed,
+and mod_status's fields."""
+import http.client
+import threading
+import time
+
+from httpd_fixture import (APACHE_MODULES, HTTP_TIMEOUT, INDEX_BODY, LOOPBACK,
+                           Load, http_get)
+
+
+EVENT = "ChildModel event\n"
+
+
+def event_server(make_httpd, extra="", **kwargs):
+    return make_httpd(directives=EVENT + extra, **kwargs)
+
+
+def sized(buckets, threads, workers, start, spare):
+    """The sizing directives of a test's event server: BucketCount,
+    ThreadsPerChild, MaxRequestWorkers, StartServers and the
+    (MinSpareThreads, MaxSpareThreads) pair."""
+    return (f"BucketCount {buckets}\nThreadsPerChild {threads}\n"
+            f"MaxRequestWorkers {workers}\nStartServers {start}\n"
+            f"MinSpareThreads {spare[0]}\nMaxSpareThreads {spare[1]}\n")
+
+
+def per_bucket(status, key):
+    return [b[key] for b in status["buckets_list"]]
+
+
+def module_line(name, so):
+    return f"LoadModule {name}_module {APACHE_MODULES}/{so}"
+
+
+class KeepAliveLoad(Load):
+    """Load's clients, each on one persistent connection, GETting `/` over
+    and over until stop() (after at least `minimum` requests in all). A
+    request fails unless it answers 200 with the index body. A reused
+    connection the server closed while idle (between requests, as on a
+    graceful restart or stop) is reopened and the request made again,
+    once, as HTTP clients do for idempotent requests; such retries are
+    counted, and a retry that fails, or any failure on a fresh connection,
+    is a failure."""
+
+    def __init__(self, ports, threads=4, seconds=90, minimum=0):
+        super().__init__(ports, count=10 ** 9, threads=threads,
+                         seconds=seconds, minimum=minimum)
+        self.retries = 0
+        self._lock = threading.Lock()
+
+    def _request(self, conn):
+        conn.request("GET", "/")
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200 or body != INDEX_BODY:
+            return f"status {resp.status}, body {body[:80]!r}"
+        return None
+
+    def _work(self, deadline):
+        port = self.ports[next(self._tickets) % len(self.ports)]
+        conn = None
+        reused = False
+        while time.monotonic() < deadline and not (
+                self._stop.is_set() and self.result.total >= self.minimum):
+            if conn is None:
+                conn = http.client.HTTPConnection(LOOPBACK, port,
+                                                  timeout=HTTP_TIMEOUT)
+                reused = False
+            try:
+                error = self._request(conn)
+            except (http.client.RemoteDisconnected, ConnectionResetError,
+                    BrokenPipeError) as e:
+                conn.close()
+                conn = None
+                if reused:
+                    with self._lock:
+                        self.retries += 1
+                    continue
+                error = repr(e)
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                conn = None
+                error = repr(e)
+            self.result.record(error)
+            reused = True
+        if conn is not None:
+            conn.close()
+
+
+def get_index(conns):
+    """One keep-alive GET / on each connection, each answered in full."""
+    for c in conns:
+        c.request("GET", "/")
+        r = c.getresponse()
+        assert (r.status, r.read()) == (200, INDEX_BODY)
+
+
+def open_keepalive(port, count):
+    """count connections, each having made one keep-alive request."""
+    conns = [http.client.HTTPConnection(LOOPBACK, port, timeout=HTTP_TIMEOUT)
+             for _ in range(count)]
+    get_index(conns)
+    return conns
+
+
+
+def status_fields(port):
+    """mod_status's ?auto page as a dict."""
+    _, text = http_get(port, "/server-status?auto")
+    return dict(line.split(": ", 1) for line in text.decode().splitlines()
+                if ": " in line)
+
+
+STATUS = (module_line("status", "mod_status.so") + "\n"
+          "<Location /server-status>\n  SetHandler server-status\n"
+          "</Location>\n")
+
+

@@ -1,0 +1,334 @@
+# SPDX-License-Identifier: Apache-2.0
+"""
+ChildModel event children over their life: graceful restarts under
+keep-alive and Connection: close load lose nothing (and switch the child
+model); a graceful stop finishes a slow request and closes idle keep-alive
+connections cleanly; a killed child is replaced in its bucket;
+MaxConnectionsPerChild recycles children without a failed request; a
+request proxied to its own server is served; a stuck child gets an extra
+worker; children move to a busy bucket.
+"""
+import http.client
+import os
+import signal
+import socket
+
+import pytest
+
+from httpd_fixture import (BackgroundGet, CGI_BODY, HTTP_TIMEOUT, Httpd,
+                           INDEX_BODY, LOOPBACK, Load, NOREUSEPORT_SO,
+                           STOP_TIMEOUT, Timeout, alive, children_of,
+                           connection_refused, http_get, listening_inodes,
+                           need_build, socket_inodes_of, wait_until)
+from event_server import (EVENT, KeepAliveLoad, event_server, get_index,
+                          module_line, open_keepalive, per_bucket, sized)
+from test_signals import wait_generation
+
+
+RESTARTS = 5
+
+def test_graceful_restart_under_load_loses_nothing(make_httpd):
+    server = event_server(make_httpd, sized(2, 8, 64, 4, (8, 64)))
+    server.start()
+    port = server.ports[0]
+    sockets_before = listening_inodes(port)
+    assert len(sockets_before) == 2
+    first_children = set(children_of(server.pid))
+    generation = server.status()["generation"]
+
+    close_load = Load(server.ports, count=10 ** 6, threads=4, seconds=90,
+                      minimum=1000).start()
+    ka_load = KeepAliveLoad(server.ports, threads=4, minimum=1000).start()
+    for i in range(1, RESTARTS + 1):
+        done = close_load.done() + ka_load.done()
+        wait_until(lambda: close_load.done() + ka_load.done() > done + 200,
+                   20, what="requests before the next restart")
+        server.signal(signal.SIGUSR1)
+        wait_generation(server, generation + i)
+    done = close_load.done() + ka_load.done()
+    wait_until(lambda: close_load.done() + ka_load.done() > done + 200, 20,
+               what="requests after the last restart")
+    closed = close_load.stop()
+    kept = ka_load.stop()
+    print(f"{RESTARTS} graceful restarts: Connection: close {closed}; "
+          f"keep-alive {kept}, {ka_load.retries} idle connections closed "
+          f"by the server and reopened")
+    assert closed.failed == 0, closed.errors
+    assert kept.failed == 0, kept.errors
+    assert closed.ok >= 1000 and kept.ok >= 1000
+    assert server.error_log().count("Doing graceful restart") == RESTARTS
+    assert listening_inodes(port) == sockets_before
+    wait_until(lambda: not first_children & set(children_of(server.pid)),
+               20, what="the first generation's children to leave")
+
+
+def thread_counts(server):
+    """{child pid: its threads}."""
+    counts = {}
+    for child in children_of(server.pid):
+        try:
+            counts[child] = len(os.listdir(f"/proc/{child}/task"))
+        except FileNotFoundError:
+            pass
+    return counts
+
+
+def test_graceful_restart_switches_child_model(make_httpd):
+    event_config = EVENT + "ThreadsPerChild 4\nMaxRequestWorkers 16\n"
+    server = make_httpd(directives=event_config)
+    server.start()
+    generation = server.status()["generation"]
+    load = Load(server.ports, count=10 ** 6, threads=4, seconds=90,
+                minimum=500).start()
+    # To the prefork model: single-threaded children only.
+    server.write_config("")
+    server.signal(signal.SIGUSR1)
+    wait_generation(server, generation + 1)
+    wait_until(lambda: set(thread_counts(server).values()) == {1}, 20,
+               what="only prefork-model children")
+    done = load.done()
+    wait_until(lambda: load.done() > done + 200, 20,
+               what="requests served by the prefork model")
+    # And back: a keeper and four workers per child.
+    server.write_config(event_config)
+    server.signal(signal.SIGUSR1)
+    wait_generation(server, generation + 2)
+    wait_until(lambda: set(thread_counts(server).values()) == {6}, 20,
+               what="only event-model children")
+    done = load.done()
+    wait_until(lambda: load.done() > done + 200, 20,
+               what="requests served by the event model again")
+    result = load.stop()
+    print(f"event -> prefork -> event under load: {result}")
+    assert result.failed == 0, result.errors
+    assert "changing ServerLimit to 256 from original value of 16" \
+        in server.error_log()
+
+
+def test_restart_keeps_sockets_and_serves(make_httpd):
+    server = event_server(make_httpd, "BucketCount 2\nThreadsPerChild 4\n"
+                                      "MaxRequestWorkers 16\n")
+    server.start()
+    port = server.ports[0]
+    sockets_before = listening_inodes(port)
+    first_children = set(children_of(server.pid))
+    generation = server.status()["generation"]
+    server.signal(signal.SIGHUP)
+    wait_generation(server, generation + 1)
+    assert "SIGHUP received.  Attempting to restart" in server.error_log()
+    assert listening_inodes(port) == sockets_before
+    assert not first_children & set(children_of(server.pid))
+    assert Load(server.ports, count=200, threads=4).run().failed == 0
+
+
+def test_graceful_stop_finishes_slow_request(make_httpd):
+    server = event_server(make_httpd, sized(1, 4, 8, 1, (1, 8))
+                          + "KeepAliveTimeout 60\n", cgi=True)
+    server.start()
+    port = server.ports[0]
+    children = children_of(server.pid)
+    idle = socket.create_connection((LOOPBACK, port), timeout=HTTP_TIMEOUT)
+    idle.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    received = b""
+    while INDEX_BODY not in received:
+        received += idle.recv(4096)
+    slow = BackgroundGet(port, "/cgi-bin/slow.cgi?3")
+    wait_until(server.cgi_in_flight, 10, what="the slow CGI to start")
+
+    server.signal(signal.SIGWINCH)
+    # The idle keep-alive connection is closed cleanly (EOF, no reset)
+    # while the slow request is still running.
+    assert idle.recv(4096) == b""
+    assert server.cgi_in_flight()
+    idle.close()
+    assert slow.result() == (200, (CGI_BODY + "\n").encode())
+    assert server.wait_exit() == 0
+    wait_until(lambda: connection_refused(port), 10,
+               what="the port to close")
+    assert not [pid for pid in [server.pid, *children] if alive(pid)]
+    assert "caught SIGWINCH, shutting down gracefully" in server.error_log()
+
+
+def test_graceful_shutdown_timeout_ends_slow_request(make_httpd):
+    server = event_server(make_httpd, "ThreadsPerChild 2\n"
+                                      "MaxRequestWorkers 4\n"
+                                      "GracefulShutdownTimeout 1\n", cgi=True)
+    server.start()
+    children = children_of(server.pid)
+    slow = BackgroundGet(server.ports[0], "/cgi-bin/slow.cgi?5")
+    wait_until(server.cgi_in_flight, 10, what="the slow CGI to start")
+    server.signal(signal.SIGWINCH)
+    assert server.wait_exit(STOP_TIMEOUT) == 0
+    assert not [pid for pid in children if alive(pid)]
+    # GracefulShutdownTimeout ended the wait: the request was cut.
+    with pytest.raises((OSError, http.client.HTTPException)):
+        slow.result()
+    # The script itself (no longer watched by a child) ends on its own.
+    wait_until(lambda: not server.cgi_in_flight(), 20,
+               what="the CGI script to end")
+
+
+def test_stop_ends_children_with_busy_workers(make_httpd):
+    server = event_server(make_httpd, "ThreadsPerChild 2\n"
+                                      "MaxRequestWorkers 4\n", cgi=True)
+    server.start()
+    children = children_of(server.pid)
+    slow = BackgroundGet(server.ports[0], "/cgi-bin/slow.cgi?5")
+    wait_until(server.cgi_in_flight, 10, what="the slow CGI to start")
+    server.signal(signal.SIGTERM)
+    assert server.wait_exit() == 0
+    assert not [pid for pid in children if alive(pid)]
+    with pytest.raises((OSError, http.client.HTTPException)):
+        slow.result()
+    # A busy worker cannot run its pool's cleanups (the child leaves
+    # without them after 1 s): the script ends on its own.
+    wait_until(lambda: not server.cgi_in_flight(), 20,
+               what="the CGI script to end")
+
+
+def bucket_of_child(server, child):
+    """The listening sockets of the server's port a child holds: with one
+    Listen, one socket per bucket, they tell its bucket."""
+    return socket_inodes_of(child) & listening_inodes(server.ports[0])
+
+
+def test_killed_child_replaced_in_its_bucket(make_httpd):
+    server = event_server(make_httpd, sized(2, 2, 16, 4, (2, 16)))
+    server.start()
+    wait_until(lambda: per_bucket(server.status(), "children") == [2, 2],
+               10, what="two children per bucket")
+    victim = children_of(server.pid)[0]
+    socket_of_victim = wait_until(lambda: len(bucket_of_child(server, victim))
+                                  == 1 and bucket_of_child(server, victim),
+                                  10, what="the victim to keep one socket")
+    before = set(children_of(server.pid))
+    os.kill(victim, signal.SIGKILL)
+    new = wait_until(lambda: set(children_of(server.pid)) - before, 5,
+                     what="a replacement child")
+    (newcomer,) = new
+    held = wait_until(lambda: len(bucket_of_child(server, newcomer)) == 1
+                      and bucket_of_child(server, newcomer), 10,
+                      what="the newcomer to keep one socket")
+    assert held == socket_of_victim
+    assert per_bucket(server.status(), "children") == [2, 2]
+    assert Load(server.ports, count=200, threads=4).run().failed == 0
+
+
+def test_max_connections_per_child_under_load(make_httpd):
+    server = event_server(make_httpd, sized(2, 4, 32, 4, (4, 32))
+                          + "MaxConnectionsPerChild 100\n" + Httpd.PID_LOG)
+    server.start()
+    result = Load(server.ports, count=3000, threads=8).run()
+    assert result.failed == 0, result.errors
+    served_by = server.served_by_child()
+    print(f"{result}; {len(served_by)} children served, at most "
+          f"{max(served_by.values())} connections each")
+    assert sum(served_by.values()) >= 3000
+    assert max(served_by.values()) <= 100
+    assert len(served_by) >= 30
+
+
+def test_one_process_mode_serves(make_httpd):
+    server = event_server(make_httpd, "ThreadsPerChild 3\n"
+                                      "MaxRequestWorkers 3\n")
+    server.start("-X")
+    result = Load(server.ports, count=100, threads=4).run()
+    assert result.failed == 0, result.errors
+    assert children_of(server.pid) == []
+    assert server.stop() == 0
+
+
+@pytest.mark.parametrize("threads,children", [(2, 2), (2, 3), (4, 2)])
+def test_request_proxied_to_own_server_is_served(make_httpd, threads,
+                                                 children):
+    """A worker proxying to its own server waits for another worker: a
+    child with no idle worker stops accepting, so the inner request goes
+    to a child that has one (or one the bucket gets) instead of waiting
+    behind its own proxy for Timeout and a 502."""
+    server = make_httpd(listens=8)
+    target = server.ports[-1]
+    server.write_config(
+        EVENT + f"ThreadsPerChild {threads}\n"
+        f"MaxRequestWorkers {threads * children}\n"
+        f"ServerLimit {children}\nStartServers {children}\n"
+        "MinSpareThreads 1\nMaxSpareThreads 64\nTimeout 20\n"
+        + module_line("proxy", "mod_proxy.so") + "\n"
+        + module_line("proxy_http", "mod_proxy_http.so") + "\n"
+        f"ProxyPass /proxied/ http://{LOOPBACK}:{target}/ timeout=20\n")
+    server.start()
+    # Each proxied request takes two workers.
+    concurrency = threads * children // 2
+    result = Load([server.ports[0]], count=60, threads=concurrency,
+                  path="/proxied/index.html").run()
+    print(f"{threads} threads x {children} children: {result}")
+    assert result.failed == 0, result.errors
+    assert result.ok == 60
+
+
+def test_keepalive_request_in_a_stuck_child_gets_an_extra_worker(make_httpd):
+    """A kept-alive connection's next request comes while every worker of
+    its child is busy and none finishes (what a child proxying to itself
+    over a pooled connection it serves runs into): the keeper starts an
+    extra worker within ThreadLimit, which answers it while both slow
+    requests still run, and then retires."""
+    server = event_server(make_httpd, sized(1, 2, 2, 1, (1, 2))
+                          + "ServerLimit 1\nThreadLimit 4\n"
+                            "KeepAliveTimeout 60\n", cgi=True)
+    server.start()
+    port = server.ports[0]
+    child = children_of(server.pid)[0]
+    threads = len(os.listdir(f"/proc/{child}/task"))
+    kept = open_keepalive(port, 1)
+    slow = [BackgroundGet(port, "/cgi-bin/slow.cgi?20", timeout=60)
+            for _ in range(2)]
+    try:
+        wait_until(lambda: server.cgi_in_flight() == 2, 20,
+                   what="both workers running the slow CGI")
+        get_index(kept)
+        # Both slow requests still run: the answer came from neither.
+        assert server.cgi_in_flight() == 2
+        assert "started an extra worker" in server.error_log()
+    finally:
+        kept[0].close()
+    for request in slow:
+        assert request.result(timeout=60) == (200, CGI_BODY.encode() + b"\n")
+    # Retired: the child is back to the threads it started with.
+    wait_until(lambda: len(os.listdir(f"/proc/{child}/task")) == threads, 20,
+               what="the extra worker to retire")
+
+
+def test_children_move_to_busy_bucket_without_reuseport(make_httpd):
+    """One bucket per Listen (no SO_REUSEPORT): with every thread of the
+    busy address's bucket taken, that bucket gets children beyond its
+    share: the four free slots, then one moved from the quiet bucket
+    (which keeps one, and keeps serving)."""
+    need_build(NOREUSEPORT_SO)
+    server = make_httpd(listens=2, cgi=True, preload=NOREUSEPORT_SO)
+    server.write_config(EVENT + "ThreadsPerChild 2\nMaxRequestWorkers 16\n"
+                        "ServerLimit 8\nStartServers 4\n"
+                        "MinSpareThreads 2\nMaxSpareThreads 8\n")
+    server.start()
+    status = server.status()
+    assert status["strategy"] == "listen" and status["buckets"] == 2
+    load = Load([server.ports[0]], count=10 ** 6, threads=24, seconds=60,
+                path="/cgi-bin/slow.cgi?0.3", body=(CGI_BODY + "\n").encode())
+    load.start()
+    try:
+        def busy_bucket_grew():
+            buckets = server.status(server.ports[1])["buckets_list"]
+            busy = [b for b in buckets
+                    if f"{LOOPBACK}:{server.ports[0]}" in b["listen"]][0]
+            return busy["children"] >= 7 and busy
+        busy = wait_until(busy_bucket_grew, 60,
+                          what="the busy bucket to get 7 of the 8 children")
+        # The quiet address still answers.
+        assert http_get(server.ports[1]) == (200, INDEX_BODY)
+        quiet = [b for b in server.status(server.ports[1])["buckets_list"]
+                 if b is not busy and b["bucket"] != busy["bucket"]][0]
+        assert quiet["children"] >= 1
+    finally:
+        result = load.stop()
+    print(f"busy bucket {busy}; {result}")
+    assert result.failed == 0, result.errors
+    # Moved: the quiet bucket's children held no connection.
+    assert "(0 connection(s) open)" in server.error_log()
