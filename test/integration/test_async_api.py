@@ -167,3 +167,30 @@ def test_mod_dialup_paces_a_download(make_httpd):
         assert exchange(sock, "/") == ("HTTP/1.1 200 OK", INDEX_BODY)
     finally:
         sock.close()
+
+
+def test_input_held_by_a_clogging_filter_is_served(make_httpd):
+    """A connection filter that reads ahead (c->clogging_input_filters, as
+    mod_ssl's once did) holds input no poller can see: the connection is
+    served synchronously, so two pipelined requests that arrived in one
+    packet, both taken off the socket by the filter's first read, are
+    both answered, and so is a later one on the same connection."""
+    need_build(FAULT_SO)
+    clog_port = free_ports(1)[0]
+    server = make_httpd(directives=ONE_WORKER
+                        + f"LoadModule test_fault_module {FAULT_SO}\n"
+                        f"Listen {LOOPBACK}:{clog_port}\n")
+    (server.root / "clog-port").write_text(str(clog_port))
+    server.start()
+    sock = socket.create_connection((LOOPBACK, clog_port), timeout=10)
+    try:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n" * 2)
+        head, body, rest = read_response(sock)
+        assert (head.split(b"\r\n")[0], body) == (b"HTTP/1.1 200 OK",
+                                                  INDEX_BODY)
+        head, body, _ = read_response(sock, rest)
+        assert (head.split(b"\r\n")[0], body) == (b"HTTP/1.1 200 OK",
+                                                  INDEX_BODY)
+        assert exchange(sock, "/") == ("HTTP/1.1 200 OK", INDEX_BODY)
+    finally:
+        sock.close()

@@ -19,6 +19,11 @@
  *                            exits APEXIT_CHILDSICK (a resource shortage,
  *                            in httpd's contract), so tests can watch how
  *                            the MPM slows its spawning
+ *   ServerRoot/clog-port     connections to the port this file names get a
+ *                            clogging input filter: it pulls whatever the
+ *                            socket has into a brigade of its own and
+ *                            hands it on as asked, so input waits where
+ *                            no poller sees it (c->clogging_input_filters)
  *   ServerRoot/waitio-port   connections to the port this file names speak
  *                            a one-line echo protocol through the async
  *                            API: while nothing has arrived the hook
@@ -104,25 +109,29 @@ static apr_status_t crash_now(void *data)
     return APR_SUCCESS;
 }
 
-/* The port of ServerRoot/waitio-port, read at child start; 0 = none. */
+/* The ports of ServerRoot/waitio-port and clog-port, read at child start;
+ * 0 = none. */
 static apr_port_t waitio_port;
+static apr_port_t clog_port;
 
-static void read_waitio_port(apr_pool_t *p)
+static apr_port_t read_port_file(apr_pool_t *p, const char *name)
 {
-    const char *path = ap_server_root_relative(p, "waitio-port");
+    const char *path = ap_server_root_relative(p, name);
     char buf[16];
     apr_file_t *f;
     apr_size_t len = sizeof(buf) - 1;
+    apr_port_t port = 0;
 
     if (path == NULL
         || apr_file_open(&f, path, APR_FOPEN_READ, 0, p) != APR_SUCCESS) {
-        return;
+        return 0;
     }
     if (apr_file_read(f, buf, &len) == APR_SUCCESS) {
         buf[len] = '\0';
-        waitio_port = (apr_port_t)atoi(buf);
+        port = (apr_port_t)atoi(buf);
     }
     apr_file_close(f);
+    return port;
 }
 
 /* The echo protocol: one line, answered once it has come, the waits for
@@ -162,6 +171,85 @@ static int test_fault_waitio(conn_rec *c)
     return OK;
 }
 
+/* The clogging filter's input, read ahead of what was asked for. */
+#define CLOG_READ_AHEAD 65536
+
+static apr_status_t clog_filter(ap_filter_t *f, apr_bucket_brigade *bb,
+                                ap_input_mode_t mode, apr_read_type_e block,
+                                apr_off_t readbytes)
+{
+    apr_bucket_brigade *held = f->ctx;
+    apr_bucket *e, *end;
+    apr_status_t rv;
+
+    if (mode == AP_MODE_INIT) {
+        return ap_get_brigade(f->next, bb, mode, block, readbytes);
+    }
+    /* What splitting lines left of a bucket it read to the end. */
+    while (!APR_BRIGADE_EMPTY(held)
+           && (e = APR_BRIGADE_FIRST(held))->length == 0
+           && !APR_BUCKET_IS_METADATA(e)) {
+        apr_bucket_delete(e);
+    }
+    if (APR_BRIGADE_EMPTY(held)) {
+        rv = ap_get_brigade(f->next, held, AP_MODE_READBYTES, block,
+                            CLOG_READ_AHEAD);
+        if (rv != APR_SUCCESS) {
+            return rv;
+        }
+        /* Nothing yet: say so, as the core's filter would. */
+        if (APR_BRIGADE_EMPTY(held) && block == APR_NONBLOCK_READ) {
+            return APR_EAGAIN;
+        }
+    }
+    switch (mode) {
+    case AP_MODE_GETLINE:
+        return apr_brigade_split_line(bb, held, block, HUGE_STRING_LEN);
+    case AP_MODE_EXHAUSTIVE:
+        APR_BRIGADE_CONCAT(bb, held);
+        return APR_SUCCESS;
+    case AP_MODE_EATCRLF:
+        return APR_SUCCESS;
+    default:
+        break;
+    }
+    /* READBYTES moves the first readbytes, SPECULATIVE copies them. */
+    rv = apr_brigade_partition(held, readbytes, &end);
+    if (rv != APR_SUCCESS && rv != APR_INCOMPLETE) {
+        return rv;
+    }
+    while ((e = APR_BRIGADE_FIRST(held)) != end) {
+        if (mode == AP_MODE_SPECULATIVE) {
+            apr_bucket *copy;
+
+            for (; e != end; e = APR_BUCKET_NEXT(e)) {
+                rv = apr_bucket_copy(e, &copy);
+                if (rv != APR_SUCCESS) {
+                    return rv;
+                }
+                APR_BRIGADE_INSERT_TAIL(bb, copy);
+            }
+            break;
+        }
+        APR_BUCKET_REMOVE(e);
+        APR_BRIGADE_INSERT_TAIL(bb, e);
+    }
+    return APR_SUCCESS;
+}
+
+static int test_fault_pre_connection(conn_rec *c, void *csd)
+{
+    (void)csd;
+    if (clog_port == 0 || c->local_addr->port != clog_port) {
+        return DECLINED;
+    }
+    ap_add_input_filter("TEST_CLOG",
+                        apr_brigade_create(c->pool, c->bucket_alloc), NULL,
+                        c);
+    c->clogging_input_filters = 1;
+    return OK;
+}
+
 static int flag_exists(apr_pool_t *p, const char *name)
 {
     const char *flag = ap_server_root_relative(p, name);
@@ -176,7 +264,8 @@ static void test_fault_child_init(apr_pool_t *pchild, server_rec *s)
                      APR_PID_T_FMT " exits sick on purpose", getpid());
         exit(APEXIT_CHILDSICK);
     }
-    read_waitio_port(pchild);
+    waitio_port = read_port_file(pchild, "waitio-port");
+    clog_port = read_port_file(pchild, "clog-port");
     if (flag_exists(pchild, "crash-at-exit")) {
         apr_pool_cleanup_register(pchild, NULL, crash_now,
                                   apr_pool_cleanup_null);
@@ -191,6 +280,10 @@ static void test_fault_register_hooks(apr_pool_t *p)
     ap_hook_child_init(test_fault_child_init, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_process_connection(test_fault_waitio, NULL, NULL,
                                APR_HOOK_REALLY_FIRST);
+    ap_hook_pre_connection(test_fault_pre_connection, NULL, NULL,
+                           APR_HOOK_MIDDLE);
+    ap_register_input_filter("TEST_CLOG", clog_filter, NULL,
+                             AP_FTYPE_CONNECTION);
 }
 
 AP_DECLARE_MODULE(test_fault) = {
