@@ -19,7 +19,9 @@
  *   bucket_stats.c      shared counters, the parent's published census
  *   bucket_queue.c      the parent's accept-queue samples
  *   bucket_report.c     the report for mod_bucketed_status
- *   parent.c            the parent: spawning, maintenance, restarts
+ *   parent.c            the parent: generations, stop, restarts
+ *   parent_slots.c      its slot table: spawning, leaving, reaping
+ *   parent_maint.c      its maintenance passes
  *   child.c             the child: serve what its bucket accepts
  *   child_accept.c      the child: waiting for a connection
  *   event_child.c       ChildModel event: the child process

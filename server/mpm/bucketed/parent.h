@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * parent.h: what the parent's files share (parent.c runs the parent,
+ * parent_slots.c starts and reaps children, parent_maint.c keeps every
+ * bucket supplied with idle children): the parent's context and the
+ * functions one of them calls in another. The parent's alone: nothing
+ * else includes it.
+ */
+#ifndef PARENT_H
+#define PARENT_H
+
+#include <signal.h>
+
+#include "apr_pools.h"
+#include "httpd.h"
+
+#include "bucket_maint.h"
+#include "bucketed.h"
+#include "policy_stall.h"
+
+/* replace_into for a child asked to leave whose slot stays free. */
+#define NO_REPLACEMENT (-1)
+
+typedef struct {
+    apr_pool_t *pconf;
+    server_rec *s;
+    bucketed_config *conf;
+    bucketed_retained *retained;
+    const process_limits *limits;
+    int num_buckets;
+    ap_generation_t generation;
+    bucket_census *census;           /* per bucket, reused every pass */
+    bucket_decision *decisions;      /* per bucket, reused every pass */
+    int *grow_limit;                 /* per bucket, reused every pass */
+    int *can_grow;                   /* per bucket, reused every pass */
+    apr_uint32_t *queued;            /* per bucket, reused every pass */
+    stall_watch *stall;              /* per bucket */
+    apr_time_t *stall_logged;        /* per bucket: last stall warning */
+    bucket_move *moves;              /* room for every move of a pass */
+    int max_moves;
+    slot_view *slot_views;           /* per slot, reused every pass */
+    sigset_t sigchld;                /* blocked; taken by wait_for_child */
+    apr_time_t last_monitor;
+} parent_context;
+
+/* parent_slots.c: the signal mask, checked (logged on failure); a wait of
+ * at most timeout for a child's exit (proc->pid -1 if none). */
+void parent_sigprocmask(parent_context *pc, int how, const sigset_t *set,
+                        sigset_t *old);
+void parent_wait_for_child(parent_context *pc, apr_interval_time_t timeout,
+                           apr_proc_t *proc, apr_exit_why_e *why,
+                           int *status);
+/* The slot table and the parent-only tables, allocated once. */
+void parent_allocate_tables(bucketed_retained *retained, server_rec *s);
+void parent_note_slot_used(bucketed_retained *retained, int slot);
+/* A child forked into slot for bucket: recorded, or the slot's bucket
+ * backed off (returns -1). parent_record_child() records one the parent
+ * did not fork itself (one-process mode); parent_run_child() is the
+ * child's side, and never returns. */
+int parent_spawn_child(parent_context *pc, int slot, int bucket);
+void parent_record_child(parent_context *pc, int slot, pid_t pid,
+                         int bucket);
+void parent_run_child(parent_context *pc, int slot, int bucket,
+                      pid_t parent) __attribute__((noreturn));
+/* A child asked to leave gracefully; replace_into: the bucket whose child
+ * takes the slot once it is gone, or NO_REPLACEMENT. Asking again keeps
+ * that replacement. */
+void parent_ask_to_leave(parent_context *pc, int slot, int replace_into);
+void parent_ask_again(parent_context *pc, int slot);
+/* An exit reaped: its slot freed (or refilled), its bucket's health noted. */
+void parent_reap_one(parent_context *pc, apr_proc_t *proc,
+                     apr_exit_why_e why, int status);
+
+/* parent_maint.c: a full maintenance pass (once a second) or a rescue pass
+ * (in between): see bucket_maint_decide(). Leave requests repeated for
+ * children that have not gone yet. */
+void parent_maintain_buckets(parent_context *pc, int rescue_only);
+void parent_repeat_leave_requests(parent_context *pc);
+
+#endif /* PARENT_H */

@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * parent_maint.c: the parent's maintenance passes, once a second and the
+ * quick rescue passes between them: the census of every bucket's idle and
+ * busy units from the slot table and the scoreboard, the stall check of
+ * each bucket's accept queue, then bucket_maint.c's decision carried out
+ * (spawns, moves, surplus stops).
+ */
+#include "parent.h"
+
+#include "http_log.h"
+#include "http_main.h"
+#include "mpm_common.h"
+
+APLOG_USE_MODULE(mpm_bucketed);
+
+/* At most one stall warning per bucket this often. */
+#define STALL_LOG_INTERVAL apr_time_from_sec(10)
+
+/* The units a child brings: threads per child in ChildModel event. */
+static int child_units(const parent_context *pc)
+{
+    return pc->conf->threads.threads_per_child;
+}
+
+/* Of a live child's units, how many can take a new connection now: a
+ * prefork child ready or starting is one; in ChildModel event, the worker
+ * threads ready or starting, none while the child has stopped accepting.
+ * Read from the scoreboard, for counting only. */
+static int idle_units_of(const parent_context *pc, int slot)
+{
+    int t, idle = 0;
+
+    if (pc->conf->child_model == CHILD_MODEL_EVENT
+        && ap_get_scoreboard_process(slot)->not_accepting) {
+        return 0;
+    }
+    for (t = 0; t < child_units(pc); t++) {
+        idle += ap_get_scoreboard_worker_from_indexes(slot, t)->status
+                <= SERVER_READY;
+    }
+    return idle;
+}
+
+/* Connections a live child holds open: an event child's own count (its
+ * idle keep-alive ones too); a prefork child's is its busy worker's. */
+static apr_uint32_t connections_of(const parent_context *pc, int slot)
+{
+    if (pc->conf->child_model == CHILD_MODEL_EVENT) {
+        return ap_get_scoreboard_process(slot)->connections;
+    }
+    return ap_get_scoreboard_worker_from_indexes(slot, 0)->status
+           > SERVER_READY;
+}
+
+/* What the slot table and the scoreboard say of a slot, for the census.
+ * The bucket comes from the parent's own table; the scoreboard supplies
+ * only the idle/busy status of a child's units. */
+static slot_view view_slot(const parent_context *pc, int slot)
+{
+    const child_slot *cs = &pc->retained->slots[slot];
+    slot_view v;
+
+    v.bucket = cs->bucket;
+    v.idle_units = 0;
+    v.holds_connections = 0;
+    if (cs->pid == 0) {
+        v.state = SLOT_EMPTY;
+    }
+    else if (cs->exit_requested) {
+        v.state = cs->replace_into != NO_REPLACEMENT
+                  && slot < pc->limits->max_workers
+                  ? SLOT_REPLACING : SLOT_LEAVING;
+        v.bucket = cs->replace_into;
+    }
+    else if (cs->generation != pc->generation) {
+        v.state = SLOT_LEAVING;
+    }
+    else {
+        v.idle_units = idle_units_of(pc, slot);
+        v.state = v.idle_units > 0 ? SLOT_IDLE : SLOT_BUSY;
+        v.holds_connections = connections_of(pc, slot) > 0;
+    }
+    return v;
+}
+
+/* Fills pc->census; returns the free slots. */
+static int take_census(parent_context *pc)
+{
+    int slot, num_slots = pc->retained->max_daemons_limit;
+
+    for (slot = 0; slot < num_slots; slot++) {
+        pc->slot_views[slot] = view_slot(pc, slot);
+    }
+    return bucket_census_tally(pc->slot_views, num_slots,
+                               pc->limits->max_workers, pc->num_buckets,
+                               child_units(pc), pc->census) + (pc->limits->max_workers
+                                              > num_slots
+                                              ? pc->limits->max_workers
+                                                - num_slots : 0);
+}
+
+/* The highest slot whose child of this bucket is ready to accept, every
+ * unit of it idle, and not yet asked to leave; in ChildModel event the one
+ * holding the fewest connections, and none that holds any if
+ * `without_connections`. -1 if none. */
+static int idle_child_of(const parent_context *pc, int bucket,
+                         int without_connections)
+{
+    int slot, best = -1;
+    apr_uint32_t fewest = 0;
+
+    for (slot = pc->retained->max_daemons_limit - 1; slot >= 0; slot--) {
+        const child_slot *cs = &pc->retained->slots[slot];
+        apr_uint32_t conns;
+
+        if (cs->pid == 0 || cs->bucket != bucket || cs->exit_requested
+            || cs->generation != pc->generation
+            || ap_get_scoreboard_worker_from_indexes(slot, 0)->status
+               != SERVER_READY
+            || idle_units_of(pc, slot) < child_units(pc)) {
+            continue;
+        }
+        conns = connections_of(pc, slot);
+        if (without_connections && conns > 0) {
+            continue;
+        }
+        if (best < 0 || conns < fewest) {
+            best = slot;
+            fewest = conns;
+        }
+    }
+    return best;
+}
+
+static int free_slot(const parent_context *pc)
+{
+    int slot;
+
+    for (slot = 0; slot < pc->limits->max_workers; slot++) {
+        if (pc->retained->slots[slot].pid == 0) {
+            return slot;
+        }
+    }
+    return -1;
+}
+
+static void carry_out(parent_context *pc, int bucket,
+                      const bucket_decision *d)
+{
+    int i, slot;
+
+    if (d->report_busy) {
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, "bucketed: "
+                     "bucket %d seems busy (you may need to increase "
+                     "StartServers, or Min/MaxSpareServers), adding %d "
+                     "children, there are %d idle, and %d total children",
+                     bucket, d->spawn + d->moved_in,
+                     pc->census[bucket].idle,
+                     pc->census[bucket].idle + pc->census[bucket].busy);
+    }
+    for (i = 0; i < d->spawn; i++) {
+        slot = free_slot(pc);
+        if (slot < 0 || parent_spawn_child(pc, slot, bucket) < 0) {
+            break;
+        }
+    }
+    if (d->stop && (slot = idle_child_of(pc, bucket, 0)) >= 0) {
+        parent_ask_to_leave(pc, slot, NO_REPLACEMENT);
+    }
+}
+
+/* Buckets whose queued connections nobody accepts (policy_stall.h)
+ * count as having no idle child, so that this pass gives them one. */
+static void note_stalls(parent_context *pc, apr_time_t now)
+{
+    int b;
+
+    bucket_queue_sample(pc->s, pc->conf, pc->queued);
+    for (b = 0; b < pc->num_buckets; b++) {
+        stall_watch *watch = &pc->stall[b];
+        stall_verdict v = stall_watch_update(
+            watch, pc->queued[b], bucket_stats_accepted(pc->retained, b), now,
+            STALL_AFTER);
+
+        if (v == STALL_BEGAN || v == STALL_GOES_ON) {
+            bucket_census_stalled(&pc->census[b]);
+        }
+        if (v == STALL_BEGAN
+            && now - pc->stall_logged[b] >= STALL_LOG_INTERVAL) {
+            pc->stall_logged[b] = now;
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, "bucketed: "
+                         "bucket %d stalled: %u connection(s) wait in its "
+                         "accept queue and none was accepted for %"
+                         APR_TIME_T_FMT " ms (its children are hung, or at "
+                         "their connection limit); giving it another child",
+                         b, pc->queued[b],
+                         apr_time_as_msec(stall_watch_stalled_for(watch,
+                                                                  now)));
+        }
+        else if (v == STALL_ENDED) {
+            ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, "bucketed: "
+                         "bucket %d accepts again after a stall of %"
+                         APR_TIME_T_FMT " ms", b,
+                         apr_time_as_msec(watch->lasted));
+        }
+    }
+}
+
+/* A full pass (once a second) or a rescue pass (in between): see
+ * bucket_maint_decide(). */
+void parent_maintain_buckets(parent_context *pc, int rescue_only)
+{
+    bucketed_retained *retained = pc->retained;
+    bucket_maint_input in;
+    apr_time_t now = apr_time_now();
+    int b, i, num_moves, starved = 0;
+
+    in.num_buckets = pc->num_buckets;
+    in.unit = child_units(pc);
+    in.census = pc->census;
+    in.grow_limit = pc->grow_limit;
+    in.min_spare = pc->limits->min_spare;
+    in.max_spare = pc->limits->max_spare;
+    in.free_slots = take_census(pc);
+    note_stalls(pc, now);
+    in.rescue_only = rescue_only;
+    for (b = 0; b < pc->num_buckets; b++) {
+        pc->grow_limit[b] = bucket_health_grow_limit(
+            &retained->health[b], pc->census[b].children, now);
+        pc->can_grow[b] = in.free_slots > 0 && pc->grow_limit[b] > 0;
+    }
+    bucket_stats_publish_census(pc->conf, pc->census, pc->can_grow,
+                                pc->num_buckets);
+    bucket_listeners_publish_idle(pc->conf, retained, pc->census,
+                                  pc->num_buckets);
+    num_moves = bucket_maint_decide(&in, retained->spawn_rate, pc->decisions,
+                                    pc->moves, pc->max_moves);
+    for (b = 0; b < pc->num_buckets; b++) {
+        carry_out(pc, b, &pc->decisions[b]);
+        starved |= pc->decisions[b].starved;
+    }
+    for (i = 0; i < num_moves; i++) {
+        /* bucket_maint_decide() moves a child that holds connections
+         * only to a stalled bucket. */
+        const bucket_move *m = &pc->moves[i];
+        int slot = idle_child_of(pc, m->from, !pc->census[m->to].stalled);
+
+        if (slot >= 0) {
+            ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, pc->s, "bucketed: "
+                         "child %" APR_PID_T_FMT " of bucket %d moves to "
+                         "bucket %d (%u connection(s) open)",
+                         pc->retained->slots[slot].pid, m->from, m->to,
+                         (unsigned)connections_of(pc, slot));
+            parent_ask_to_leave(pc, slot, m->to);
+        }
+    }
+    if (starved && !retained->maxclients_reported) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, pc->s, "bucketed: server "
+                     "reached MaxRequestWorkers setting (%d children over %d "
+                     "buckets, none idle to move), consider raising the "
+                     "MaxRequestWorkers setting", pc->limits->max_workers,
+                     pc->num_buckets);
+        retained->maxclients_reported = 1;
+    }
+}
+
+/* A leave request can land just before a child blocks in accept(), where
+ * nothing interrupts it; asking again is harmless and closes that gap. */
+void parent_repeat_leave_requests(parent_context *pc)
+{
+    bucketed_retained *retained = pc->retained;
+    apr_time_t now = apr_time_now();
+    int slot;
+
+    for (slot = 0; slot < retained->max_daemons_limit; slot++) {
+        const child_slot *cs = &retained->slots[slot];
+        if (cs->pid != 0 && cs->exit_requested != 0
+            && now - cs->exit_requested
+               > apr_time_from_sec(BUCKETED_EXIT_RESEND_SEC)) {
+            parent_ask_again(pc, slot);
+        }
+    }
+}
+
