@@ -101,3 +101,17 @@ def test_modules_export_only_their_module_structure(dso, module):
                          capture_output=True, text=True, check=True)
     names = {line.split()[-1] for line in out.stdout.splitlines()}
     assert names == {module}, sorted(names)
+
+
+# A file a reader can hold in mind (issue 20): split a file that grows past
+# this by what its parts do.
+MAX_SOURCE_LINES = 650
+
+
+def test_no_module_source_file_is_over_the_limit():
+    sources = [p for d in SOURCE_DIRS for p in (TOP / d).rglob("*")
+               if p.suffix in (".c", ".h")]
+    assert sources
+    long = {str(p.relative_to(TOP)): n for p in sources
+            if (n := len(p.read_text().splitlines())) > MAX_SOURCE_LINES}
+    assert long == {}

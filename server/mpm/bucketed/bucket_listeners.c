@@ -13,7 +13,6 @@
  * after its planned ones.
  */
 #include <errno.h>
-#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -23,18 +22,14 @@
 
 #include "httpd.h"
 #include "http_log.h"
-#include "http_main.h"
 #include "mpm_common.h"
 #include "util_mutex.h"
 
 #include "bucketed.h"
+#include "listen_steering.h"
 #include "reuseport_bpf.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
-
-/* Slots of a new socket map: room for the bucket counts restarts usually
- * move between, so that the map is rarely replaced. */
-#define STEER_MAP_MIN_SLOTS 64
 
 /* Integer options a duplicate copies from its original. SO_REUSEPORT is
  * set separately (it must be on); buffer sizes come from configuration,
@@ -52,20 +47,13 @@ static const struct {
     { IPPROTO_IPV6, IPV6_V6ONLY,      "IPV6_V6ONLY",      1 },
 };
 
-static int os_fd(apr_socket_t *sd)
-{
-    apr_os_sock_t fd = -1;
-
-    apr_os_sock_get(&fd, sd);
-    return fd;
-}
-
 static apr_status_t set_reuseport(server_rec *s, const ap_listen_rec *lr,
                                   apr_socket_t *sd)
 {
     int on = 1;
 
-    if (setsockopt(os_fd(sd), SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0) {
+    if (setsockopt(listen_socket_fd(sd), SOL_SOCKET, SO_REUSEPORT, &on,
+                   sizeof(on)) < 0) {
         apr_status_t rv = errno;
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
                      "bucketed: setsockopt(SO_REUSEPORT) for %pI",
@@ -78,7 +66,7 @@ static apr_status_t set_reuseport(server_rec *s, const ap_listen_rec *lr,
 static apr_status_t clone_options(server_rec *s, const ap_listen_rec *orig,
                                   apr_socket_t *dup)
 {
-    int from = os_fd(orig->sd), to = os_fd(dup);
+    int from = listen_socket_fd(orig->sd), to = listen_socket_fd(dup);
     apr_size_t i;
 
     for (i = 0; i < sizeof(cloned_options) / sizeof(cloned_options[0]); i++) {
@@ -272,7 +260,7 @@ static void settle_unused_duplicates(apr_pool_t *pconf, server_rec *s,
         st.group_migrates = listener >= 0 && group_migrates[listener];
         st.group_drains = listener >= 0 && group_drains[listener];
         st.drained_generations = rs->drained_generations;
-        st.queued = reuseport_bpf_queued(os_fd(rs->sd));
+        st.queued = reuseport_bpf_queued(listen_socket_fd(rs->sd));
         ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: %s",
                      plan_socket_describe(pconf, &st, rs->key,
                                           conf->migration.reason));
@@ -288,380 +276,6 @@ static void settle_unused_duplicates(apr_pool_t *pconf, server_rec *s,
         apr_socket_close(rs->sd);
         *link = rs->next;
     }
-}
-
-static void close_program(server_rec *s, int prog)
-{
-    if (close(prog) < 0) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
-                     "close() of a reuseport program's descriptor");
-    }
-}
-
-/* Whether the original socket has SO_REUSEPORT on, i.e. is in a reuseport
- * group (bucketed sets it only on originals it duplicates; the setting
- * outlives generations with the socket). */
-static int in_reuseport_group(const ap_listen_rec *lr)
-{
-    int on = 0;
-    socklen_t len = sizeof(on);
-
-    if (getsockopt(os_fd(lr->sd), SOL_SOCKET, SO_REUSEPORT, &on, &len) < 0) {
-        return 0;
-    }
-    return on;
-}
-
-/* The retained map record of an address, created empty if new. */
-static retained_map *steer_map_of(apr_pool_t *ptemp,
-                                  bucketed_retained *retained,
-                                  const ap_listen_rec *orig)
-{
-    const char *key = apr_psprintf(ptemp, "%pI", orig->bind_addr);
-    retained_map *rm;
-
-    for (rm = retained->steer_maps; rm; rm = rm->next) {
-        if (strcmp(rm->key, key) == 0) {
-            return rm;
-        }
-    }
-    rm = apr_pcalloc(retained->socket_pool, sizeof(*rm));
-    rm->key = apr_pstrdup(retained->socket_pool, key);
-    rm->fd = -1;
-    rm->next = retained->steer_maps;
-    retained->steer_maps = rm;
-    return rm;
-}
-
-static void close_steer_map(server_rec *s, retained_map *rm)
-{
-    reuseport_bpf_sockarray_clear(rm->fd, rm->entries);
-    if (close(rm->fd) < 0) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
-                     "close() of the socket map of %s", rm->key);
-    }
-    rm->fd = -1;
-    rm->entries = 0;
-}
-
-/* Closes the last generation's array of idle counts (its size is the
- * bucket count; the socket maps stay). */
-static void release_idle_map(server_rec *s, bucketed_retained *retained)
-{
-    if (retained->idle_map_open) {
-        if (close(retained->idle_map_fd) < 0) {
-            int err = errno;
-            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
-                         "close() of the idle count map");
-        }
-        retained->idle_map_open = 0;
-    }
-}
-
-/* BucketSteering load: one array of idle counts for every group, written
- * by the parent after each census. 0, or -1 after logging. */
-static int open_idle_map(server_rec *s, const bucketed_config *conf,
-                         bucketed_retained *retained)
-{
-    int err, fd;
-
-    if (retained->idle_map_open) {
-        return 0;
-    }
-    fd = reuseport_bpf_idle_map_create(conf->plan.num_buckets, &err);
-    if (fd < 0) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot create "
-                     "the map of idle counts");
-        return -1;
-    }
-    retained->idle_map_fd = fd;
-    retained->idle_map_open = 1;
-    return 0;
-}
-
-/* The sockets the plan gives listener i: one per bucket under the
- * reuseport strategy (bucket b's is its b-th socket), just the original
- * otherwise. */
-static int planned_copies(const bucket_plan *plan, int i)
-{
-    int b, k, n = 0;
-
-    for (b = 0; b < plan->num_buckets; b++) {
-        for (k = 0; k < plan->buckets[b].num_sockets; k++) {
-            n += plan->buckets[b].sockets[k].listener == i;
-        }
-    }
-    return n;
-}
-
-/* Puts listener i's planned sockets in its retained map, each in the slot
- * of its duplicate ordinal; creates the map first when there is none or
- * it is too small. 0, or -1 after logging. */
-static int fill_steer_map(apr_pool_t *ptemp, server_rec *s,
-                          const bucketed_config *conf,
-                          bucketed_retained *retained,
-                          ap_listen_rec **originals, int i, int copies,
-                          retained_map **out)
-{
-    const bucket_plan *plan = &conf->plan;
-    retained_map *rm = steer_map_of(ptemp, retained, originals[i]);
-    int b, k, err;
-
-    if (rm->fd >= 0 && rm->entries < copies) {
-        /* More copies than the map has slots: a new map, and the short
-         * window the retained map exists to avoid. */
-        close_steer_map(s, rm);
-    }
-    if (rm->fd < 0) {
-        int entries = copies > STEER_MAP_MIN_SLOTS ? copies
-                                                   : STEER_MAP_MIN_SLOTS;
-
-        rm->fd = reuseport_bpf_sockarray_create(entries, &err);
-        if (rm->fd < 0) {
-            ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot "
-                         "create the socket map for %pI",
-                         originals[i]->bind_addr);
-            return -1;
-        }
-        rm->entries = entries;
-    }
-    for (b = 0; b < plan->num_buckets; b++) {
-        const ap_listen_rec *lr = conf->bucket_listeners[b];
-
-        for (k = 0; k < plan->buckets[b].num_sockets && lr;
-             k++, lr = lr->next) {
-            const bucket_socket *bs = &plan->buckets[b].sockets[k];
-
-            if (bs->listener != i) {
-                continue;
-            }
-            /* EBUSY: the socket is in the map already, so in this very
-             * slot (a socket only ever goes to its ordinal's). */
-            err = reuseport_bpf_sockarray_set(rm->fd, bs->duplicate,
-                                              os_fd(lr->sd));
-            if (err != 0 && err != EBUSY) {
-                ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: "
-                             "cannot put bucket %d's socket for %pI in its "
-                             "socket map", b, originals[i]->bind_addr);
-                return -1;
-            }
-        }
-    }
-    *out = rm;
-    return 0;
-}
-
-/* The steering program (hash, CPU or load) of listener i's group over its
- * retained map: it selects among the first `copies` slots, so a socket
- * beyond them (one being drained or closed) gets nothing new. Returns the
- * program's descriptor, or -1 after logging why. */
-static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
-                                 const bucketed_config *conf,
-                                 bucketed_retained *retained,
-                                 ap_listen_rec **originals, int i)
-{
-    int copies = planned_copies(&conf->plan, i);
-    int migrate = conf->migration.mechanism == MIGRATION_EBPF;
-    retained_map *rm;
-    int err, prog;
-
-    if (fill_steer_map(ptemp, s, conf, retained, originals, i, copies,
-                       &rm) != 0) {
-        return -1;
-    }
-    switch (conf->steering.mode) {
-    case STEERING_LOAD:
-        if (open_idle_map(s, conf, retained) != 0) {
-            return -1;
-        }
-        prog = reuseport_bpf_load_load(rm->fd, retained->idle_map_fd,
-                                       copies, migrate, &err);
-        break;
-    case STEERING_CPU:
-        prog = reuseport_bpf_cpu_load(rm->fd, copies, migrate, &err);
-        break;
-    default:
-        prog = reuseport_bpf_hash_load(rm->fd, copies, migrate, &err);
-        break;
-    }
-    if (prog < 0) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot load "
-                     "the %s steering program for %pI",
-                     steering_name(conf->steering.mode),
-                     originals[i]->bind_addr);
-    }
-    return prog;
-}
-
-/* Puts this generation's program on every reuseport group, before any of
- * its sockets is closed: a steering program with a map of this
- * generation's sockets (the hash's, or BucketSteering cpu or load) where
- * the group migrates (it is then loaded to migrate too), drains, or is
- * steered; a group whose steering program fails gets the migration
- * program where the kernel migrates. group_migrates[i] and
- * group_drains[i] say what each group then does with a socket that goes.
- * Program descriptors are closed at once: each group holds its own
- * reference (so a program lives exactly as long as its group), and no
- * child inherits one. */
-static void attach_programs(apr_pool_t *ptemp, server_rec *s,
-                            bucketed_config *conf,
-                            bucketed_retained *retained,
-                            ap_listen_rec **originals, int num_listeners,
-                            int *group_migrates, int *group_drains)
-{
-    int ebpf = conf->migration.mechanism == MIGRATION_EBPF;
-    int drain = conf->migration.mechanism == MIGRATION_DRAIN;
-    int steer = ebpf || drain || conf->steering.mode == STEERING_CPU
-                || conf->steering.mode == STEERING_LOAD;
-    int i, prog, mig = -1, mig_failed = 0, err;
-
-    conf->migration_prog_id = 0;
-    conf->migration_groups = 0;
-    release_idle_map(s, retained);
-    for (i = 0; i < num_listeners; i++) {
-        group_migrates[i] = conf->migration.mechanism == MIGRATION_SYSCTL;
-        group_drains[i] = 0;
-        if (!steer || !in_reuseport_group(originals[i])) {
-            continue;
-        }
-        prog = load_steering_program(ptemp, s, conf, retained, originals, i);
-        if (prog < 0 && ebpf) {
-            /* One migration program serves every group whose steering
-             * program failed, so that the group still migrates. */
-            if (mig < 0 && !mig_failed) {
-                mig = reuseport_bpf_migrate_load(&err);
-                if (mig < 0) {
-                    mig_failed = 1;
-                    ap_log_error(APLOG_MARK, APLOG_WARNING, err, s,
-                                 "bucketed: cannot load the migration "
-                                 "program");
-                }
-            }
-            prog = mig;
-        }
-        if (prog < 0) {
-            continue;
-        }
-        if (conf->migration_prog_id == 0) {
-            conf->migration_prog_id = reuseport_bpf_prog_id(prog);
-        }
-        err = reuseport_bpf_attach(os_fd(originals[i]->sd), prog);
-        if (err != 0) {
-            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
-                         "cannot attach the %s program to the reuseport "
-                         "group of %pI", prog == mig ? "migration"
-                         : "steering", originals[i]->bind_addr);
-        }
-        else {
-            group_migrates[i] = group_migrates[i] || ebpf;
-            group_drains[i] = drain;
-            conf->migration_groups++;
-        }
-        if (prog != mig) {
-            close_program(s, prog);
-        }
-    }
-    if (mig >= 0) {
-        close_program(s, mig);
-    }
-}
-
-const char *bucket_listeners_choose_steering(apr_pool_t *p,
-                                             bucketed_config *conf,
-                                             int online_cpus)
-{
-    steering_input in;
-
-    if ((conf->steering_requested == STEERING_CPU
-         || conf->steering_requested == STEERING_LOAD)
-        && !conf->steer_trial_done) {
-        conf->steer_trial_err = reuseport_bpf_steering_trial(
-            conf->steering_requested, &conf->steer_trial_step);
-        conf->steer_trial_done = 1;
-    }
-    in.requested = conf->steering_requested;
-    in.reuseport_groups = conf->plan.num_duplicates > 0;
-    in.num_buckets = conf->plan.num_buckets;
-    in.online_cpus = online_cpus;
-    in.trial_err = conf->steer_trial_err;
-    in.trial_step = conf->steer_trial_step;
-    return steering_choose(p, &in, &conf->steering);
-}
-
-void bucket_listeners_publish_idle(bucketed_config *conf,
-                                   bucketed_retained *retained,
-                                   const bucket_census *census,
-                                   int num_buckets)
-{
-    int b, err;
-
-    if (conf->steering.mode != STEERING_LOAD || !retained->idle_map_open) {
-        return;
-    }
-    for (b = 0; b < num_buckets && b < conf->plan.num_buckets; b++) {
-        err = reuseport_bpf_idle_set(retained->idle_map_fd, b,
-                                     census[b].idle > 0
-                                         ? (unsigned int)census[b].idle : 0);
-        if (err != 0 && !conf->idle_publish_warned) {
-            conf->idle_publish_warned = 1;
-            ap_log_error(APLOG_MARK, APLOG_WARNING, err, ap_server_conf,
-                         "bucketed: cannot write bucket %d's idle count for "
-                         "BucketSteering load", b);
-        }
-    }
-}
-
-void bucket_listeners_child_steering(server_rec *s,
-                                     const bucketed_config *conf,
-                                     bucketed_retained *retained, int bucket)
-{
-    retained_map *rm;
-#ifdef __linux__
-    cpu_set_t allowed, mine;
-    int cpu;
-#endif
-
-    for (rm = retained->steer_maps; rm; rm = rm->next) {
-        if (rm->fd >= 0) {
-            close(rm->fd);
-            rm->fd = -1;
-        }
-    }
-    if (retained->idle_map_open) {
-        close(retained->idle_map_fd);
-        retained->idle_map_open = 0;
-    }
-    if (conf->steering.mode != STEERING_CPU) {
-        return;
-    }
-#ifdef __linux__
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
-                     "sched_getaffinity in the child of bucket %d", bucket);
-        return;
-    }
-    CPU_ZERO(&mine);
-    for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (CPU_ISSET(cpu, &allowed)
-            && steering_cpu_in_bucket(cpu, bucket, conf->plan.num_buckets)) {
-            CPU_SET(cpu, &mine);
-        }
-    }
-    if (CPU_COUNT(&mine) == 0) {
-        return;     /* none of its CPUs allowed here: leave it free */
-    }
-    if (sched_setaffinity(0, sizeof(mine), &mine) < 0) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
-                     "sched_setaffinity in the child of bucket %d", bucket);
-    }
-#else
-    (void)s;
-    (void)bucket;
-#endif
 }
 
 void bucket_listeners_close_all(bucketed_retained *retained)
@@ -812,8 +426,8 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
             tail = &mine->next;
         }
     }
-    attach_programs(pconf, s, conf, retained, originals, num_listeners,
-                    group_migrates, group_drains);
+    listen_steering_attach(pconf, s, conf, retained, originals,
+                           num_listeners, group_migrates, group_drains);
     settle_unused_duplicates(pconf, s, conf, retained, originals,
                              num_listeners, group_migrates, group_drains);
     for (b = 0; b < plan->num_buckets; b++) {

@@ -325,7 +325,7 @@ void event_child_main(server_rec *s, bucketed_config *conf,
                       pid_t parent)
     __attribute__((noreturn));
 
-/* event_callbacks.c: ap_mpm_register_timed_callback. A ChildModel event
+/* event_work.c: ap_mpm_register_timed_callback. A ChildModel event
  * child runs fn(baton) on a worker once t has passed; anywhere else (the
  * prefork model, the parent) APR_ENOTIMPL, as stock prefork answers. */
 apr_status_t event_register_timed_callback(bucketed_retained *retained,

@@ -14,6 +14,8 @@
  *                   it reports until it waits again
  *   event_keeper.c  the keeper thread: timeouts, leaving, the
  *                   scoreboard's connection counts
+ *   event_work.c    the work queue, timed callbacks, suspended
+ *                   connections
  *
  * Linux (epoll, eventfd) with APR's threads only: include it under
  * BUCKETED_HAS_EVENT_MODEL.
@@ -280,8 +282,10 @@ void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec);
  * listener has a connection waiting. */
 void ev_nudge_if_waiting(event_child_ctx *ctx);
 
-/* event_poll.c: the work queue (under mutex for _locked; both wake one
- * waiting worker). */
+/* event_work.c: the work queue: a connection queued for a worker, or one
+ * unit of work signalled (a due callback), each waking one waiting worker
+ * (under mutex); and a worker's take: the first due callback, else the
+ * first queued connection (NULL both when another worker was first). */
 void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec);
 void ev_signal_work_locked(event_child_ctx *ctx);
 ev_conn *ev_take_work(event_child_ctx *ctx, ev_callback **callback);
@@ -310,7 +314,7 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx);
 /* event_worker.c: a worker thread (arg: its worker_info). */
 void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg);
 
-/* event_callbacks.c: timed callbacks and suspended connections. */
+/* event_work.c: timed callbacks and suspended connections. */
 apr_status_t ev_setup_callbacks(event_child_ctx *ctx);
 /* Any thread: fn(baton) on a worker once t has passed. */
 apr_status_t ev_register_timed_callback(event_child_ctx *ctx, apr_time_t t,

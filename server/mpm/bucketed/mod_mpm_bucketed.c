@@ -13,8 +13,10 @@
  *   kernel_features.c   kernel versions and the features log line  (pure)
  *   steering.c          reuseport migration and plan-change choices (pure)
  *   kernel_probe.c      trying what the kernel offers
- *   reuseport_bpf.c     BPF programs on reuseport groups, and trials
+ *   reuseport_bpf.c     BPF programs on reuseport groups
+ *   reuseport_trial.c   what the kernel does with them, tried at start-up
  *   bucket_listeners.c  opening and keeping the per-bucket sockets
+ *   listen_steering.c   their reuseport programs and socket maps
  *   queue_watch.c       accept-queue history and warnings          (pure)
  *   bucket_stats.c      shared counters, the parent's published census
  *   bucket_queue.c      the parent's accept-queue samples
@@ -28,7 +30,7 @@
  *   event_poll.c        its epoll set: listening, accepting, waiting
  *   event_worker.c      its worker threads: serving connections
  *   event_keeper.c      its keeper thread: timeouts, leaving
- *   event_callbacks.c   its timed callbacks and suspended connections
+ *   event_work.c        its work queue, timed callbacks, suspended connections
  *   event_queue.c       its timeout lists and connection states    (pure)
  *   event_limits.c      its directives and accept rule             (pure)
  *

@@ -1,9 +1,13 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
- * event_callbacks.c: a ChildModel event child's timed callbacks and
- * suspended connections, the part of httpd's async API that mod_dialup
- * uses: a handler registers a callback (ap_mpm_register_timed_callback)
- * and returns SUSPENDED; the connection then waits with no worker and no
- * timeout until a callback finishes its request
+ * event_work.c: what a ChildModel event child's workers are handed
+ * besides what their epoll set reports: the work queue (connections to
+ * serve, and due callbacks, one eventfd unit each); and the timed
+ * callbacks and suspended connections behind them, the part of httpd's
+ * async API that mod_dialup uses: a handler registers a callback
+ * (ap_mpm_register_timed_callback) and returns SUSPENDED; the connection
+ * then waits with no worker and no timeout until a callback finishes its
+ * request
  * (ap_process_request_after_handler() sets CONN_STATE_WRITE_COMPLETION or
  * CONN_STATE_LINGER). The keeper hands each callback to a worker when it
  * is due. httpd 2.4 has no hook through which a module gives a suspended
@@ -11,6 +15,10 @@
  * the last one looks at the suspended connections and takes back each
  * one whose state moved on.
  */
+#include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
+
 #include "httpd.h"
 #include "http_log.h"
 
@@ -21,6 +29,68 @@ APLOG_USE_MODULE(mpm_bucketed);
 #if BUCKETED_HAS_EVENT_MODEL
 
 #include "event_child.h"
+
+/* ---- the work queue */
+
+void ev_signal_work_locked(event_child_ctx *ctx)
+{
+    uint64_t one = 1;
+
+    if (write(ctx->work_fd, &one, sizeof(one)) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     "bucketed: write to the work queue's eventfd");
+    }
+}
+
+void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec)
+{
+    ec->next = NULL;
+    if (ctx->queue_tail != NULL) {
+        ctx->queue_tail->next = ec;
+    }
+    else {
+        ctx->queue_head = ec;
+    }
+    ctx->queue_tail = ec;
+    ctx->queued++;
+    ev_signal_work_locked(ctx);
+    ev_update_listening_locked(ctx);
+}
+
+ev_conn *ev_take_work(event_child_ctx *ctx, ev_callback **callback)
+{
+    uint64_t unit;
+    ev_conn *ec;
+
+    /* One unit per queued connection or due callback: a worker that gets
+     * none was beaten to it by another. Callbacks first: a connection
+     * may be waiting for one. */
+    *callback = NULL;
+    if (read(ctx->work_fd, &unit, sizeof(unit)) < 0) {
+        int err = errno;
+        if (err != EAGAIN) {
+            ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                         "bucketed: read of the work queue's eventfd");
+        }
+        return NULL;
+    }
+    ev_lock(ctx);
+    *callback = ev_take_due_callback_locked(ctx);
+    ec = *callback != NULL ? NULL : ctx->queue_head;
+    if (ec != NULL) {
+        ctx->queue_head = ec->next;
+        if (ctx->queue_head == NULL) {
+            ctx->queue_tail = NULL;
+        }
+        ctx->queued--;
+        ev_update_listening_locked(ctx);
+    }
+    ev_unlock(ctx);
+    return ec;
+}
+
+/* ---- timed callbacks and suspended connections */
 
 apr_status_t ev_setup_callbacks(event_child_ctx *ctx)
 {

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * listen_steering.h: the eBPF programs and socket maps of the buckets'
+ * sockets (listen_steering.c); the steering entry points the rest of the
+ * MPM calls (bucket_listeners_choose_steering, _publish_idle,
+ * _child_steering) are declared in bucketed.h.
+ */
+#ifndef LISTEN_STEERING_H
+#define LISTEN_STEERING_H
+
+#include "apr_network_io.h"
+#include "ap_listen.h"
+
+#include "bucketed.h"
+
+/* The descriptor under an APR socket. */
+int listen_socket_fd(apr_socket_t *sd);
+
+/* Attaches to every reuseport group of this generation's sockets its
+ * program: the steering program where BucketSteering asks for one and it
+ * loads, else the migration program where the kernel migrates;
+ * group_migrates[i] and group_drains[i] say what each group then does
+ * with a socket that goes. */
+void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
+                            bucketed_config *conf,
+                            bucketed_retained *retained,
+                            ap_listen_rec **originals, int num_listeners,
+                            int *group_migrates, int *group_drains);
+
+#endif /* LISTEN_STEERING_H */
