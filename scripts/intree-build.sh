@@ -258,7 +258,8 @@ configure_httpd() {
 
 check_configure() {
     grep 'bucketed' "$work/logs/configure.log"
-    grep -q '^checking whether the bucketed MPM supports this platform... yes$' \
+    # Both child models: APR has threads here, so the MPM is declared threaded.
+    grep -q '^checking whether the bucketed MPM supports this platform... yes (both child models)$' \
         "$work/logs/configure.log"
     if grep 'WARNING' "$work/logs/configure.log"; then
         echo "configure warned" >&2
