@@ -115,3 +115,28 @@ def test_no_module_source_file_is_over_the_limit():
     long = {str(p.relative_to(TOP)): n for p in sources
             if (n := len(p.read_text().splitlines())) > MAX_SOURCE_LINES}
     assert long == {}
+
+
+def test_module_files_form_a_line():
+    # No two files call (or include) each other, directly or round a
+    # circle: each can be read knowing only those below it.
+    out = subprocess.run([str(TOP / "scripts" / "check-loops.py"),
+                          str(MPM_DIR)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_loop_checker_finds_a_loop(tmp_path):
+    (tmp_path / "a.c").write_text("int a_one(void)\n{\n    return b_two();\n}\n")
+    (tmp_path / "b.c").write_text("/* a_one() in a comment is no call */\n"
+                                  "int b_two(void)\n{\n    return 2;\n}\n"
+                                  "int b_three(void)\n{\n"
+                                  "    return a_one();\n}\n")
+    out = subprocess.run([str(TOP / "scripts" / "check-loops.py"),
+                          str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 1, out.stdout
+    assert "a.c -> b.c: b_two" in out.stdout
+    assert "b.c -> a.c: a_one" in out.stdout
+    (tmp_path / "b.c").write_text("int b_two(void)\n{\n    return 2;\n}\n")
+    out = subprocess.run([str(TOP / "scripts" / "check-loops.py"),
+                          str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout

@@ -215,9 +215,12 @@ typedef struct {
 extern module AP_MODULE_DECLARE_DATA mpm_bucketed_module
     __attribute__((visibility("default")));
 
-/* mod_mpm_bucketed.c */
+/* bucketed_data.c: the configuration (of the main server), and the
+ * retained data, created on first use. */
 bucketed_config *bucketed_get_config(server_rec *s);
 bucketed_retained *bucketed_get_retained(void);
+
+/* mod_mpm_bucketed.c */
 int bucketed_one_process(void);
 
 /* directives.c */
@@ -304,6 +307,11 @@ int child_setup_exit_code(server_rec *s, int bucket, apr_status_t rv);
 /* A child's pool (pchild), with an allocator of its own; a child that
  * cannot have one exits sick. */
 apr_pool_t *child_pool_create(server_rec *s);
+
+/* child.c: a pool with an allocator of its own (MaxMemFree applied), for
+ * one thread at a time; the allocator goes with the pool. */
+apr_status_t child_pool_with_allocator(apr_pool_t **p, apr_pool_t *parent,
+                                       const char *tag);
 
 /* parent: the pid of the parent process, 0 when the parent itself serves
  * (-X). */

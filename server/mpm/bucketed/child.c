@@ -258,27 +258,38 @@ int child_setup_exit_code(server_rec *s, int bucket, apr_status_t rv)
     return APEXIT_CHILDFATAL;
 }
 
-apr_pool_t *child_pool_create(server_rec *s)
+apr_status_t child_pool_with_allocator(apr_pool_t **p, apr_pool_t *parent,
+                                       const char *tag)
 {
     apr_allocator_t *allocator;
-    apr_pool_t *pchild;
     apr_status_t rv;
 
     rv = apr_allocator_create(&allocator);
     if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, s,
-                     "bucketed: apr_allocator_create in child");
-        exit(APEXIT_CHILDSICK);
+        return rv;
     }
     apr_allocator_max_free_set(allocator, ap_max_mem_free);
-    rv = apr_pool_create_ex(&pchild, s->process->pconf, NULL, allocator);
+    rv = apr_pool_create_ex(p, parent, NULL, allocator);
+    if (rv != APR_SUCCESS) {
+        apr_allocator_destroy(allocator);
+        return rv;
+    }
+    apr_allocator_owner_set(allocator, *p);
+    apr_pool_tag(*p, tag);
+    return APR_SUCCESS;
+}
+
+apr_pool_t *child_pool_create(server_rec *s)
+{
+    apr_pool_t *pchild;
+    apr_status_t rv = child_pool_with_allocator(&pchild, s->process->pconf,
+                                                "pchild");
+
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rv, s,
-                     "bucketed: apr_pool_create_ex in child");
+                     "bucketed: cannot create the child's pool");
         exit(APEXIT_CHILDSICK);
     }
-    apr_allocator_owner_set(allocator, pchild);
-    apr_pool_tag(pchild, "pchild");
     return pchild;
 }
 

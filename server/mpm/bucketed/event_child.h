@@ -5,23 +5,32 @@
  * connection, and the few functions one of them calls in another (all
  * named ev_*).
  *
+ * Top down; each file calls only those below it
+ * (scripts/check-loops.py):
  *   event_child.c   the process: set-up, signals, threads start and stop,
- *                   exit; the transaction pools the threads share
- *   event_poll.c    the child's epoll set: the bucket's listening sockets
- *                   in it or out of it (the accept rule), accepting,
- *                   connections waiting in it
+ *                   exit
+ *   event_keeper.c  the keeper thread: timeouts, leaving, reclaiming,
+ *                   the scoreboard's connection counts
  *   event_worker.c  the worker threads: wait in the epoll set, run what
  *                   it reports until it waits again
- *   event_keeper.c  the keeper thread: timeouts, leaving, the
- *                   scoreboard's connection counts
- *   event_work.c    the work queue, timed callbacks, suspended
- *                   connections
+ *   event_work.c    timed callbacks, suspended connections, a worker's
+ *                   take from the work queue
+ *   event_accept.c  accepting: the accept rule's reservation, taking
+ *                   turns, connections found waiting behind one
+ *   event_poll.c    the child's epoll set: the bucket's listening sockets
+ *                   in it or out of it (the accept rule), the work
+ *                   queue, connections waiting in it, closing and
+ *                   lingering
+ *   event_base.c    transaction pools, waking the keeper and the bucket,
+ *                   epoll_ctl(), a look at a listening socket
  *
  * Linux (epoll, eventfd) with APR's threads only: include it under
  * BUCKETED_HAS_EVENT_MODEL.
  */
 #ifndef EVENT_CHILD_H
 #define EVENT_CHILD_H
+
+#include <sys/epoll.h>
 
 #include "apr_atomic.h"
 #include "apr_thread_cond.h"
@@ -35,6 +44,9 @@
 
 /* What an epoll event's data points at starts with one of these. */
 enum { EV_WORK = 1, EV_STOP, EV_NUDGE, EV_LISTENER, EV_CONN, EV_WAKE };
+
+/* Transaction pools kept for reuse beyond the threads' own. */
+#define SPARE_POOLS 16
 
 /* Lingering close: how long the client gets to close its side. */
 #define LINGER_SHORT_SEC 2
@@ -203,118 +215,48 @@ static inline void ev_count_connection_locked(event_child_ctx *ctx,
     ap_get_scoreboard_process(ctx->slot)->connections = ctx->connections;
 }
 
-/* event_child.c: transaction pools: a new one (NULL, logged, when none
- * can be made); a spare one (NULL when none is left), and one kept for
- * reuse, cleared (both under mutex). */
-apr_pool_t *ev_new_pool(event_child_ctx *ctx);
-apr_pool_t *ev_take_spare_pool_locked(event_child_ctx *ctx);
-void ev_keep_spare_pool_locked(event_child_ctx *ctx, apr_pool_t *p);
+/* Connections the accept rule counts: lingering ones and idle keep-alive
+ * ones already being closed to make room are on their way out. */
+static inline int ev_open_connections(event_child_ctx *ctx)
+{
+    return ctx->connections - ctx->queues[WAIT_LINGER].count
+           - ctx->reclaimed;
+}
 
-/* event_child.c: takes an owned connection out of its timeout list,
- * closes the socket (a cleanup of its pool) and frees everything of
- * it. */
-void ev_close_conn(event_child_ctx *ctx, ev_conn *ec);
+static inline int ev_closing_down(event_child_ctx *ctx)
+{
+    return IS(ctx, leaving) || IS(ctx, dying);
+}
 
-/* event_child.c: one more worker beyond ThreadsPerChild, in a free
- * scoreboard slot below ThreadLimit; it retires once it would wait idle.
- * Returns whether one was started. Keeper only. */
-int ev_start_extra_worker(event_child_ctx *ctx);
+/* How a listening socket is in the set: edge-triggered, and exclusive
+ * where the kernel has it. */
+static inline unsigned ev_listener_events(const event_child_ctx *ctx)
+{
+    return EPOLLIN | EPOLLET
+           | (ctx->conf->kernel.epoll_exclusive ? EPOLLEXCLUSIVE : 0);
+}
 
-/* event_keeper.c: the keeper's epoll set and its eventfd. Logged on
- * failure. Before the threads start. */
+/* ---- event_keeper.c */
+
+/* The keeper's epoll set and its eventfd. Logged on failure. Before the
+ * threads start. */
 apr_status_t ev_setup_keeper(event_child_ctx *ctx);
 
-/* event_keeper.c: wakes the keeper to look at the flags and counts. Any
- * thread. */
-void ev_wake_keeper(event_child_ctx *ctx);
-
-/* event_keeper.c: hands an owned connection whose lingering close has
- * started (the write side shut) to the keeper, which drains what the
- * client still sends until it closes or the timeout ends. */
-void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec);
-
-/* event_keeper.c: the keeper thread (arg: the context). */
+/* The keeper thread (arg: the context). */
 void *APR_THREAD_FUNC ev_keeper_main(apr_thread_t *thd, void *arg);
 
-/* event_poll.c: an epoll set into *fd (a failure is logged and its errno
- * returned); an eventfd in one, its epoll data pointing at *kind =
- * kind_value (a new eventfd when *fd is -1). Before the threads start. */
-apr_status_t ev_epoll_create(event_child_ctx *ctx, const char *what,
-                             int *fd);
-apr_status_t ev_add_eventfd(event_child_ctx *ctx, int epoll_fd, int *fd,
-                            int *kind, int kind_value, int flags,
-                            unsigned events, const char *what);
+/* ---- event_worker.c */
 
-/* event_poll.c: the epoll set with the work and stop eventfds and the
- * bucket's eventfd; the listeners are added by ev_update_listening().
- * Logged on failure. Before the threads start. */
-apr_status_t ev_setup_epoll(event_child_ctx *ctx);
-
-/* event_poll.c: puts the listeners into the epoll set or takes them out,
- * as the accept rule says for the counts now (under mutex). */
-void ev_update_listening_locked(event_child_ctx *ctx);
-
-/* event_poll.c: a leaving or dying child closes its copies of the
- * listening sockets once they are out of the epoll set; workers that
- * still try them find nothing (under mutex). */
-void ev_close_listeners_locked(event_child_ctx *ctx);
-
-/* event_poll.c: a new connection from l for the calling worker, which is
- * counted busy: NULL when there is none or the rule says no. Connections
- * found waiting behind it go to the work queue while other workers are
- * idle for them. Called under mutex, returns without it. */
-ev_conn *ev_accept_for_worker_locked(event_child_ctx *ctx, ev_listener *l);
-
-/* event_poll.c: what a worker whose bucket's eventfd fired takes: a
- * connection from any of the listeners, as ev_accept_for_worker_locked()
- * (called under mutex, returns without it). */
-ev_conn *ev_accept_nudged_locked(event_child_ctx *ctx);
-
-/* event_poll.c: puts an owned connection into the workers' epoll set to
- * wait for ec->wait (WAIT_KEEPALIVE or WAIT_IO), in that wait's timeout
- * list. The caller must not touch it afterwards. */
-void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec);
-
-/* event_poll.c: called by a worker that took the last idle worker's place
- * (none is left waiting in the set): the kernel may have woken this child
- * for a connection of another listener, whose event it has not taken and
- * now nobody will, until a worker is idle again. Wakes the bucket if a
- * listener has a connection waiting. */
-void ev_nudge_if_waiting(event_child_ctx *ctx);
-
-/* event_work.c: the work queue: a connection queued for a worker, or one
- * unit of work signalled (a due callback), each waking one waiting worker
- * (under mutex); and a worker's take: the first due callback, else the
- * first queued connection (NULL both when another worker was first). */
-void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec);
-void ev_signal_work_locked(event_child_ctx *ctx);
-ev_conn *ev_take_work(event_child_ctx *ctx, ev_callback **callback);
-
-/* event_poll.c: makes a waiting connection's armed epoll entry fire so
- * that its next owner closes it (under mutex; it is in no list). */
-void ev_force_ready_locked(event_child_ctx *ctx, ev_conn *ec);
-
-/* event_poll.c: whether a keep-alive connection's next request has come
- * (or its client closed) while no worker took it (under mutex). */
-int ev_keepalive_request_waiting_locked(event_child_ctx *ctx);
-
-/* event_poll.c: whether a connection waits in the bucket's accept queue
- * while this child, at its connection limit, is out of the set and holds
- * idle keep-alive connections (under mutex). */
-int ev_shut_out_locked(event_child_ctx *ctx);
-
-/* event_poll.c: closes the oldest idle keep-alive connections, those
- * whose client has sent nothing yet, as event_reclaim_count() says, so
- * the child may listen again (under mutex). Each is ended as a timed-out
- * one is, so the worker its entry wakes closes it cleanly (a FIN, never a
- * reset); they no longer count for the accept rule meanwhile. Returns
- * how many. */
-int ev_reclaim_keepalive_locked(event_child_ctx *ctx);
-
-/* event_worker.c: a worker thread (arg: its worker_info). */
+/* A worker thread (arg: its worker_info). */
 void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg);
 
-/* event_work.c: timed callbacks and suspended connections. */
+/* One more worker beyond ThreadsPerChild, in a free scoreboard slot below
+ * ThreadLimit; it retires once it would wait idle. Returns whether one
+ * was started. Keeper only. */
+int ev_start_extra_worker(event_child_ctx *ctx);
+
+/* ---- event_work.c: timed callbacks and suspended connections */
+
 apr_status_t ev_setup_callbacks(event_child_ctx *ctx);
 /* Any thread: fn(baton) on a worker once t has passed. */
 apr_status_t ev_register_timed_callback(event_child_ctx *ctx, apr_time_t t,
@@ -324,12 +266,127 @@ apr_status_t ev_register_timed_callback(event_child_ctx *ctx, apr_time_t t,
  * those due by now to the workers. */
 apr_time_t ev_next_callback_locked(event_child_ctx *ctx);
 void ev_hand_out_due_callbacks_locked(event_child_ctx *ctx, apr_time_t now);
-/* Worker: a due callback, counted as running (under mutex); running it,
- * then taking back the suspended connections whose requests are done. */
-ev_callback *ev_take_due_callback_locked(event_child_ctx *ctx);
+/* Worker: what the work queue's eventfd gave it: the first due callback
+ * (counted as running), else the first queued connection; NULL both when
+ * another worker was first. */
+ev_conn *ev_take_work(event_child_ctx *ctx, ev_callback **callback);
+/* Worker: runs a callback, then takes back the suspended connections
+ * whose requests are done. */
 void ev_run_callback(event_child_ctx *ctx, ev_callback *cb);
 /* Worker: a connection whose request a module suspended waits, no worker
  * and no timeout, for a callback to finish it; 0 if one already did. */
 int ev_park_suspended(event_child_ctx *ctx, ev_conn *ec);
+
+/* ---- event_accept.c */
+
+/* A new connection from l for the calling worker, which is counted busy:
+ * NULL when there is none or the rule says no. Connections found waiting
+ * behind it go to the work queue while other workers are idle for them.
+ * Called under mutex, returns without it. */
+ev_conn *ev_accept_for_worker_locked(event_child_ctx *ctx, ev_listener *l);
+
+/* What a worker whose bucket's eventfd fired takes: a connection from any
+ * of the listeners, as ev_accept_for_worker_locked() (called under mutex,
+ * returns without it). */
+ev_conn *ev_accept_nudged_locked(event_child_ctx *ctx);
+
+/* ---- event_poll.c */
+
+/* An epoll set into *fd (a failure is logged and its errno returned); an
+ * eventfd in one, its epoll data pointing at *kind = kind_value (a new
+ * eventfd when *fd is -1). Before the threads start. */
+apr_status_t ev_epoll_create(event_child_ctx *ctx, const char *what,
+                             int *fd);
+apr_status_t ev_add_eventfd(event_child_ctx *ctx, int epoll_fd, int *fd,
+                            int *kind, int kind_value, int flags,
+                            unsigned events, const char *what);
+
+/* The epoll set with the work and stop eventfds and the bucket's eventfd;
+ * the listeners are added by ev_update_listening(). Logged on failure.
+ * Before the threads start. */
+apr_status_t ev_setup_epoll(event_child_ctx *ctx);
+
+/* Puts the listeners into the epoll set or takes them out, as the accept
+ * rule says for the counts now (under mutex). */
+void ev_update_listening_locked(event_child_ctx *ctx);
+
+/* A leaving or dying child closes its copies of the listening sockets
+ * once they are out of the epoll set; workers that still try them find
+ * nothing (under mutex). */
+void ev_close_listeners_locked(event_child_ctx *ctx);
+
+/* Called by a worker that took the last idle worker's place (none is left
+ * waiting in the set): the kernel may have woken this child for a
+ * connection of another listener, whose event it has not taken and now
+ * nobody will, until a worker is idle again. Wakes the bucket if a
+ * listener has a connection waiting. */
+void ev_nudge_if_waiting(event_child_ctx *ctx);
+
+/* The work queue: a connection queued for a worker, or one unit of work
+ * signalled (a due callback), each waking one waiting worker; the first
+ * queued connection taken off (NULL if none). Under mutex. */
+void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec);
+void ev_signal_work_locked(event_child_ctx *ctx);
+ev_conn *ev_dequeue_work_locked(event_child_ctx *ctx);
+
+/* Puts an owned connection into the workers' epoll set to wait for
+ * ec->wait (WAIT_KEEPALIVE or WAIT_IO), in that wait's timeout list. The
+ * caller must not touch it afterwards. */
+void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec);
+
+/* Makes a waiting connection's armed epoll entry fire so that its next
+ * owner closes it (under mutex; it is in no list). */
+void ev_force_ready_locked(event_child_ctx *ctx, ev_conn *ec);
+
+/* Whether a keep-alive connection's next request has come (or its client
+ * closed) while no worker took it (under mutex). */
+int ev_keepalive_request_waiting_locked(event_child_ctx *ctx);
+
+/* Whether a connection waits in the bucket's accept queue while this
+ * child, at its connection limit, is out of the set and holds idle
+ * keep-alive connections (under mutex). */
+int ev_shut_out_locked(event_child_ctx *ctx);
+
+/* Closes the oldest idle keep-alive connections, those whose client has
+ * sent nothing yet, as event_reclaim_count() says, so the child may
+ * listen again (under mutex). Each is ended as a timed-out one is, so the
+ * worker its entry wakes closes it cleanly (a FIN, never a reset); they
+ * no longer count for the accept rule meanwhile. Returns how many. */
+int ev_reclaim_keepalive_locked(event_child_ctx *ctx);
+
+/* Takes an owned connection out of its timeout list, closes the socket (a
+ * cleanup of its pool) and frees everything of it. */
+void ev_close_conn(event_child_ctx *ctx, ev_conn *ec);
+
+/* Hands an owned connection whose lingering close has started (the write
+ * side shut) to the keeper's set, which drains what the client still
+ * sends until it closes or the timeout ends; ev_keeper_set() adds (or
+ * takes out) a lingering connection's one-shot entry there. */
+void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec);
+int ev_keeper_set(event_child_ctx *ctx, int op, ev_conn *ec);
+
+/* ---- event_base.c */
+
+/* Transaction pools: a new one (NULL, logged, when none can be made); a
+ * spare one (NULL when none is left), and one kept for reuse, cleared
+ * (both under mutex). */
+apr_pool_t *ev_new_pool(event_child_ctx *ctx);
+apr_pool_t *ev_take_spare_pool_locked(event_child_ctx *ctx);
+void ev_keep_spare_pool_locked(event_child_ctx *ctx, apr_pool_t *p);
+
+/* Wakes the keeper to look at the flags and counts. Any thread. */
+void ev_wake_keeper(event_child_ctx *ctx);
+
+/* epoll_ctl() on the workers' set (logged on failure: -1). */
+int ev_epoll_set(event_child_ctx *ctx, int op, int fd, unsigned events,
+                 void *ptr);
+
+/* Whether a listening socket has a connection waiting (1 when poll()
+ * fails: better a needless wake-up than a stranded connection). */
+int ev_listener_readable(event_child_ctx *ctx, const ev_listener *l);
+
+/* Wakes every child of the bucket (its shared eventfd): see
+ * ev_nudge_if_waiting(). */
+void ev_nudge_bucket(event_child_ctx *ctx);
 
 #endif /* EVENT_CHILD_H */

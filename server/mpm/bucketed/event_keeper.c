@@ -64,58 +64,6 @@ apr_status_t ev_setup_keeper(event_child_ctx *ctx)
                           EV_WAKE, 0, EPOLLIN, "keeper");
 }
 
-void ev_wake_keeper(event_child_ctx *ctx)
-{
-    uint64_t one = 1;
-
-    if (write(ctx->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
-                     "bucketed: write to the keeper's eventfd");
-    }
-}
-
-static int keeper_set(event_child_ctx *ctx, int op, ev_conn *ec)
-{
-    struct epoll_event ev;
-
-    memset(&ev, 0, sizeof(ev));
-    ev.events = EPOLLIN | EPOLLONESHOT;
-    ev.data.ptr = ec;
-    if (epoll_ctl(ctx->keeper_fd, op, ec->fd, op == EPOLL_CTL_DEL ? NULL : &ev)
-        < 0) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s, "bucketed: "
-                     "epoll_ctl(%d) for a lingering connection", op);
-        return -1;
-    }
-    return 0;
-}
-
-void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec)
-{
-    apr_interval_time_t timeout = apr_time_from_sec(
-        ec->short_linger ? LINGER_SHORT_SEC : LINGER_NORMAL_SEC);
-    int failed;
-
-    ec->wait = WAIT_LINGER;
-    /* In the list and in the set at once, as the keeper sees it: it may
-     * close the connection as soon as either is done. */
-    ev_lock(ctx);
-    timer_queue_insert(&ctx->queues[WAIT_LINGER], &ec->timer,
-                       apr_time_now() + timeout);
-    failed = keeper_set(ctx, EPOLL_CTL_ADD, ec) < 0;
-    if (failed) {
-        timer_queue_remove(&ctx->queues[WAIT_LINGER], &ec->timer);
-    }
-    /* Lingering ones do not count against the accept rule. */
-    ev_update_listening_locked(ctx);
-    ev_unlock(ctx);
-    if (failed) {
-        ev_close_conn(ctx, ec);
-    }
-}
-
 /* Keeper only: a lingering connection is closed. Its one-shot entry has
  * fired or is taken out first: a descriptor a forked process (a CGI
  * between fork and exec) still shares would otherwise stay in the set
@@ -123,7 +71,7 @@ void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec)
 static void close_lingering(event_child_ctx *ctx, ev_conn *ec, int armed)
 {
     if (armed) {
-        keeper_set(ctx, EPOLL_CTL_DEL, ec);
+        ev_keeper_set(ctx, EPOLL_CTL_DEL, ec);
     }
     ev_close_conn(ctx, ec);
 }
@@ -139,7 +87,7 @@ static void drain_linger(event_child_ctx *ctx, ev_conn *ec)
         apr_size_t n = sizeof(ctx->linger_buf);
         rv = apr_socket_recv(ec->csd, ctx->linger_buf, &n);
     } while (rv == APR_SUCCESS);
-    if (!APR_STATUS_IS_EAGAIN(rv) || keeper_set(ctx, EPOLL_CTL_MOD, ec) < 0) {
+    if (!APR_STATUS_IS_EAGAIN(rv) || ev_keeper_set(ctx, EPOLL_CTL_MOD, ec) < 0) {
         close_lingering(ctx, ec, 0);
     }
 }

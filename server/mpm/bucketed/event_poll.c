@@ -25,8 +25,6 @@
  * accept queue is here; what runs the connections is event_worker.c.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,7 +42,6 @@
 #include "scoreboard.h"
 
 #include "bucketed.h"
-#include "child_accept.h"
 #include "event_limits.h"
 #include "event_queue.h"
 
@@ -53,25 +50,6 @@ APLOG_USE_MODULE(mpm_bucketed);
 #if BUCKETED_HAS_EVENT_MODEL
 
 #include "event_child.h"
-
-static int epoll_set(event_child_ctx *ctx, int op, int fd, unsigned events,
-                     void *ptr)
-{
-    struct epoll_event ev;
-
-    memset(&ev, 0, sizeof(ev));
-    ev.events = events;
-    ev.data.ptr = ptr;
-    if (epoll_ctl(ctx->epoll_fd, op, fd, op == EPOLL_CTL_DEL ? NULL : &ev)
-        < 0) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s, "bucketed: "
-                     "epoll_ctl(%d) for descriptor %d in an event child",
-                     op, fd);
-        return -1;
-    }
-    return 0;
-}
 
 apr_status_t ev_epoll_create(event_child_ctx *ctx, const char *what,
                              int *fd)
@@ -162,80 +140,23 @@ apr_status_t ev_setup_epoll(event_child_ctx *ctx)
 
 /* ------------------------------------------------------------ listening */
 
-static int listener_readable(event_child_ctx *ctx, const ev_listener *l)
-{
-    struct pollfd pfd;
-    int n;
-
-    pfd.fd = l->fd;
-    pfd.events = POLLIN;
-    pfd.revents = 0;
-    n = poll(&pfd, 1, 0);
-    if (n < 0) {
-        int err = errno;
-        /* Unknown: say readable, so that the bucket is woken for it. */
-        ap_log_error(APLOG_MARK, err == EINTR ? APLOG_DEBUG : APLOG_ERR, err,
-                     ctx->s, "bucketed: poll of a listening socket");
-        return 1;
-    }
-    return n > 0 && (pfd.revents & POLLIN);
-}
-
 static int any_listener_readable(event_child_ctx *ctx)
 {
     int i;
 
     for (i = 0; i < ctx->num_listeners; i++) {
-        if (listener_readable(ctx, &ctx->listeners[i])) {
+        if (ev_listener_readable(ctx, &ctx->listeners[i])) {
             return 1;
         }
     }
     return 0;
 }
 
-/* EPOLLEXCLUSIVE wakes one waiting child per new connection; a child that
- * was woken but leaves connections in the accept queue (it filled up, or
- * is leaving) would strand them until the next connection wakes someone,
- * which never comes when every request in flight waits on one of them (a
- * request proxied to its own server). So such a child wakes every child
- * of its bucket, and those that can take connections try. */
-static void nudge_bucket(event_child_ctx *ctx)
-{
-    uint64_t one = 1;
-
-    if (write(ctx->nudge_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
-                     "bucketed: write to bucket %d's eventfd", ctx->bucket);
-    }
-}
-
 void ev_nudge_if_waiting(event_child_ctx *ctx)
 {
     if (any_listener_readable(ctx)) {
-        nudge_bucket(ctx);
+        ev_nudge_bucket(ctx);
     }
-}
-
-/* Connections the accept rule counts: lingering ones and idle keep-alive
- * ones already being closed to make room are on their way out. */
-static int open_connections(event_child_ctx *ctx)
-{
-    return ctx->connections - ctx->queues[WAIT_LINGER].count
-           - ctx->reclaimed;
-}
-
-static int closing_down(event_child_ctx *ctx)
-{
-    return IS(ctx, leaving) || IS(ctx, dying);
-}
-
-/* How a listening socket is in the set: edge-triggered, and exclusive
- * where the kernel has it. */
-static unsigned listener_events(const event_child_ctx *ctx)
-{
-    return EPOLLIN | EPOLLET
-           | (ctx->conf->kernel.epoll_exclusive ? EPOLLEXCLUSIVE : 0);
 }
 
 static int input_waiting(event_child_ctx *ctx, ev_conn *ec);
@@ -245,7 +166,7 @@ static int input_waiting(event_child_ctx *ctx, ev_conn *ec);
 
 int ev_shut_out_locked(event_child_ctx *ctx)
 {
-    return !ctx->listening && !closing_down(ctx)
+    return !ctx->listening && !ev_closing_down(ctx)
            && ctx->queues[WAIT_KEEPALIVE].count > 0
            && any_listener_readable(ctx);
 }
@@ -254,7 +175,7 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx)
 {
     timer_queue *q = &ctx->queues[WAIT_KEEPALIVE];
     event_timer *t = q->head;
-    int want = event_reclaim_count(open_connections(ctx),
+    int want = event_reclaim_count(ev_open_connections(ctx),
                                    ctx->idle_workers - ctx->queued,
                                    ctx->threads, ctx->conf->async_factor,
                                    q->count);
@@ -298,11 +219,11 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx)
 
 void ev_update_listening_locked(event_child_ctx *ctx)
 {
-    unsigned events = listener_events(ctx);
+    unsigned events = ev_listener_events(ctx);
     int want, i;
 
-    want = !closing_down(ctx)
-           && event_should_listen(open_connections(ctx),
+    want = !ev_closing_down(ctx)
+           && event_should_listen(ev_open_connections(ctx),
                                   ctx->idle_workers - ctx->queued,
                                   ctx->threads, ctx->conf->async_factor);
     if (want == ctx->listening) {
@@ -310,7 +231,7 @@ void ev_update_listening_locked(event_child_ctx *ctx)
     }
     for (i = 0; i < ctx->num_listeners; i++) {
         ev_listener *l = &ctx->listeners[i];
-        epoll_set(ctx, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, l->fd, events,
+        ev_epoll_set(ctx, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, l->fd, events,
                   l);
     }
     ctx->listening = want;
@@ -369,184 +290,45 @@ void ev_close_listeners_locked(event_child_ctx *ctx)
     }
 }
 
-/* ------------------------------------------------------------ accepting */
+/* ------------------------------------------------- the work queue */
 
-/* Whether one more connection may be accepted, with `idle` workers free
- * for it (under mutex). */
-static int may_accept_locked(event_child_ctx *ctx, int idle)
+void ev_signal_work_locked(event_child_ctx *ctx)
 {
-    return !closing_down(ctx)
-           && event_may_accept(open_connections(ctx), idle, ctx->threads,
-                               ctx->conf->async_factor)
-           && (ap_max_requests_per_child <= 0
-               || ctx->served < ap_max_requests_per_child);
+    uint64_t one = 1;
+
+    if (write(ctx->work_fd, &one, sizeof(one)) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     "bucketed: write to the work queue's eventfd");
+    }
 }
 
-/* A connection about to be accepted is counted first, since workers accept
- * at the same time; and it gets its pool in the same critical section
- * (under mutex). Returns whether it was the child's last one under
- * MaxConnectionsPerChild. */
-static int reserve_locked(event_child_ctx *ctx, apr_pool_t **ptrans)
+void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec)
 {
-    ev_count_connection_locked(ctx, 1);
-    *ptrans = ev_take_spare_pool_locked(ctx);
-    if (ap_max_requests_per_child <= 0) {
-        return 0;
-    }
-    ctx->served++;
-    return ctx->served == ap_max_requests_per_child;
-}
-
-/* EPOLLEXCLUSIVE wakes the first child in the socket's wait queue that has
- * a worker waiting, and every child has many: the first child registered
- * would take nearly every new connection, up to its accept rule, and the
- * connections of a busy moment would crowd into a few children and queue
- * for their workers while others idle (the idle bench workload: active
- * p99 211 ms against 20 ms with turns). Re-registering the socket puts
- * the child at the back of the queue, so the bucket's children take
- * turns; every TURN_EVERY accepts, since two epoll_ctl() calls on every
- * accept cost the Connection: close path about a tenth more CPU. */
-#define TURN_EVERY 8
-
-static void take_turns(event_child_ctx *ctx, ev_listener *l)
-{
-    if (!ctx->conf->kernel.epoll_exclusive
-        || apr_atomic_inc32(&ctx->accepted) % TURN_EVERY != 0) {
-        return;
-    }
-    ev_lock(ctx);
-    if (ctx->listening) {
-        epoll_set(ctx, EPOLL_CTL_DEL, l->fd, 0, NULL);
-        epoll_set(ctx, EPOLL_CTL_ADD, l->fd, listener_events(ctx), l);
-    }
-    ev_unlock(ctx);
-}
-
-/* Accepts on l for a reservation: NULL, with the reservation undone, when
- * none waits or accepting failed. */
-static ev_conn *accept_reserved(event_child_ctx *ctx, ev_listener *l,
-                                apr_pool_t *ptrans, int last)
-{
-    apr_socket_t *csd = NULL;
-    apr_status_t rv;
-    ev_conn *ec;
-
-    if (ptrans == NULL) {
-        ptrans = ev_new_pool(ctx);
-    }
-    if (ptrans == NULL) {
-        SET(ctx, sick);
-        SET(ctx, leaving);
-        rv = APR_ENOMEM;
+    ec->next = NULL;
+    if (ctx->queue_tail != NULL) {
+        ctx->queue_tail->next = ec;
     }
     else {
-        rv = child_accept_on(l->lr, &csd, ptrans);
+        ctx->queue_head = ec;
     }
-    if (rv != APR_SUCCESS || csd == NULL) {
-        if (rv == APR_EGENERAL) {
-            /* Logged by ap_unixd_accept: a resource shortage. */
-            SET(ctx, sick);
-            SET(ctx, leaving);
-        }
-        if (ptrans != NULL) {
-            apr_pool_clear(ptrans);
-        }
-        ev_lock(ctx);
-        ev_count_connection_locked(ctx, -1);
-        ctx->served -= ap_max_requests_per_child > 0;
-        if (ptrans != NULL) {
-            ev_keep_spare_pool_locked(ctx, ptrans);
-        }
-        ev_update_listening_locked(ctx);
-        ev_unlock(ctx);
-        return NULL;
-    }
-    bucket_stats_count_accept(ctx->retained, ctx->bucket);
-    take_turns(ctx, l);
-    ec = apr_pcalloc(ptrans, sizeof(*ec));
-    ec->kind = EV_CONN;
-    ec->wait = WAIT_NONE;
-    ec->ptrans = ptrans;
-    ec->csd = csd;
-    apr_os_sock_get(&ec->fd, csd);
-    if (last) {
-        SET(ctx, leaving);
-        ev_wake_keeper(ctx);
-        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, ctx->s, "bucketed: child %"
-                     APR_PID_T_FMT " reached MaxConnectionsPerChild, "
-                     "leaving", getpid());
-    }
-    return ec;
-}
-
-/* Connections queued behind the one a worker took go to the work queue
- * while idle workers are left for them. A poll() looks first, so the
- * usual case (none behind) takes no lock. */
-static void accept_behind(event_child_ctx *ctx, ev_listener *l)
-{
-    while (listener_readable(ctx, l)) {
-        apr_pool_t *ptrans = NULL;
-        ev_conn *ec;
-        int ok, last = 0;
-
-        ev_lock(ctx);
-        ok = may_accept_locked(ctx, ctx->idle_workers - ctx->queued);
-        if (ok) {
-            last = reserve_locked(ctx, &ptrans);
-        }
-        /* Out of the set when the rule says so, which wakes the bucket
-         * for what waits; with no idle worker left, ev_nudge_if_waiting()
-         * does. */
-        ev_update_listening_locked(ctx);
-        ev_unlock(ctx);
-        if (!ok) {
-            return;
-        }
-        ec = accept_reserved(ctx, l, ptrans, last);
-        if (ec == NULL) {
-            return;
-        }
-        ev_lock(ctx);
-        ev_queue_work_locked(ctx, ec);
-        ev_unlock(ctx);
-    }
-}
-
-ev_conn *ev_accept_for_worker_locked(event_child_ctx *ctx, ev_listener *l)
-{
-    apr_pool_t *ptrans = NULL;
-    ev_conn *ec;
-    int ok, last = 0;
-
-    /* The calling worker, counted busy already, is the one free for it. */
-    ok = may_accept_locked(ctx, ctx->idle_workers - ctx->queued + 1);
-    if (ok) {
-        last = reserve_locked(ctx, &ptrans);
-    }
+    ctx->queue_tail = ec;
+    ctx->queued++;
+    ev_signal_work_locked(ctx);
     ev_update_listening_locked(ctx);
-    ev_unlock(ctx);
-    if (!ok) {
-        if (listener_readable(ctx, l)) {
-            nudge_bucket(ctx);
-        }
-        return NULL;
-    }
-    ec = accept_reserved(ctx, l, ptrans, last);
-    if (ec != NULL) {
-        accept_behind(ctx, l);
-    }
-    return ec;
 }
 
-ev_conn *ev_accept_nudged_locked(event_child_ctx *ctx)
+ev_conn *ev_dequeue_work_locked(event_child_ctx *ctx)
 {
-    ev_conn *ec = NULL;
-    int i;
+    ev_conn *ec = ctx->queue_head;
 
-    ev_unlock(ctx);
-    for (i = 0; i < ctx->num_listeners && ec == NULL; i++) {
-        ev_lock(ctx);
-        ec = ev_accept_for_worker_locked(ctx, &ctx->listeners[i]);
+    if (ec != NULL) {
+        ctx->queue_head = ec->next;
+        if (ctx->queue_head == NULL) {
+            ctx->queue_tail = NULL;
+        }
+        ctx->queued--;
+        ev_update_listening_locked(ctx);
     }
     return ec;
 }
@@ -575,7 +357,7 @@ void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec)
     timer_queue_insert(&ctx->queues[ec->wait], &ec->timer,
                        apr_time_now() + timeout);
     ev_unlock(ctx);
-    if (epoll_set(ctx, op, ec->fd, events, ec) < 0) {
+    if (ev_epoll_set(ctx, op, ec->fd, events, ec) < 0) {
         /* Not armed, so still this worker's. */
         ev_lock(ctx);
         if (ec->timer.queued) {
@@ -637,6 +419,73 @@ int ev_keepalive_request_waiting_locked(event_child_ctx *ctx)
         }
     }
     return 0;
+}
+
+/* ------------------------------------------------- closing, lingering */
+
+/* The connection count falls: a full child may listen again, and a
+ * leaving one may be done. The caller owns the connection, so no other
+ * thread changes whether its timer is queued. */
+void ev_close_conn(event_child_ctx *ctx, ev_conn *ec)
+{
+    apr_pool_t *p = ec->ptrans;
+
+    if (ec->timer.queued) {
+        ev_lock(ctx);
+        timer_queue_remove(&ctx->queues[ec->wait], &ec->timer);
+        ev_unlock(ctx);
+    }
+    /* Closes the socket, and frees ec. */
+    apr_pool_clear(p);
+    ev_lock(ctx);
+    ev_keep_spare_pool_locked(ctx, p);
+    ev_count_connection_locked(ctx, -1);
+    ev_update_listening_locked(ctx);
+    if (ctx->connections == 0 && (IS(ctx, leaving) || IS(ctx, dying))) {
+        ev_wake_keeper(ctx);
+    }
+    ev_unlock(ctx);
+}
+
+int ev_keeper_set(event_child_ctx *ctx, int op, ev_conn *ec)
+{
+    struct epoll_event ev;
+
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLIN | EPOLLONESHOT;
+    ev.data.ptr = ec;
+    if (epoll_ctl(ctx->keeper_fd, op, ec->fd, op == EPOLL_CTL_DEL ? NULL : &ev)
+        < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s, "bucketed: "
+                     "epoll_ctl(%d) for a lingering connection", op);
+        return -1;
+    }
+    return 0;
+}
+
+void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec)
+{
+    apr_interval_time_t timeout = apr_time_from_sec(
+        ec->short_linger ? LINGER_SHORT_SEC : LINGER_NORMAL_SEC);
+    int failed;
+
+    ec->wait = WAIT_LINGER;
+    /* In the list and in the set at once, as the keeper sees it: it may
+     * close the connection as soon as either is done. */
+    ev_lock(ctx);
+    timer_queue_insert(&ctx->queues[WAIT_LINGER], &ec->timer,
+                       apr_time_now() + timeout);
+    failed = ev_keeper_set(ctx, EPOLL_CTL_ADD, ec) < 0;
+    if (failed) {
+        timer_queue_remove(&ctx->queues[WAIT_LINGER], &ec->timer);
+    }
+    /* Lingering ones do not count against the accept rule. */
+    ev_update_listening_locked(ctx);
+    ev_unlock(ctx);
+    if (failed) {
+        ev_close_conn(ctx, ec);
+    }
 }
 
 #endif /* BUCKETED_HAS_EVENT_MODEL */

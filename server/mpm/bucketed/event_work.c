@@ -30,66 +30,6 @@ APLOG_USE_MODULE(mpm_bucketed);
 
 #include "event_child.h"
 
-/* ---- the work queue */
-
-void ev_signal_work_locked(event_child_ctx *ctx)
-{
-    uint64_t one = 1;
-
-    if (write(ctx->work_fd, &one, sizeof(one)) < 0) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
-                     "bucketed: write to the work queue's eventfd");
-    }
-}
-
-void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec)
-{
-    ec->next = NULL;
-    if (ctx->queue_tail != NULL) {
-        ctx->queue_tail->next = ec;
-    }
-    else {
-        ctx->queue_head = ec;
-    }
-    ctx->queue_tail = ec;
-    ctx->queued++;
-    ev_signal_work_locked(ctx);
-    ev_update_listening_locked(ctx);
-}
-
-ev_conn *ev_take_work(event_child_ctx *ctx, ev_callback **callback)
-{
-    uint64_t unit;
-    ev_conn *ec;
-
-    /* One unit per queued connection or due callback: a worker that gets
-     * none was beaten to it by another. Callbacks first: a connection
-     * may be waiting for one. */
-    *callback = NULL;
-    if (read(ctx->work_fd, &unit, sizeof(unit)) < 0) {
-        int err = errno;
-        if (err != EAGAIN) {
-            ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
-                         "bucketed: read of the work queue's eventfd");
-        }
-        return NULL;
-    }
-    ev_lock(ctx);
-    *callback = ev_take_due_callback_locked(ctx);
-    ec = *callback != NULL ? NULL : ctx->queue_head;
-    if (ec != NULL) {
-        ctx->queue_head = ec->next;
-        if (ctx->queue_head == NULL) {
-            ctx->queue_tail = NULL;
-        }
-        ctx->queued--;
-        ev_update_listening_locked(ctx);
-    }
-    ev_unlock(ctx);
-    return ec;
-}
-
 /* ---- timed callbacks and suspended connections */
 
 apr_status_t ev_setup_callbacks(event_child_ctx *ctx)
@@ -161,7 +101,7 @@ void ev_hand_out_due_callbacks_locked(event_child_ctx *ctx, apr_time_t now)
     }
 }
 
-ev_callback *ev_take_due_callback_locked(event_child_ctx *ctx)
+static ev_callback *take_due_callback_locked(event_child_ctx *ctx)
 {
     ev_callback *cb = ctx->due_head;
 
@@ -173,6 +113,34 @@ ev_callback *ev_take_due_callback_locked(event_child_ctx *ctx)
         ctx->running_callbacks++;
     }
     return cb;
+}
+
+/* ---- the workers' share of the work queue */
+
+ev_conn *ev_take_work(event_child_ctx *ctx, ev_callback **callback)
+{
+    uint64_t unit;
+    ev_conn *ec = NULL;
+
+    /* One unit per queued connection or due callback: a worker that gets
+     * none was beaten to it by another. Callbacks first: a connection
+     * may be waiting for one. */
+    *callback = NULL;
+    if (read(ctx->work_fd, &unit, sizeof(unit)) < 0) {
+        int err = errno;
+        if (err != EAGAIN) {
+            ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                         "bucketed: read of the work queue's eventfd");
+        }
+        return NULL;
+    }
+    ev_lock(ctx);
+    *callback = take_due_callback_locked(ctx);
+    if (*callback == NULL) {
+        ec = ev_dequeue_work_locked(ctx);
+    }
+    ev_unlock(ctx);
+    return ec;
 }
 
 /* The suspended connections a module has finished with, once no callback

@@ -386,4 +386,36 @@ void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg)
     return NULL;
 }
 
+int ev_start_extra_worker(event_child_ctx *ctx)
+{
+    worker_info *wi = NULL;
+    apr_status_t rv;
+    int i;
+
+    ev_lock(ctx);
+    for (i = ctx->threads; i < ctx->thread_limit && wi == NULL; i++) {
+        if (!ctx->workers[i].running) {
+            wi = &ctx->workers[i];
+            wi->running = 1;
+            ctx->running_workers++;
+        }
+    }
+    ev_unlock(ctx);
+    if (wi == NULL) {
+        return 0;
+    }
+    rv = apr_thread_create(&wi->thread, ctx->extra_attr, ev_worker_main, wi,
+                           ctx->extra_pool);
+    if (rv != APR_SUCCESS) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, rv, ctx->s, "bucketed: "
+                     "apr_thread_create: unable to create an extra worker");
+        ev_lock(ctx);
+        wi->running = 0;
+        ctx->running_workers--;
+        ev_unlock(ctx);
+        return 0;
+    }
+    return 1;
+}
+
 #endif /* BUCKETED_HAS_EVENT_MODEL */

@@ -5,6 +5,7 @@
  * (ChildModel event), with the children split into listener buckets that
  * each own their own listening sockets.
  *
+ *   bucketed_data.c     the configuration and the retained data
  *   directives.c        the command table
  *   bucket_plan.c       how many buckets, which sockets each owns  (pure)
  *   bucket_maint.c      per-bucket idle maintenance decisions       (pure)
@@ -27,10 +28,12 @@
  *   child.c             the child: serve what its bucket accepts
  *   child_accept.c      the child: waiting for a connection
  *   event_child.c       ChildModel event: the child process
- *   event_poll.c        its epoll set: listening, accepting, waiting
+ *   event_keeper.c      its keeper thread: timeouts, leaving, reclaiming
  *   event_worker.c      its worker threads: serving connections
- *   event_keeper.c      its keeper thread: timeouts, leaving
- *   event_work.c        its work queue, timed callbacks, suspended connections
+ *   event_work.c        its timed callbacks, suspended connections
+ *   event_accept.c      its workers' accepts
+ *   event_poll.c        its epoll set: listening, waiting, closing
+ *   event_base.c        its pools, wake-ups, epoll_ctl()
  *   event_queue.c       its timeout lists and connection states    (pure)
  *   event_limits.c      its directives and accept rule             (pure)
  *
@@ -54,26 +57,6 @@
 #include "bucketed.h"
 #include "mpm_default.h"
 #include "reuseport_bpf.h"
-
-#define RETAINED_KEY "mpm_bucketed_retained"
-
-bucketed_config *bucketed_get_config(server_rec *s)
-{
-    return ap_get_module_config(s->module_config, &mpm_bucketed_module);
-}
-
-bucketed_retained *bucketed_get_retained(void)
-{
-    bucketed_retained *retained = ap_retained_data_get(RETAINED_KEY);
-
-    if (retained == NULL) {
-        retained = ap_retained_data_create(RETAINED_KEY, sizeof(*retained));
-        retained->mpm = ap_unixd_mpm_get_retained_data();
-        retained->mpm->baton = retained;
-        retained->mpm->mpm_state = AP_MPMQ_STARTING;
-    }
-    return retained;
-}
 
 /* -X and -DONE_PROCESS serve from the parent itself; -DDEBUG implies it. */
 int bucketed_one_process(void)
