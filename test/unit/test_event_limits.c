@@ -349,6 +349,43 @@ static void test_reclaimable(void **state)
     assert_true(event_reclaimable(apr_time_from_sec(30)));
 }
 
+static void test_takes_turn(void **state)
+{
+    apr_uint32_t accepted;
+    int turns = 0;
+
+    (void)state;
+    /* The first accept, then every EVENT_TURN_EVERY-th. */
+    assert_true(event_takes_turn(0, 1));
+    for (accepted = 1; accepted <= 10 * EVENT_TURN_EVERY; accepted++) {
+        turns += event_takes_turn(accepted, 1);
+    }
+    assert_int_equal(turns, 10);
+    /* Without EPOLLEXCLUSIVE every child is woken: never. */
+    for (accepted = 0; accepted <= 10 * EVENT_TURN_EVERY; accepted++) {
+        assert_false(event_takes_turn(accepted, 0));
+    }
+}
+
+static void test_stuck_verdict(void **state)
+{
+    apr_interval_time_t long_enough = EVENT_STUCK_GRACE;
+
+    (void)state;
+    /* Stuck: no idle worker, nothing done, keep-alive connections wait. */
+    assert_int_equal(event_stuck_verdict(0, 0, 3, long_enough),
+                     EVENT_STUCK_TOO_LONG);
+    assert_int_equal(event_stuck_verdict(0, 0, 3, long_enough - 1),
+                     EVENT_STUCK_WAIT);
+    /* Any of these starts over, however long it has been. */
+    assert_int_equal(event_stuck_verdict(1, 0, 3, 10 * long_enough),
+                     EVENT_NOT_STUCK);
+    assert_int_equal(event_stuck_verdict(0, 1, 3, 10 * long_enough),
+                     EVENT_NOT_STUCK);
+    assert_int_equal(event_stuck_verdict(0, 0, 0, 10 * long_enough),
+                     EVENT_NOT_STUCK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -367,6 +404,8 @@ int main(void)
         POOL_TEST(test_should_listen),
         POOL_TEST(test_reclaim_count),
         POOL_TEST(test_reclaimable),
+        POOL_TEST(test_takes_turn),
+        POOL_TEST(test_stuck_verdict),
     };
 
     return RUN_POOL_TESTS(tests);

@@ -59,17 +59,16 @@ static int reserve_locked(event_child_ctx *ctx, apr_pool_t **ptrans)
  * a worker waiting, and every child has many: the first child registered
  * would take nearly every new connection, up to its accept rule, and the
  * connections of a busy moment would crowd into a few children and queue
- * for their workers while others idle (the idle bench workload: active
- * p99 211 ms against 20 ms with turns). Re-registering the socket puts
- * the child at the back of the queue, so the bucket's children take
- * turns; every TURN_EVERY accepts, since two epoll_ctl() calls on every
- * accept cost the Connection: close path about a tenth more CPU. */
-#define TURN_EVERY 8
-
+ * for their workers while others idle. Re-registering the socket puts the
+ * child at the back of the queue, so the bucket's children take turns;
+ * every EVENT_TURN_EVERY accepts, since two epoll_ctl() calls on every
+ * accept cost the Connection: close path measurably more CPU (the figures
+ * for both: docs/design.md, "taking turns"). */
 static void take_turns(event_child_ctx *ctx, ev_listener *l)
 {
-    if (!ctx->conf->kernel.epoll_exclusive
-        || apr_atomic_inc32(&ctx->accepted) % TURN_EVERY != 0) {
+    /* apr_atomic_inc32() returns the count before this accept. */
+    if (!event_takes_turn(apr_atomic_inc32(&ctx->accepted),
+                          ctx->conf->kernel.epoll_exclusive)) {
         return;
     }
     ev_lock(ctx);

@@ -37,6 +37,7 @@
 #include "scoreboard.h"
 
 #include "bucketed.h"
+#include "event_limits.h"
 #include "event_queue.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
@@ -244,26 +245,28 @@ static void reclaim_if_shut_out_locked(event_child_ctx *ctx, keeper_state *ks,
  * of the child is busy waits for one of them. When those workers wait on
  * that very request (one mod_proxy sends to this server over a pooled
  * connection this child serves), none ever comes. So when for
- * STUCK_GRACE no worker has been idle or finished anything and such a
- * request waits, the keeper starts an extra worker for it, while
+ * EVENT_STUCK_GRACE no worker has been idle or finished anything and such
+ * a request waits (event_stuck_verdict()), the keeper starts an extra
+ * worker for it, while
  * ThreadLimit leaves scoreboard room; it retires once it would wait idle.
  * A child that is merely busy finishes requests and gets none.
  * (Stock event closes a busy child's idle keep-alive connections, which
  * fails a client that reuses one just then and does not help a request
  * already sent.) Under mutex; returns whether to start one.
  */
-#define STUCK_GRACE apr_time_from_msec(100)
-
 static int want_extra_worker_locked(event_child_ctx *ctx, keeper_state *ks,
                                     apr_time_t now)
 {
-    if (ctx->idle_workers > 0 || ctx->waits != ks->waits
-        || ctx->queues[WAIT_KEEPALIVE].count == 0) {
+    event_stuck_e verdict = event_stuck_verdict(
+        ctx->idle_workers, ctx->waits != ks->waits,
+        ctx->queues[WAIT_KEEPALIVE].count, now - ks->stuck_since);
+
+    if (verdict == EVENT_NOT_STUCK) {
         ks->waits = ctx->waits;
         ks->stuck_since = now;
         return 0;
     }
-    if (now - ks->stuck_since < STUCK_GRACE
+    if (verdict == EVENT_STUCK_WAIT
         || !ev_keepalive_request_waiting_locked(ctx)) {
         return 0;
     }
@@ -319,7 +322,7 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
         ap_log_error(APLOG_MARK, APLOG_INFO, 0, ctx->s, "bucketed: no "
                      "worker of the child idle or done for %d ms while a "
                      "keep-alive request waits: started an extra worker",
-                     (int)apr_time_as_msec(STUCK_GRACE));
+                     (int)apr_time_as_msec(EVENT_STUCK_GRACE));
     }
     if (wait_ms < 0) {
         return -1;

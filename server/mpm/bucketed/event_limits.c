@@ -271,3 +271,19 @@ int event_may_accept(int connections, int idle_workers, int threads_per_child,
            && event_should_listen(connections, idle_workers,
                                   threads_per_child, async_factor_scaled);
 }
+
+int event_takes_turn(apr_uint32_t accepted, int epoll_exclusive)
+{
+    return epoll_exclusive && accepted % EVENT_TURN_EVERY == 0;
+}
+
+event_stuck_e event_stuck_verdict(int idle_workers, int progressed,
+                                  int keepalive_waiting,
+                                  apr_interval_time_t stuck_for)
+{
+    if (idle_workers > 0 || progressed || keepalive_waiting == 0) {
+        return EVENT_NOT_STUCK;
+    }
+    return stuck_for < EVENT_STUCK_GRACE ? EVENT_STUCK_WAIT
+                                         : EVENT_STUCK_TOO_LONG;
+}

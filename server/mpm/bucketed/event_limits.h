@@ -10,6 +10,7 @@
 
 #include "apr_pools.h"
 #include "apr_tables.h"
+#include "apr_time.h"
 
 #include "directive_check.h"
 
@@ -111,5 +112,37 @@ int event_reclaimable(apr_interval_time_t idle_for);
  * worker. */
 int event_should_listen(int connections, int idle_workers,
                         int threads_per_child, int async_factor_scaled);
+
+/* The bucket's children take turns at the front of a listening socket's
+ * wait queue every this many accepts of a child (event_accept.c says why
+ * not at every one). */
+#define EVENT_TURN_EVERY 8
+
+/* Whether a child that had made `accepted` accepts before this one goes
+ * to the back of the queue now (the first, and every EVENT_TURN_EVERY-th
+ * after): only where the kernel wakes one waiter (EPOLLEXCLUSIVE);
+ * without it every child is woken anyway. */
+int event_takes_turn(apr_uint32_t accepted, int epoll_exclusive);
+
+/* How long no worker of a child may have been idle or have finished
+ * anything, with a keep-alive request waiting, before an extra worker
+ * starts for it (a request that its own workers wait on, as when
+ * mod_proxy sends to this server over a pooled connection this child
+ * serves). */
+#define EVENT_STUCK_GRACE apr_time_from_msec(100)
+
+typedef enum {
+    EVENT_NOT_STUCK,        /* a worker is idle or did something, or no
+                             * keep-alive connection waits: start over */
+    EVENT_STUCK_WAIT,       /* stuck, not yet for EVENT_STUCK_GRACE */
+    EVENT_STUCK_TOO_LONG    /* an extra worker if a request waits */
+} event_stuck_e;
+
+/* A child's workers: idle_workers idle; progressed: any came to wait
+ * again since the last look; keepalive_waiting: its connections waiting
+ * for their next request; stuck_for: since when none of that changed. */
+event_stuck_e event_stuck_verdict(int idle_workers, int progressed,
+                                  int keepalive_waiting,
+                                  apr_interval_time_t stuck_for);
 
 #endif /* EVENT_LIMITS_H */
