@@ -26,10 +26,6 @@ def sized(buckets, threads, workers, start, spare):
             f"MinSpareThreads {spare[0]}\nMaxSpareThreads {spare[1]}\n")
 
 
-def per_bucket(status, key):
-    return [b[key] for b in status["buckets_list"]]
-
-
 def module_line(name, so):
     return f"LoadModule {name}_module {APACHE_MODULES}/{so}"
 

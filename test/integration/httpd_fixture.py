@@ -436,6 +436,11 @@ def read_response(sock, received=b""):
     return head, bytes(rest[:length]), bytes(rest[length:])
 
 
+def per_bucket(status, key):
+    """One field of every bucket of a parsed status page, in bucket order."""
+    return [b[key] for b in status["buckets_list"]]
+
+
 def bucket_sockets_of(server, child):
     """The listening sockets (inodes) of the server's port a child holds:
     with one Listen and one socket per bucket, they tell its bucket."""

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-The children of each bucket: all buckets accept under load, a killed child
-is replaced in its own bucket, idle surplus is trimmed bucket by bucket,
-and MaxConnectionsPerChild recycles children without failing a request.
+The children of each bucket: all buckets accept under load and
+MaxConnectionsPerChild recycles children without failing a request (both
+child models); a killed child is replaced in its own bucket and idle
+surplus is trimmed bucket by bucket (ChildModel prefork; the event model's
+own: test_event_lifecycle.py).
 """
 import collections
 import os
@@ -11,20 +13,23 @@ import time
 
 import pytest
 
-from httpd_fixture import (Httpd, Load, Timeout, bucket_sockets,
-                           bucket_sockets_of, children_of, wait_until)
+from httpd_fixture import (CHILD_MODELS, Httpd, Load, Timeout,
+                           bucket_sockets, bucket_sockets_of, children_of,
+                           per_bucket, wait_until)
 
 REQUESTS = 3000
-
-
-def per_bucket(status, key):
-    return [b[key] for b in status["buckets_list"]]
+# ChildModel event with small children: several per bucket.
+EVENT_SIZE = {"prefork": "",
+              "event": "ThreadsPerChild 4\nMaxRequestWorkers 64\n"
+                       "MinSpareThreads 4\nMaxSpareThreads 64\n"}
 
 
 @pytest.mark.parametrize("buckets", [2, 3, 4])
-def test_every_bucket_accepts_under_load(make_httpd, buckets):
-    server = make_httpd(directives=f"BucketCount {buckets}\n"
-                                   f"StartServers {2 * buckets}")
+def test_every_bucket_accepts_under_load(make_httpd, child_model, buckets):
+    server = make_httpd(listens=2, directives=CHILD_MODELS[child_model]
+                        + EVENT_SIZE[child_model]
+                        + f"BucketCount {buckets}\n"
+                        f"StartServers {2 * buckets}\n")
     server.start()
     result = Load(server.ports, count=REQUESTS, threads=8).run()
     accepted = per_bucket(server.status(), "accepted")
@@ -118,10 +123,11 @@ def test_idle_surplus_trimmed_in_each_bucket(make_httpd):
                what="the trimmed children to exit")
 
 
-def test_max_connections_per_child_recycles(make_httpd):
-    server = make_httpd(directives="BucketCount 2\nStartServers 4\n"
-                                   "MaxConnectionsPerChild 50\n"
-                                   + Httpd.PID_LOG)
+def test_max_connections_per_child_recycles(make_httpd, child_model):
+    server = make_httpd(directives=CHILD_MODELS[child_model]
+                        + EVENT_SIZE[child_model]
+                        + "BucketCount 2\nStartServers 4\n"
+                        "MaxConnectionsPerChild 50\n" + Httpd.PID_LOG)
     server.start()
     first = set(children_of(server.pid))
     result = Load(server.ports, count=REQUESTS, threads=8).run()

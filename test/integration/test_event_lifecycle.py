@@ -15,13 +15,13 @@ import socket
 
 import pytest
 
-from httpd_fixture import (BackgroundGet, CGI_BODY, HTTP_TIMEOUT, Httpd,
-                           INDEX_BODY, LOOPBACK, Load, NOREUSEPORT_SO,
-                           STOP_TIMEOUT, Timeout, alive, children_of,
-                           connection_refused, http_get, listening_inodes,
-                           need_build, socket_inodes_of, wait_until)
+from httpd_fixture import (BackgroundGet, CGI_BODY, HTTP_TIMEOUT, INDEX_BODY,
+                           LOOPBACK, Load, NOREUSEPORT_SO, STOP_TIMEOUT,
+                           Timeout, alive, children_of, connection_refused,
+                           http_get, listening_inodes, need_build,
+                           per_bucket, socket_inodes_of, wait_until)
 from event_server import (EVENT, KeepAliveLoad, event_server, get_index,
-                          module_line, open_keepalive, per_bucket, sized)
+                          module_line, open_keepalive, sized)
 from test_signals import wait_generation
 
 
@@ -103,22 +103,6 @@ def test_graceful_restart_switches_child_model(make_httpd):
     assert result.failed == 0, result.errors
     assert "changing ServerLimit to 256 from original value of 16" \
         in server.error_log()
-
-
-def test_restart_keeps_sockets_and_serves(make_httpd):
-    server = event_server(make_httpd, "BucketCount 2\nThreadsPerChild 4\n"
-                                      "MaxRequestWorkers 16\n")
-    server.start()
-    port = server.ports[0]
-    sockets_before = listening_inodes(port)
-    first_children = set(children_of(server.pid))
-    generation = server.status()["generation"]
-    server.signal(signal.SIGHUP)
-    wait_generation(server, generation + 1)
-    assert "SIGHUP received.  Attempting to restart" in server.error_log()
-    assert listening_inodes(port) == sockets_before
-    assert not first_children & set(children_of(server.pid))
-    assert Load(server.ports, count=200, threads=4).run().failed == 0
 
 
 def test_graceful_stop_finishes_slow_request(make_httpd):
@@ -212,30 +196,6 @@ def test_killed_child_replaced_in_its_bucket(make_httpd):
     assert held == socket_of_victim
     assert per_bucket(server.status(), "children") == [2, 2]
     assert Load(server.ports, count=200, threads=4).run().failed == 0
-
-
-def test_max_connections_per_child_under_load(make_httpd):
-    server = event_server(make_httpd, sized(2, 4, 32, 4, (4, 32))
-                          + "MaxConnectionsPerChild 100\n" + Httpd.PID_LOG)
-    server.start()
-    result = Load(server.ports, count=3000, threads=8).run()
-    assert result.failed == 0, result.errors
-    served_by = server.served_by_child()
-    print(f"{result}; {len(served_by)} children served, at most "
-          f"{max(served_by.values())} connections each")
-    assert sum(served_by.values()) >= 3000
-    assert max(served_by.values()) <= 100
-    assert len(served_by) >= 30
-
-
-def test_one_process_mode_serves(make_httpd):
-    server = event_server(make_httpd, "ThreadsPerChild 3\n"
-                                      "MaxRequestWorkers 3\n")
-    server.start("-X")
-    result = Load(server.ports, count=100, threads=4).run()
-    assert result.failed == 0, result.errors
-    assert children_of(server.pid) == []
-    assert server.stop() == 0
 
 
 @pytest.mark.parametrize("threads,children", [(2, 2), (2, 3), (4, 2)])

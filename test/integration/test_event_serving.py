@@ -18,7 +18,7 @@ from httpd_fixture import (HTTP_TIMEOUT, INDEX_BODY, LOOPBACK, Load, Timeout,
                            alive, children_of, http_get, listening_inodes,
                            read_response, socket_inodes_of, wait_until)
 from event_server import (STATUS, event_server, get_index, open_keepalive,
-                          per_bucket, sized, status_fields)
+                          sized, status_fields)
 
 
 def test_serves_and_says_threaded(make_httpd):
@@ -74,26 +74,6 @@ def test_children_of_a_bucket_take_turns_at_new_connections(make_httpd):
     finally:
         for c in conns:
             c.close()
-
-
-@pytest.mark.parametrize("buckets", [2, 3])
-def test_every_bucket_accepts_under_load(make_httpd, buckets):
-    server = event_server(make_httpd, f"BucketCount {buckets}\n"
-                                      "ThreadsPerChild 4\n"
-                                      f"StartServers {2 * buckets}\n"
-                                      "MaxRequestWorkers 64\n"
-                                      "MinSpareThreads 4\n"
-                                      "MaxSpareThreads 64\n",
-                          listens=2)
-    server.start()
-    result = Load(server.ports, count=3000, threads=8).run()
-    accepted = per_bucket(server.status(), "accepted")
-    print(f"BucketCount {buckets}: {result}; accepted per bucket "
-          f"{accepted}")
-    assert result.failed == 0, result.errors
-    assert result.ok == 3000
-    assert len(accepted) == buckets
-    assert all(n > 0 for n in accepted), accepted
 
 
 def test_idle_keepalive_beyond_threads_while_active_served(make_httpd):

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from httpd_fixture import (CGI_BODY, INDEX_BODY, STOP_TIMEOUT,
+from httpd_fixture import (CGI_BODY, CHILD_MODELS, INDEX_BODY, STOP_TIMEOUT,
                            BackgroundGet, Load, alive, children_of,
                            connection_refused, http_get, listening_inodes,
                            wait_until)
@@ -64,17 +64,25 @@ def test_graceful_restart_under_load_loses_nothing(make_httpd):
     assert http_get(port) == (200, INDEX_BODY)
 
 
-def test_restart_keeps_sockets_and_serves(make_httpd):
-    server = make_httpd(directives="BucketCount 4")
+# A small ChildModel event: a few children of a few threads.
+EVENT_SIZE = {"prefork": "",
+              "event": "ThreadsPerChild 4\nMaxRequestWorkers 16\n"}
+
+
+def test_restart_keeps_sockets_and_serves(make_httpd, child_model):
+    server = make_httpd(directives=CHILD_MODELS[child_model]
+                        + EVENT_SIZE[child_model] + "BucketCount 4\n")
     server.start()
     port = server.ports[0]
     sockets_before = listening_inodes(port)
+    first_children = set(children_of(server.pid))
     generation = server.status()["generation"]
     server.signal(signal.SIGHUP)
     wait_generation(server, generation + 1)
     assert "SIGHUP received.  Attempting to restart" in server.error_log()
     assert listening_inodes(port) == sockets_before
-    assert http_get(port) == (200, INDEX_BODY)
+    assert not first_children & set(children_of(server.pid))
+    assert Load(server.ports, count=200, threads=4).run().failed == 0
 
 
 def test_graceful_stop_finishes_request_in_flight(make_httpd):
@@ -187,10 +195,12 @@ def test_k_start_and_k_stop(make_httpd):
                what="the port to close")
 
 
-def test_one_process_mode(make_httpd):
-    server = make_httpd(directives="BucketCount 4")
+def test_one_process_mode(make_httpd, child_model):
+    server = make_httpd(directives=CHILD_MODELS[child_model]
+                        + EVENT_SIZE[child_model] + "BucketCount 4\n")
     server.start("-X")
-    assert http_get(server.ports[0]) == (200, INDEX_BODY)
+    result = Load(server.ports, count=100, threads=4).run()
+    assert result.failed == 0, result.errors
     status = server.status()
     assert status["strategy"] == "single"
     assert status["buckets"] == 1
