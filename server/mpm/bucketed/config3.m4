@@ -8,7 +8,7 @@ bucketed_objects="mod_mpm_bucketed.lo bucketed_data.lo directives.lo bucket_list
 bucket_stats.lo bucket_queue.lo bucket_report.lo child.lo child_accept.lo \
 event_accept.lo event_base.lo event_work.lo event_child.lo event_keeper.lo event_poll.lo event_worker.lo kernel_probe.lo \
 reuseport_bpf.lo reuseport_trial.lo parent.lo parent_maint.lo parent_slots.lo bucket_plan.lo bucket_maint.lo exit_policy.lo \
-directive_check.lo event_limits.lo event_queue.lo kernel_features.lo \
+directive_check.lo event_limits.lo event_timeouts.lo kernel_features.lo \
 policy_stall.lo queue_watch.lo steering.lo"
 
 dnl APACHE_MPM_MODULE(name, static-or-shared, objects, configure-commands)

@@ -21,7 +21,7 @@
 #include "bucketed.h"
 #include "child_accept.h"
 #include "event_limits.h"
-#include "event_queue.h"
+#include "event_timeouts.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 

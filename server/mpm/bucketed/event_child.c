@@ -229,7 +229,7 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     ctx->spare_pools = apr_pcalloc(pchild, sizeof(apr_pool_t *)
                                            * (ctx->threads + SPARE_POOLS));
     for (i = 0; i < NUM_WAITS; i++) {
-        timer_queue_init(&ctx->queues[i]);
+        timeout_list_init(&ctx->timeouts[i]);
     }
     for (i = 0; i < ctx->threads; i++) {
         ap_update_child_status_from_indexes(slot, i, SERVER_STARTING, NULL);

@@ -40,7 +40,7 @@
 #include "httpd.h"
 
 #include "bucketed.h"
-#include "event_queue.h"
+#include "event_timeouts.h"
 
 /* What an epoll event's data points at starts with one of these. */
 enum { EV_WORK = 1, EV_STOP, EV_NUDGE, EV_LISTENER, EV_CONN, EV_WAKE };
@@ -162,7 +162,7 @@ typedef struct event_child_ctx {
     apr_thread_cond_t *gone;         /* a worker exited */
     int listening;                   /* listeners in the epoll set */
     int listeners_closed;            /* ev_close_listeners_locked() ran */
-    timer_queue queues[NUM_WAITS];   /* by wait_e */
+    timeout_list timeouts[NUM_WAITS]; /* by wait_e */
     ev_conn *queue_head, *queue_tail;  /* the work queue */
     int queued;
     int idle_workers;                /* waiting in the epoll set */
@@ -219,7 +219,7 @@ static inline void ev_count_connection_locked(event_child_ctx *ctx,
  * ones already being closed to make room are on their way out. */
 static inline int ev_open_connections(event_child_ctx *ctx)
 {
-    return ctx->connections - ctx->queues[WAIT_LINGER].count
+    return ctx->connections - ctx->timeouts[WAIT_LINGER].count
            - ctx->reclaimed;
 }
 

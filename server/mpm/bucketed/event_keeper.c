@@ -38,7 +38,7 @@
 
 #include "bucketed.h"
 #include "event_limits.h"
-#include "event_queue.h"
+#include "event_timeouts.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -97,8 +97,8 @@ static void end_wait_locked(event_child_ctx *ctx, event_timer *t)
 {
     ev_conn *ec = CONN_OF(t);
 
-    if (t->queued) {
-        timer_queue_remove(&ctx->queues[ec->wait], t);
+    if (t->listed) {
+        timeout_list_remove(&ctx->timeouts[ec->wait], t);
     }
     ev_force_ready_locked(ctx, ec);
 }
@@ -109,8 +109,8 @@ static void end_all_locked(event_child_ctx *ctx, wait_e first, wait_e last)
     int w;
 
     for (w = first; w <= (int)last; w++) {
-        while (ctx->queues[w].head != NULL) {
-            end_wait_locked(ctx, ctx->queues[w].head);
+        while (ctx->timeouts[w].head != NULL) {
+            end_wait_locked(ctx, ctx->timeouts[w].head);
         }
     }
 }
@@ -120,14 +120,14 @@ static void end_all_locked(event_child_ctx *ctx, wait_e first, wait_e last)
 static ev_conn *take_lingering_locked(event_child_ctx *ctx, apr_time_t now,
                                       int all)
 {
-    timer_queue *q = &ctx->queues[WAIT_LINGER];
+    timeout_list *q = &ctx->timeouts[WAIT_LINGER];
     ev_conn *list = NULL;
     event_timer *t;
 
-    while ((t = all ? q->head : timer_queue_pop_expired(q, now)) != NULL) {
+    while ((t = all ? q->head : timeout_list_pop_expired(q, now)) != NULL) {
         ev_conn *ec = CONN_OF(t);
-        if (t->queued) {
-            timer_queue_remove(q, t);
+        if (t->listed) {
+            timeout_list_remove(q, t);
         }
         ec->next = list;
         list = ec;
@@ -152,7 +152,7 @@ static void expire_locked(event_child_ctx *ctx, apr_time_t now)
     int w;
 
     for (w = WAIT_KEEPALIVE; w <= WAIT_IO; w++) {
-        while ((t = timer_queue_pop_expired(&ctx->queues[w], now)) != NULL) {
+        while ((t = timeout_list_pop_expired(&ctx->timeouts[w], now)) != NULL) {
             end_wait_locked(ctx, t);
         }
     }
@@ -165,15 +165,15 @@ static void publish_counts_locked(event_child_ctx *ctx)
     event_timer *t;
 
     /* Write completion and a module's wait for I/O share the list. */
-    for (t = ctx->queues[WAIT_IO].head; t != NULL; t = t->next) {
+    for (t = ctx->timeouts[WAIT_IO].head; t != NULL; t = t->next) {
         waiting_io += CONN_OF(t)->waitio;
     }
-    ps->keep_alive = ctx->queues[WAIT_KEEPALIVE].count;
-    ps->write_completion = ctx->queues[WAIT_IO].count - waiting_io;
+    ps->keep_alive = ctx->timeouts[WAIT_KEEPALIVE].count;
+    ps->write_completion = ctx->timeouts[WAIT_IO].count - waiting_io;
 #ifdef AP_MPMQ_CAN_WAITIO   /* httpd 2.4.63 and later */
     ps->wait_io = waiting_io;
 #endif
-    ps->lingering_close = ctx->queues[WAIT_LINGER].count;
+    ps->lingering_close = ctx->timeouts[WAIT_LINGER].count;
     ps->suspended = ctx->num_suspended;
 }
 
@@ -187,7 +187,7 @@ static int wait_ms_locked(event_child_ctx *ctx, apr_time_t now)
         next = callback;
     }
     for (w = 0; w < NUM_WAITS; w++) {
-        apr_time_t e = timer_queue_next_expiry(&ctx->queues[w]);
+        apr_time_t e = timeout_list_next_expiry(&ctx->timeouts[w]);
         if (e != 0 && e < next) {
             next = e;
         }
@@ -259,7 +259,7 @@ static int want_extra_worker_locked(event_child_ctx *ctx, keeper_state *ks,
 {
     event_stuck_e verdict = event_stuck_verdict(
         ctx->idle_workers, ctx->waits != ks->waits,
-        ctx->queues[WAIT_KEEPALIVE].count, now - ks->stuck_since);
+        ctx->timeouts[WAIT_KEEPALIVE].count, now - ks->stuck_since);
 
     if (verdict == EVENT_NOT_STUCK) {
         ks->waits = ctx->waits;

@@ -43,7 +43,7 @@
 
 #include "bucketed.h"
 #include "event_limits.h"
-#include "event_queue.h"
+#include "event_timeouts.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -167,13 +167,13 @@ static int input_waiting(event_child_ctx *ctx, ev_conn *ec);
 int ev_shut_out_locked(event_child_ctx *ctx)
 {
     return !ctx->listening && !ev_closing_down(ctx)
-           && ctx->queues[WAIT_KEEPALIVE].count > 0
+           && ctx->timeouts[WAIT_KEEPALIVE].count > 0
            && any_listener_readable(ctx);
 }
 
 int ev_reclaim_keepalive_locked(event_child_ctx *ctx)
 {
-    timer_queue *q = &ctx->queues[WAIT_KEEPALIVE];
+    timeout_list *q = &ctx->timeouts[WAIT_KEEPALIVE];
     event_timer *t = q->head;
     int want = event_reclaim_count(ev_open_connections(ctx),
                                    ctx->idle_workers - ctx->queued,
@@ -191,7 +191,7 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx)
             now - (t->expiry - ec->c->base_server->keep_alive_timeout);
 
         if (event_reclaimable(idle_for) && !input_waiting(ctx, ec)) {
-            timer_queue_remove(q, t);
+            timeout_list_remove(q, t);
             ec->reclaimed = 1;
             ctx->reclaimed++;
             ev_force_ready_locked(ctx, ec);
@@ -354,14 +354,14 @@ void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec)
      * the connection. */
     ec->registered = 1;
     ev_lock(ctx);
-    timer_queue_insert(&ctx->queues[ec->wait], &ec->timer,
+    timeout_list_insert(&ctx->timeouts[ec->wait], &ec->timer,
                        apr_time_now() + timeout);
     ev_unlock(ctx);
     if (ev_epoll_set(ctx, op, ec->fd, events, ec) < 0) {
         /* Not armed, so still this worker's. */
         ev_lock(ctx);
-        if (ec->timer.queued) {
-            timer_queue_remove(&ctx->queues[ec->wait], &ec->timer);
+        if (ec->timer.listed) {
+            timeout_list_remove(&ctx->timeouts[ec->wait], &ec->timer);
         }
         ec->wait = WAIT_NONE;
         ec->closing = 0;
@@ -412,7 +412,7 @@ int ev_keepalive_request_waiting_locked(event_child_ctx *ctx)
 {
     event_timer *t;
 
-    for (t = ctx->queues[WAIT_KEEPALIVE].head; t != NULL; t = t->next) {
+    for (t = ctx->timeouts[WAIT_KEEPALIVE].head; t != NULL; t = t->next) {
         if (input_waiting(ctx, (ev_conn *)((char *)t
                                            - APR_OFFSETOF(ev_conn, timer)))) {
             return 1;
@@ -430,9 +430,9 @@ void ev_close_conn(event_child_ctx *ctx, ev_conn *ec)
 {
     apr_pool_t *p = ec->ptrans;
 
-    if (ec->timer.queued) {
+    if (ec->timer.listed) {
         ev_lock(ctx);
-        timer_queue_remove(&ctx->queues[ec->wait], &ec->timer);
+        timeout_list_remove(&ctx->timeouts[ec->wait], &ec->timer);
         ev_unlock(ctx);
     }
     /* Closes the socket, and frees ec. */
@@ -474,11 +474,11 @@ void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec)
     /* In the list and in the set at once, as the keeper sees it: it may
      * close the connection as soon as either is done. */
     ev_lock(ctx);
-    timer_queue_insert(&ctx->queues[WAIT_LINGER], &ec->timer,
+    timeout_list_insert(&ctx->timeouts[WAIT_LINGER], &ec->timer,
                        apr_time_now() + timeout);
     failed = ev_keeper_set(ctx, EPOLL_CTL_ADD, ec) < 0;
     if (failed) {
-        timer_queue_remove(&ctx->queues[WAIT_LINGER], &ec->timer);
+        timeout_list_remove(&ctx->timeouts[WAIT_LINGER], &ec->timer);
     }
     /* Lingering ones do not count against the accept rule. */
     ev_update_listening_locked(ctx);

@@ -6,7 +6,7 @@
  * connection whose next request, pending output or lingering client is
  * ready; a connection from the work queue. It runs httpd's
  * process_connection hooks under the async contract of conn_state_t and
- * acts on what they leave in c->cs->state (event_queue.c decides): flush
+ * acts on what they leave in c->cs->state (event_timeouts.c decides): flush
  * pending output, read the next request, or put the connection back into
  * the epoll set to wait without a thread for keep-alive, for the socket
  * to drain, or for the client's FIN in lingering close. The pre-close
@@ -30,7 +30,7 @@
 #include "scoreboard.h"
 
 #include "bucketed.h"
-#include "event_queue.h"
+#include "event_timeouts.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -261,8 +261,8 @@ static void conn_ready(event_child_ctx *ctx, ev_conn *ec, int thread_num,
     ev_lock(ctx);
     wait = ec->wait;
     closing = ec->closing;
-    if (ec->timer.queued) {
-        timer_queue_remove(&ctx->queues[wait], &ec->timer);
+    if (ec->timer.listed) {
+        timeout_list_remove(&ctx->timeouts[wait], &ec->timer);
     }
     ec->wait = WAIT_NONE;
     ec->closing = 0;

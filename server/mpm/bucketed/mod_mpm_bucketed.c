@@ -34,7 +34,7 @@
  *   event_accept.c      its workers' accepts
  *   event_poll.c        its epoll set: listening, waiting, closing
  *   event_base.c        its pools, wake-ups, epoll_ctl()
- *   event_queue.c       its timeout lists and connection states    (pure)
+ *   event_timeouts.c    its timeout lists and connection states    (pure)
  *   event_limits.c      its directives and accept rule             (pure)
  *
  * This file wires hooks: configuration checks, listener set-up and the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_event_queue.c: unit tests of the event child model's timeout lists
+ * test_event_timeouts.c: unit tests of the event child model's timeout lists
  * and of its connection state machine (what a connection does after the
  * process_connection hooks and after write completion).
  */
@@ -11,20 +11,20 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "event_queue.h"
+#include "event_timeouts.h"
 
 #define N 64
 
 /* Walks the list both ways: ordered by expiry, links consistent, count
  * right. */
-static void assert_well_formed(const timer_queue *q)
+static void assert_well_formed(const timeout_list *q)
 {
     const event_timer *t, *prev = NULL;
     int n = 0;
 
     for (t = q->head; t != NULL; prev = t, t = t->next) {
         assert_ptr_equal(t->prev, prev);
-        assert_true(t->queued);
+        assert_true(t->listed);
         if (prev != NULL) {
             assert_true(prev->expiry <= t->expiry);
         }
@@ -41,67 +41,67 @@ static void test_queue_order(void **state)
         10, 20, 20, 30, 5, 40, 25, 50, 50, 1, 60, 45
     };
     event_timer t[sizeof(expiries) / sizeof(expiries[0])];
-    timer_queue q;
+    timeout_list q;
     event_timer *e;
     apr_time_t last = 0;
     size_t i;
     int popped = 0;
 
     (void)state;
-    timer_queue_init(&q);
-    assert_int_equal(timer_queue_next_expiry(&q), 0);
-    assert_null(timer_queue_pop_expired(&q, 1000));
+    timeout_list_init(&q);
+    assert_int_equal(timeout_list_next_expiry(&q), 0);
+    assert_null(timeout_list_pop_expired(&q, 1000));
     for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         memset(&t[i], 0, sizeof(t[i]));
-        timer_queue_insert(&q, &t[i], expiries[i]);
+        timeout_list_insert(&q, &t[i], expiries[i]);
         assert_well_formed(&q);
     }
-    assert_int_equal(timer_queue_next_expiry(&q), 1);
+    assert_int_equal(timeout_list_next_expiry(&q), 1);
     /* Nothing expired before the earliest expiry. */
-    assert_null(timer_queue_pop_expired(&q, 0));
-    while ((e = timer_queue_pop_expired(&q, 30)) != NULL) {
+    assert_null(timeout_list_pop_expired(&q, 0));
+    while ((e = timeout_list_pop_expired(&q, 30)) != NULL) {
         assert_true(e->expiry <= 30);
         assert_true(e->expiry >= last);
-        assert_false(e->queued);
+        assert_false(e->listed);
         last = e->expiry;
         popped++;
         assert_well_formed(&q);
     }
     assert_int_equal(popped, 7);
     assert_int_equal(q.count, 5);
-    assert_int_equal(timer_queue_next_expiry(&q), 40);
+    assert_int_equal(timeout_list_next_expiry(&q), 40);
 }
 
 static void test_queue_remove_anywhere(void **state)
 {
     event_timer t[N];
-    timer_queue q;
+    timeout_list q;
     int i, removed = 0;
 
     (void)state;
-    timer_queue_init(&q);
+    timeout_list_init(&q);
     for (i = 0; i < N; i++) {
         memset(&t[i], 0, sizeof(t[i]));
-        timer_queue_insert(&q, &t[i], (i * 37) % 11);
+        timeout_list_insert(&q, &t[i], (i * 37) % 11);
     }
     /* Head, tail and middle, in an order unrelated to expiry. */
     for (i = 0; i < N; i += 3) {
-        timer_queue_remove(&q, &t[i]);
-        assert_false(t[i].queued);
+        timeout_list_remove(&q, &t[i]);
+        assert_false(t[i].listed);
         removed++;
         assert_well_formed(&q);
     }
-    timer_queue_remove(&q, q.head);
-    timer_queue_remove(&q, q.tail);
+    timeout_list_remove(&q, q.head);
+    timeout_list_remove(&q, q.tail);
     removed += 2;
     assert_well_formed(&q);
     assert_int_equal(q.count, N - removed);
     /* A removed entry can be queued again. */
-    timer_queue_insert(&q, &t[0], 3);
+    timeout_list_insert(&q, &t[0], 3);
     assert_well_formed(&q);
     assert_int_equal(q.count, N - removed + 1);
     while (q.head != NULL) {
-        timer_queue_remove(&q, q.head);
+        timeout_list_remove(&q, q.head);
     }
     assert_int_equal(q.count, 0);
     assert_null(q.tail);

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * event_queue.c: timeout lists and the connection state machine of the
+ * event_timeouts.c: timeout lists and the connection state machine of the
  * event child model, as pure functions.
  */
-#include "event_queue.h"
+#include "event_timeouts.h"
 
-void timer_queue_init(timer_queue *q)
+void timeout_list_init(timeout_list *q)
 {
     q->head = q->tail = NULL;
     q->count = 0;
 }
 
-void timer_queue_insert(timer_queue *q, event_timer *t, apr_time_t expiry)
+void timeout_list_insert(timeout_list *q, event_timer *t, apr_time_t expiry)
 {
     event_timer *after = q->tail;
 
@@ -33,11 +33,11 @@ void timer_queue_insert(timer_queue *q, event_timer *t, apr_time_t expiry)
     else {
         q->head = t;
     }
-    t->queued = 1;
+    t->listed = 1;
     q->count++;
 }
 
-void timer_queue_remove(timer_queue *q, event_timer *t)
+void timeout_list_remove(timeout_list *q, event_timer *t)
 {
     if (t->prev != NULL) {
         t->prev->next = t->next;
@@ -52,22 +52,22 @@ void timer_queue_remove(timer_queue *q, event_timer *t)
         q->tail = t->prev;
     }
     t->prev = t->next = NULL;
-    t->queued = 0;
+    t->listed = 0;
     q->count--;
 }
 
-event_timer *timer_queue_pop_expired(timer_queue *q, apr_time_t now)
+event_timer *timeout_list_pop_expired(timeout_list *q, apr_time_t now)
 {
     event_timer *t = q->head;
 
     if (t == NULL || t->expiry > now) {
         return NULL;
     }
-    timer_queue_remove(q, t);
+    timeout_list_remove(q, t);
     return t;
 }
 
-apr_time_t timer_queue_next_expiry(const timer_queue *q)
+apr_time_t timeout_list_next_expiry(const timeout_list *q)
 {
     return q->head != NULL ? q->head->expiry : 0;
 }

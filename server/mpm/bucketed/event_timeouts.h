@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * event_queue: the pure parts of the event child model. Timeout lists
+ * event_timeouts: the pure parts of the event child model. Timeout lists
  * (connections waiting in keep-alive, write completion or lingering close,
  * each with its own deadline) and what a connection does next, from what
  * httpd's process_connection hooks and the output filters left in its
  * conn_state_t. No sockets, no threads: the event child (event_child.c)
  * acts on the answers.
  */
-#ifndef EVENT_QUEUE_H
-#define EVENT_QUEUE_H
+#ifndef EVENT_TIMEOUTS_H
+#define EVENT_TIMEOUTS_H
 
 #include "apr_time.h"
 
@@ -18,7 +18,7 @@ struct event_timer {
     event_timer *prev;
     event_timer *next;
     apr_time_t expiry;
-    int queued;
+    int listed;
 };
 
 /* Entries ordered by expiry, earliest first. Most entries of one list get
@@ -27,18 +27,18 @@ typedef struct {
     event_timer *head;
     event_timer *tail;
     int count;
-} timer_queue;
+} timeout_list;
 
-void timer_queue_init(timer_queue *q);
+void timeout_list_init(timeout_list *q);
 /* t must not be queued anywhere. */
-void timer_queue_insert(timer_queue *q, event_timer *t, apr_time_t expiry);
+void timeout_list_insert(timeout_list *q, event_timer *t, apr_time_t expiry);
 /* t must be in q. */
-void timer_queue_remove(timer_queue *q, event_timer *t);
+void timeout_list_remove(timeout_list *q, event_timer *t);
 /* Removes and returns the earliest entry if it expired at `now`, else
  * NULL. */
-event_timer *timer_queue_pop_expired(timer_queue *q, apr_time_t now);
+event_timer *timeout_list_pop_expired(timeout_list *q, apr_time_t now);
 /* The earliest expiry, or 0 when empty. */
-apr_time_t timer_queue_next_expiry(const timer_queue *q);
+apr_time_t timeout_list_next_expiry(const timeout_list *q);
 
 /* Where a connection goes next. */
 typedef enum {
@@ -103,4 +103,4 @@ typedef struct {
 
 event_next_e event_after_flush(const event_flush_result *r);
 
-#endif /* EVENT_QUEUE_H */
+#endif /* EVENT_TIMEOUTS_H */
