@@ -568,7 +568,9 @@ def idle_verdicts(points):
     count above 0: the ratios of IDLE_RATIO_TARGETS (medians of same-round
     ratios; met None: not judged), fewer idle connections closed than the
     baseline (median over the runs; none closed also meets it), and with
-    --limits slots none closed at all (in any run)."""
+    --limits slots none closed at all (in any run). Where the baseline
+    answered no request of the active load in any run, it has no req/s or
+    p99 to divide by: a server that answered some meets those targets."""
     by_key = {(p["kernel_level"], p["concurrency"], p.get("limits"),
                _idle_count(p), p["server"]): p
               for p in points if p.get("idle")}
@@ -576,17 +578,21 @@ def idle_verdicts(points):
     for key, p in by_key.items():
         if p["server"] not in IDLE_TARGET_SERVERS or not key[3]:
             continue
+        theirs = by_key.get(key[:4] + (IDLE_BASELINE,))
+        unanswered = theirs is not None and theirs["success"] == 0 \
+            and p["success"] > 0
         for measure, (_, _, comparison, target) in \
                 IDLE_RATIO_TARGETS.items():
             ratio = _idle_ratio(p, measure)
             median = ratio.get("median")
             met = None if median is None else (
                 median >= target if comparison == ">=" else median <= target)
+            baseline_unanswered = unanswered and measure in ("rps", "p99")
             verdicts.append({**_verdict_head(p), "measure": measure,
                              "ratio": median,
                              "per_round": ratio.get("per_round", []),
-                             "met": met})
-        theirs = by_key.get(key[:4] + (IDLE_BASELINE,))
+                             "met": True if baseline_unanswered else met,
+                             "baseline_unanswered": baseline_unanswered})
         ours = p["idle"]["closed_median"]
         baseline = theirs["idle"]["closed_median"] if theirs else None
         verdicts.append({**_verdict_head(p), "measure": "closed",
@@ -619,6 +625,10 @@ def _idle_verdict_line(verdict):
                 f"all of them: {verdict['closed']:,} in the worst run "
                 f"(target: none before KeepAliveTimeout)")
     what, against, comparison, target = IDLE_RATIO_TARGETS[measure]
+    if verdict["baseline_unanswered"]:
+        return (f"- {state}: {where}, {what}: stock event answered no "
+                f"request of the active load (target {comparison} "
+                f"{target:.2f}x {against})")
     _, ratio, spread = _verdict_parts(verdict)
     return (f"- {state}: {where}, {what}: {ratio} {against} (target "
             f"{comparison} {target:.2f}x{spread})")

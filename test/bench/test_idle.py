@@ -416,6 +416,33 @@ def test_idle_counts_and_limits_are_points_of_their_own(run_record):
         "levels": ["native"], "workloads": ["idle"]})) == []
 
 
+def test_a_baseline_that_answered_nothing_meets_its_ratio_targets(
+        run_record):
+    """Stock event at its default limits with 10,000 idle connections can
+    leave the active load unanswered: no req/s or p99 to divide by, and
+    a server that answered meets those two targets; the others stand."""
+    mb = 2 ** 20
+    records = []
+    for round_no in (1, 2, 3):
+        theirs = _idle_record(run_record, "event", round_no, None, 10 * mb,
+                              13 * mb, count=1000, open_at_end=990,
+                              limits=idle.DEFAULT_LIMITS, rps=0.0)
+        theirs.update(success=0, requests=0)
+        records += [theirs, _idle_record(
+            run_record, "bucketed-event", round_no, 10.0, 8 * mb, 11 * mb,
+            count=1000, open_at_end=100, limits=idle.DEFAULT_LIMITS)]
+    verdicts = {v["measure"]: v for v in report.idle_verdicts(
+        report.summarize(records))}
+    assert verdicts["rps"]["met"] is True and verdicts["rps"]["ratio"] is None
+    assert verdicts["p99"]["met"] is True
+    assert verdicts["per_connection"]["met"] is True
+    assert verdicts["closed"]["met"] is False       # 900 against 10
+    line = report._idle_verdict_line(verdicts["rps"])
+    assert line.startswith("- met: bucketed-event, default limits, 1,000 "
+                           "idle, native c=150, active req/s: stock event "
+                           "answered no request of the active load")
+
+
 # ---------------------------------------------------------------- real runs
 
 def test_idle_workload_against_the_real_servers(top, build, tmp_path):
