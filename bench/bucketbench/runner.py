@@ -350,6 +350,9 @@ class Runner:
         with idle.IdleConnections(server.ports[0], "/" + configs.DOC_NAME,
                                   count) as held:
             opened = held.open()
+            # A server at its limits may already have closed some (the
+            # memory is theirs only).
+            open_with_idle = held.count_open()
             pids = procfs.process_tree(server.pid)
             _, with_idle = procfs.server_memory(pids)
             limits = [procfs.open_files_limit(pid) for pid in pids]
@@ -366,7 +369,7 @@ class Runner:
         result["idle"] = {
             "connections": count, "opened": opened,
             "failures": held.failures,
-            "open_at_end": open_at_end,
+            "open_with_idle": open_with_idle, "open_at_end": open_at_end,
             "closed": idle.closed_count(opened, open_at_end),
             "open_s": held.open_s,
             "held_s": held_s, "memory_kind": memory_kind,
@@ -374,7 +377,7 @@ class Runner:
             "memory_with_idle_bytes": with_idle,
             "memory_at_end_bytes": at_end,
             "per_connection_bytes": idle.per_connection_bytes(
-                before, with_idle, opened),
+                before, with_idle, open_with_idle),
             "server_nofile_min": lowest}
         return result
 

@@ -282,7 +282,7 @@ def _idle_record(run_record, server, round_no, p99, before, with_idle,
     record.update(idle_connections=count, limits=limits)
     record["idle"] = {
         "connections": count, "opened": count, "failures": {"refused": 1},
-        "open_at_end": open_at_end,
+        "open_with_idle": count, "open_at_end": open_at_end,
         "closed": idle.closed_count(count, open_at_end), "open_s": 0.5,
         "held_s": 3.0, "memory_kind": "pss", "memory_before_bytes": before,
         "memory_with_idle_bytes": with_idle,
@@ -341,7 +341,7 @@ def test_idle_summary_rows_and_targets(run_record):
     assert "| PSS before MB | PSS with idle MB | PSS at end MB |" in table
     row = table.splitlines()[3]
     assert row.startswith("| 100 | bucketed-event | 1,000 | 30.0 | 15 / "
-                          "3,000 | 97 / 100 | 8.0 | 11.0 | 12.0 | 30.72 | "
+                          "3,000 | 100 / 97 | 8.0 | 11.0 | 12.0 | 30.72 | "
                           "1.000x (0.667-1.333x) | 0.5 |")
     options = {"levels": ["native"], "concurrency": [150], "runs": 3,
                "duration_s": 2, "slots": 1024,
@@ -484,6 +484,7 @@ def test_idle_workload_against_the_real_servers(top, build, tmp_path):
         held, count = record["idle"], record["idle_connections"]
         assert held["opened"] == count and held["failures"] == {}, held
         assert held["closed"] == count - held["open_at_end"]
+        assert held["open_at_end"] <= held["open_with_idle"] <= count
         if count == 0:
             assert held["open_at_end"] == 0
             assert held["per_connection_bytes"] is None
