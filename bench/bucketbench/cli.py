@@ -48,7 +48,8 @@ QUICK = {"concurrency": [200], "runs": 2, "duration": 1, "warmup": 0,
          "slots": 256, "slow_slots": 64, "fault_seconds": 3}
 # The idle workload: connections held idle, and wrk's active connections
 # when --concurrency is not given and only idle workloads run.
-IDLE_DEFAULTS = {"connections": 10000, "concurrency": [150]}
+IDLE_DEFAULTS = {"connections": "10000", "concurrency": [150],
+                 "limits": idle.SLOTS_LIMITS}
 # wrk's connections in the hang fault when --concurrency is not given and
 # only faults workloads run: a load two cores carry beside the probes.
 FAULTS_CONCURRENCY = [50]
@@ -87,6 +88,22 @@ def _numbers(text, what):
     if not numbers or min(numbers) < 1:
         raise UsageError(f"{what} must be positive, got {text!r}")
     return numbers
+
+
+def _idle_counts(text):
+    """--idle-connections: whole numbers from 0 up (0: the active load
+    alone, the baseline), comma-separated, each once, in the given order."""
+    try:
+        counts = [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise UsageError(f"--idle-connections must be whole numbers "
+                         f"separated by commas, got {text!r}") from None
+    if not counts:
+        raise UsageError("no --idle-connections given")
+    if min(counts) < 0:
+        raise UsageError(f"--idle-connections must be at least 0, got "
+                         f"{min(counts)}")
+    return list(dict.fromkeys(counts))
 
 
 def _add_server_options(parser):
@@ -153,12 +170,21 @@ def parse_args(argv):
                              f"handler's workloads (default "
                              f"{DEFAULTS['slow_slots']}; a multiple of "
                              f"{EVENT_THREADS_PER_CHILD})")
-    parser.add_argument("--idle-connections", type=int,
+    parser.add_argument("--idle-connections",
                         default=IDLE_DEFAULTS["connections"],
-                        help=f"idle keep-alive connections the idle workload "
-                             f"holds open beside its active load (default "
-                             f"%(default)s; needs that many open files, "
-                             f"checked against ulimit -Hn)")
+                        help="idle keep-alive connections the idle workload "
+                             "holds open beside its active load, "
+                             "comma-separated counts run one after the "
+                             "other in every round (default %(default)s; "
+                             "0: none, the active load's own baseline; "
+                             "needs that many open files, checked against "
+                             "ulimit -Hn)")
+    parser.add_argument("--limits", default=IDLE_DEFAULTS["limits"],
+                        help="the idle workload's server limits, "
+                             "comma-separated: "
+                             + "; ".join(f"{name}: {text}" for name, text
+                                         in idle.LIMITS.items())
+                             + " (default %(default)s)")
     parser.add_argument("--fault-seconds", type=int,
                         help=f"the faults workloads' window: crash and "
                              f"crash-exit last this long, the hang's wrk "
@@ -234,6 +260,8 @@ def _validate(args):
             raise UsageError(f"{option} must be a multiple of "
                              f"{EVENT_THREADS_PER_CHILD} (event's threads "
                              f"per child), got {slots}")
+    args.limits = _names(args.limits, list(idle.LIMITS), "limits")
+    args.idle_connections = _idle_counts(args.idle_connections)
     if any(WORKLOADS[name].idle for name in args.workloads):
         _validate_idle(args)
     lua = os.path.join(args.modules_dir, "mod_lua.so")
@@ -268,7 +296,7 @@ def _validate_idle(args):
     """The idle workload's numbers against this machine's limits; then
     raises this process's open-file limit for it, which the servers and
     wrk inherit."""
-    count = args.idle_connections
+    count = max(args.idle_connections)
     active = max(args.concurrency)
     why = idle.check_counts(count, active, args.slots, args.duration,
                             resource.getrlimit(resource.RLIMIT_NOFILE)[1],
@@ -524,8 +552,8 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                 warmup_s=args.warmup, threads=args.threads,
                 timeout_s=args.timeout, base_port=args.base_port,
                 slow_slots=args.slow_slots,
-                idle_connections=args.idle_connections,
-                fault_s=args.fault_seconds)
+                idle_counts=tuple(args.idle_connections),
+                limits=tuple(args.limits), fault_s=args.fault_seconds)
     runs_bucketed = any(spec.mpm == "bucketed"
                         for specs in by_level.values() for spec in specs)
     meta = {"started_at": time.strftime("%Y-%m-%d %H:%M:%S %z"),
@@ -536,7 +564,7 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                 "warmup_s": args.warmup, "slots": args.slots,
                 "slow_slots": args.slow_slots,
                 "idle_connections": args.idle_connections,
-                "fault_s": args.fault_seconds,
+                "limits": args.limits, "fault_s": args.fault_seconds,
                 "wrk_threads": args.threads, "timeout_s": args.timeout,
                 "base_port": args.base_port, "quick": args.quick},
             "machine": environment.machine_facts(tools),
@@ -681,7 +709,11 @@ def main(argv=None):
                              + "; ".join(f"{s['server']}: {s['reason']}"
                                          for s in skipped))
         if args.base_port is not None:
-            _check_ports(args.base_port, max(map(len, by_level.values())))
+            # The idle workload runs every server once per --limits.
+            per_server = len(args.limits) if any(
+                WORKLOADS[name].idle for name in args.workloads) else 1
+            _check_ports(args.base_port,
+                         max(map(len, by_level.values())) * per_server)
         args.out = args.out or os.path.join(
             BENCH_DIR, "results", time.strftime("%Y%m%d-%H%M%S"))
         if os.path.exists(os.path.join(args.out, "summary.json")):

@@ -16,7 +16,9 @@ All of them: one 15-byte static file, no access log, listen backlog 511,
 unlimited keep-alive requests with a 5 s keep-alive timeout. The idle
 workload (idle.py) changes three things, alike for every server: a 60 s
 keep-alive timeout, AsyncRequestWorkerFactor for the threaded httpd models
-(room for the idle connections), and worker_connections for nginx.
+(room for the idle connections), and worker_connections for nginx; with
+its default limits (--limits default) only the timeout: no capacity
+directives at all.
 
 The slow handler (workloads with handler "slow"; httpd only) is a mod_lua
 page that sleeps SLOW_HANDLER_MS in the process serving it, as a PHP page
@@ -238,13 +240,21 @@ MIME_TYPES = "text/plain txt\n"
 
 def nginx_config(*, root, docroot, ports, slots, workers, reuseport,
                  run_as=None, idle_connections=0,
-                 keepalive_timeout_s=KEEPALIVE_TIMEOUT_S):
+                 keepalive_timeout_s=KEEPALIVE_TIMEOUT_S,
+                 default_limits=False):
     """nginx.conf for one server, run with `nginx -p root -c this`.
     reuseport: give each worker its own socket per port (needs
     SO_REUSEPORT); otherwise all workers share one socket per port.
     idle_connections: more connection slots per worker, so that any one
-    worker can hold the idle workload's connections besides its slots."""
+    worker can hold the idle workload's connections besides its slots.
+    default_limits: no worker_connections or worker_rlimit_nofile (nginx's
+    built-in 512 connections per worker; slots and idle_connections
+    unused), as httpd gets no capacity directives then."""
     connections = slots + idle_connections + NGINX_SPARE_DESCRIPTORS
+    limits = "" if default_limits else (
+        f"worker_rlimit_nofile {connections};\n")
+    events = "" if default_limits else (
+        f"    worker_connections {connections};\n")
     listen_flags = f" reuseport backlog={LISTEN_BACKLOG}" if reuseport \
         else f" backlog={LISTEN_BACKLOG}"
     listens = "\n".join(f"        listen 127.0.0.1:{port}{listen_flags};"
@@ -253,12 +263,10 @@ def nginx_config(*, root, docroot, ports, slots, workers, reuseport,
     return f"""{user}daemon off;
 master_process on;
 worker_processes {workers};
-worker_rlimit_nofile {connections};
-pid {root}/nginx.pid;
+{limits}pid {root}/nginx.pid;
 error_log {root}/error_log warn;
 events {{
-    worker_connections {connections};
-}}
+{events}}}
 http {{
     access_log off;
     types {{ text/plain txt; }}

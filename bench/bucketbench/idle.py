@@ -41,6 +41,16 @@ SPARE_PORTS = 1024
 ASYNC_HEADROOM = 1.5
 EVENT_DEFAULT_ASYNC_FACTOR = 2
 RESPONSE_LIMIT = 65536
+# --limits: what capacity the servers get in the idle workload.
+SLOTS_LIMITS = "slots"
+DEFAULT_LIMITS = "default"
+LIMITS = {
+    SLOTS_LIMITS: "--slots request slots and room for every idle connection",
+    DEFAULT_LIMITS: "each server's default limits: no capacity directives "
+                    "(stock event and bucketed: 16 children x 25 threads, "
+                    "AsyncRequestWorkerFactor 2; nginx: worker_connections "
+                    "512, its built-in default)",
+}
 
 _CLOSED = select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR
 
@@ -87,9 +97,9 @@ def per_connection_bytes(before, with_idle, count):
 def check_counts(idle, active, slots, duration_s, nofile_hard, port_range):
     """Why the idle workload cannot run with these numbers, or None.
     nofile_hard: the hard RLIMIT_NOFILE (resource.RLIM_INFINITY allowed);
-    port_range: (first, last) of net.ipv4.ip_local_port_range."""
-    if idle < 1:
-        return f"--idle-connections must be at least 1, got {idle}"
+    port_range: (first, last) of net.ipv4.ip_local_port_range; idle: the
+    most idle connections of the run (the command line refuses counts
+    below 0)."""
     needed = required_descriptors(idle, active, slots)
     if nofile_hard != resource.RLIM_INFINITY and needed > nofile_hard:
         return (f"--idle-connections {idle} needs {needed:,} open files per "
@@ -111,6 +121,12 @@ def check_counts(idle, active, slots, duration_s, nofile_hard, port_range):
                 f"servers' keep-alive timeout of {KEEPALIVE_TIMEOUT_S} s; "
                 f"at most {longest}")
     return None
+
+
+def closed_count(opened, open_at_end):
+    """Idle connections the server closed during a run: those held after
+    opening that were no longer open at the end."""
+    return opened - open_at_end
 
 
 def local_port_range(path="/proc/sys/net/ipv4/ip_local_port_range"):

@@ -4,7 +4,7 @@
 import json
 from collections import defaultdict
 
-from . import faults, stats, steering
+from . import faults, idle, stats, steering
 from .catalog import (IDLE_BASELINE, IDLE_TARGET_SERVERS, KERNEL_LEVELS,
                       NATIVE, RATIO_BASELINES, TARGET_SERVERS, WORKLOADS)
 
@@ -14,8 +14,12 @@ SUMMARY_SCHEMA = "bucketbench.summary/1"
 
 
 def _point_key(record):
+    """(level, workload, concurrency, limits, idle count, server): the
+    idle workload's limits and idle count are None for the others (and in
+    the records of runs before they existed)."""
     return (record["kernel_level"], record["workload"],
-            record["concurrency"], record["server"])
+            record["concurrency"], record.get("limits"),
+            record.get("idle_connections"), record["server"])
 
 
 def _median_of(runs, extract):
@@ -89,6 +93,8 @@ def _summarize_point(runs):
         "emulated": first["kernel_level"] != NATIVE,
         "workload": first["workload"],
         "concurrency": first["concurrency"], "server": first["server"],
+        "limits": first.get("limits"),
+        "idle_connections": first.get("idle_connections"),
         "label": first["label"], "runs": len(runs), "ok_runs": len(good),
         "failures": [{"round": r["round"], "error": r["error"],
                       "error_log_tail": r["error_log_tail"]}
@@ -144,12 +150,19 @@ def _idle_summary(runs):
     for entry in held:
         for reason, count in entry["failures"].items():
             failures[reason] = failures.get(reason, 0) + count
+    closed = [idle.closed_count(h["opened"], h["open_at_end"])
+              for h in held]
     return {"connections": held[0]["connections"],
             "memory_kind": held[0]["memory_kind"],
             "opened_min": min(h["opened"] for h in held),
+            # Runs from before it was counted: every opened one.
+            "open_with_idle_min": min(h.get("open_with_idle", h["opened"])
+                                      for h in held),
             "open_at_end_min": min(h["open_at_end"] for h in held),
             "open_at_end_median": stats.median([h["open_at_end"]
                                                 for h in held]),
+            "closed_median": stats.median(closed),
+            "closed_min": min(closed), "closed_max": max(closed),
             "failures": failures,
             "memory_before_mb": med("memory_before_bytes", 2 ** 20),
             "memory_with_idle_mb": med("memory_with_idle_bytes", 2 ** 20),
@@ -162,6 +175,10 @@ def _idle_summary(runs):
 def _by_round(runs, extract):
     """{round: value} of a point's runs; None for failed runs."""
     return {r["round"]: extract(r) if r["ok"] else None for r in runs}
+
+
+def _rps(record):
+    return record["rps"]
 
 
 def _idle_p99(record):
@@ -193,22 +210,26 @@ def summarize(records):
     for record in records:
         grouped[_point_key(record)].append(record)
     points = {key: _summarize_point(runs) for key, runs in grouped.items()}
-    for (level, workload, concurrency, server), point in points.items():
+    for key, point in points.items():
+        server = key[-1]
         point["ratios"] = {}
-        mine = {r["round"]: r["rps"] if r["ok"] else None
-                for r in grouped[(level, workload, concurrency, server)]}
+        mine = _by_round(grouped[key], _rps)
         for baseline in RATIO_BASELINES:
-            theirs = grouped.get((level, workload, concurrency, baseline))
+            theirs = grouped.get(key[:-1] + (baseline,))
             if theirs is None or baseline == server:
                 continue
-            per_round = stats.round_ratios(
-                mine, {r["round"]: r["rps"] if r["ok"] else None
-                       for r in theirs})
+            per_round = stats.round_ratios(mine, _by_round(theirs, _rps))
             point["ratios"][baseline] = {"median": stats.median(per_round),
                                          "per_round": per_round}
             if point.get("idle") and baseline == IDLE_BASELINE:
                 point["idle"]["vs_" + baseline] = _idle_ratios(
-                    grouped[(level, workload, concurrency, server)], theirs)
+                    grouped[key], theirs)
+        # The same server without idle connections in the same rounds.
+        without = grouped.get(key[:4] + (0, server))
+        if point.get("idle") and key[4] and without:
+            per_round = stats.round_ratios(mine, _by_round(without, _rps))
+            point["idle"]["vs_no_idle"] = {
+                "median": stats.median(per_round), "per_round": per_round}
     # Records arrive in running order, so the points keep it: level,
     # workload, concurrency, then servers in their interleaving order.
     return list(points.values())
@@ -435,30 +456,76 @@ def skew_section(points, options, heading="##",
     return "\n".join(lines)
 
 
+def _idle_count(point):
+    return point["idle"]["connections"]
+
+
+def _errors_by_kind(point):
+    """Errors by kind (c/r/w/t/non-2xx) / successful responses."""
+    kinds = "/".join(f"{point['errors'][kind]:,}" for kind in ERROR_KINDS)
+    return f"{kinds} / {point['success']:,}"
+
+
+def _closed_cell(held):
+    low, high = held["closed_min"], held["closed_max"]
+    spread = "" if low == high else f" ({low:,}-{high:,})"
+    return f"{held['closed_median']:,.0f}{spread}"
+
+
 def idle_table(points):
-    """One row per server of an idle-workload point: the active load and
-    the server's memory without and with the idle connections held."""
+    """One row per idle count and server of an idle-workload group: the
+    active load and the server's memory without and with the idle
+    connections held."""
     rows = []
     for p in points:
         held = p["idle"]
         if not held:
             continue
         rows.append([
-            _label(p), _fmt(p["rps"]["median"]),
+            f"{held['connections']:,}", _label(p), _fmt(p["rps"]["median"]),
             _fmt_ms(p["latency_ms"]["p99"]), _errors_cell(p),
-            f"{held['open_at_end_min']:,} / {held['connections']:,}",
+            f"{held['open_with_idle_min']:,} / "
+            f"{held['open_at_end_min']:,}",
             _fmt(held["memory_before_mb"], 1),
             _fmt(held["memory_with_idle_mb"], 1),
             _fmt(held["memory_at_end_mb"], 1),
-            _fmt(held["per_connection_kb"], 2), _fmt(held["open_s"], 1)])
+            _fmt(held["per_connection_kb"], 2),
+            _fmt_idle_ratio((held.get("vs_" + IDLE_BASELINE) or {})
+                            .get("per_connection")),
+            _fmt(held["open_s"], 1)])
     kind = next((p["idle"]["memory_kind"].upper() for p in points
                  if p["idle"]), "PSS")
-    return _table(["Configuration", "active req/s", "active p99 ms",
+    return _table(["idle", "Configuration", "active req/s", "active p99 ms",
                    "errors / ok responses",
-                   "idle still open at end (fewest) / held",
+                   "idle open after opening / at end (fewest)",
                    f"{kind} before MB", f"{kind} with idle MB",
                    f"{kind} at end MB", "per idle connection kB",
-                   "opening s"], rows)
+                   "per idle connection vs stock event", "opening s"], rows)
+
+
+def idle_side_by_side(points):
+    """One row per idle count and server of an idle-workload group: the
+    active load beside the idle connections, its same-round ratios against
+    stock event and against the server's own runs without idle
+    connections, and the idle connections the server closed."""
+    rows = []
+    for p in points:
+        held = p["idle"]
+        against = held.get("vs_" + IDLE_BASELINE) or {}
+        rows.append([
+            f"{held['connections']:,}", _label(p), _fmt(p["rps"]["median"]),
+            _fmt_idle_ratio(p["ratios"].get(IDLE_BASELINE)),
+            _fmt_idle_ratio(held.get("vs_no_idle")),
+            _fmt_ms(p["latency_ms"]["p99"]),
+            _fmt_idle_ratio(against.get("p99")), _errors_by_kind(p),
+            f"{held['opened_min']:,} / {held['connections']:,}",
+            _closed_cell(held)])
+    return _table(["idle", "Configuration", "active req/s",
+                   "req/s vs stock event", "req/s vs own at 0 idle",
+                   "active p99 ms", "p99 vs stock event",
+                   "wrk errors c/r/w/t/non-2xx / ok",
+                   "idle opened (fewest) / asked",
+                   "idle closed, median (range)"], rows)
 
 
 def _fmt_idle_ratio(ratio):
@@ -469,75 +536,170 @@ def _fmt_idle_ratio(ratio):
             f"{max(rounds):.3f}x)")
 
 
+# The idle workload's ratio targets (issue 9: p99 and memory; issue 19:
+# req/s against stock event and against the server's own runs without idle
+# connections, p99): measure -> (what, against what, comparison, target).
+IDLE_RATIO_TARGETS = {
+    "rps": ("active req/s", "stock event's", ">=", 1.0),
+    "rps_no_idle": ("active req/s", "its own without idle connections",
+                    ">=", 0.8),
+    "p99": ("active-load p99", "stock event's", "<=", 1.0),
+    "per_connection": ("memory per idle connection", "stock event's", "<=",
+                       1.0),
+}
+
+
+def _idle_ratio(point, measure):
+    """The {median, per_round} same-round ratio a target judges, or {}."""
+    held = point["idle"]
+    if measure == "rps":
+        return point["ratios"].get(IDLE_BASELINE) or {}
+    if measure == "rps_no_idle":
+        return held.get("vs_no_idle") or {}
+    return (held.get("vs_" + IDLE_BASELINE) or {}).get(measure) or {}
+
+
+def _verdict_head(point):
+    limits = point.get("limits")
+    return {"kernel_level": point["kernel_level"],
+            "concurrency": point["concurrency"], "server": point["server"],
+            "label": point["label"], "limits": limits,
+            "idle": _idle_count(point)}
+
+
 def idle_verdicts(points):
-    """Issue 9's idle-workload targets for IDLE_TARGET_SERVERS: the active
-    load's p99 and the memory per idle connection each at most the
-    baseline's (medians of same-round ratios <= 1; None: not judged)."""
+    """The idle workload's targets for IDLE_TARGET_SERVERS at every idle
+    count above 0: the ratios of IDLE_RATIO_TARGETS (medians of same-round
+    ratios; met None: not judged), fewer idle connections closed than the
+    baseline (median over the runs; none closed also meets it), and with
+    --limits slots none closed at all (in any run). Where the baseline
+    answered no request of the active load in any run, it has no req/s or
+    p99 to divide by: a server that answered some meets those targets."""
+    by_key = {(p["kernel_level"], p["concurrency"], p.get("limits"),
+               _idle_count(p), p["server"]): p
+              for p in points if p.get("idle")}
     verdicts = []
-    for p in points:
-        if not p.get("idle") or p["server"] not in IDLE_TARGET_SERVERS:
+    for key, p in by_key.items():
+        if p["server"] not in IDLE_TARGET_SERVERS or not key[3]:
             continue
-        ratios = p["idle"].get("vs_" + IDLE_BASELINE) or {}
-        for measure in ("p99", "per_connection"):
-            median = (ratios.get(measure) or {}).get("median")
-            verdicts.append({
-                "kernel_level": p["kernel_level"],
-                "concurrency": p["concurrency"], "server": p["server"],
-                "label": p["label"], "measure": measure, "ratio": median,
-                "per_round": (ratios.get(measure) or {}).get("per_round",
-                                                              []),
-                "met": None if median is None else median <= 1.0})
+        theirs = by_key.get(key[:4] + (IDLE_BASELINE,))
+        unanswered = theirs is not None and theirs["success"] == 0 \
+            and p["success"] > 0
+        for measure, (_, _, comparison, target) in \
+                IDLE_RATIO_TARGETS.items():
+            ratio = _idle_ratio(p, measure)
+            median = ratio.get("median")
+            met = None if median is None else (
+                median >= target if comparison == ">=" else median <= target)
+            baseline_unanswered = unanswered and measure in ("rps", "p99")
+            verdicts.append({**_verdict_head(p), "measure": measure,
+                             "ratio": median,
+                             "per_round": ratio.get("per_round", []),
+                             "met": True if baseline_unanswered else met,
+                             "baseline_unanswered": baseline_unanswered})
+        ours = p["idle"]["closed_median"]
+        baseline = theirs["idle"]["closed_median"] if theirs else None
+        verdicts.append({**_verdict_head(p), "measure": "closed",
+                         "closed": ours, "baseline_closed": baseline,
+                         "met": None if baseline is None
+                         else ours < baseline or ours == 0})
+        if p.get("limits") == idle.SLOTS_LIMITS:
+            verdicts.append({**_verdict_head(p), "measure": "none_closed",
+                             "closed": p["idle"]["closed_max"],
+                             "met": p["idle"]["closed_max"] == 0})
     return verdicts
 
 
-IDLE_MEASURES = {"p99": "active-load p99",
-                 "per_connection": "memory per idle connection"}
-
-
 def _idle_verdict_line(verdict):
-    state, ratio, spread = _verdict_parts(verdict)
-    return (f"- {state}: {verdict['label']}, "
-            f"{IDLE_MEASURES[verdict['measure']]}, "
-            f"{level_title(verdict['kernel_level'])} "
-            f"c={verdict['concurrency']}: {ratio} stock event's (target "
-            f"<= 1.00x{spread})")
+    where = (f"{verdict['label']}, {_limits_title(verdict['limits'])}, "
+             f"{verdict['idle']:,} idle, "
+             f"{level_title(verdict['kernel_level'])} "
+             f"c={verdict['concurrency']}")
+    measure = verdict["measure"]
+    state = {True: "met", False: "**NOT met**", None: "not judged"}[
+        verdict["met"]]
+    if measure == "closed":
+        baseline = "n/a" if verdict["baseline_closed"] is None \
+            else f"{verdict['baseline_closed']:,.0f}"
+        return (f"- {state}: {where}, idle connections closed: "
+                f"{verdict['closed']:,.0f} against stock event's {baseline}"
+                f" (medians; target: fewer, or none)")
+    if measure == "none_closed":
+        return (f"- {state}: {where}, idle connections closed with room for "
+                f"all of them: {verdict['closed']:,} in the worst run "
+                f"(target: none before KeepAliveTimeout)")
+    what, against, comparison, target = IDLE_RATIO_TARGETS[measure]
+    if verdict["baseline_unanswered"]:
+        return (f"- {state}: {where}, {what}: stock event answered no "
+                f"request of the active load (target {comparison} "
+                f"{target:.2f}x {against})")
+    _, ratio, spread = _verdict_parts(verdict)
+    return (f"- {state}: {where}, {what}: {ratio} {against} (target "
+            f"{comparison} {target:.2f}x{spread})")
+
+
+def _limits_title(limits):
+    if limits == idle.DEFAULT_LIMITS:
+        return "default limits"
+    if limits == idle.SLOTS_LIMITS:
+        return "--slots limits"
+    return "limits not recorded"
+
+
+def _idle_groups(points, options):
+    """(level, limits, concurrency, points ordered by idle count, servers
+    in running order) in the order of the options; runs from before
+    --limits have limits None."""
+    for level, concurrency, at in _groups(points, options, "concurrency"):
+        for limits in options.get("limits") or [None]:
+            group = [p for p in at if p.get("limits") == limits]
+            if group:
+                yield level, limits, concurrency, sorted(group,
+                                                         key=_idle_count)
 
 
 def idle_section(points, options, heading="##",
                  title="Idle keep-alive connections beside an active load "
                        "(issue 9)"):
-    """The idle workload: per kernel level and concurrency the table of
-    idle_table, the same-round ratios against stock event, and issue 9's
-    targets. Empty without idle points."""
+    """The idle workload: per kernel level, limits and concurrency the
+    active load beside each idle count (idle_side_by_side) and the memory
+    (idle_table), then the targets of issues 9 and 19. Empty without idle
+    points."""
     held = [p for p in points if p.get("idle")]
     if not held:
         return ""
-    count = held[0]["idle"]["connections"]
+    counts = sorted({_idle_count(p) for p in held})
+    slots = options["slots"]
     lines = [f"{heading} {title}", "",
              f"Each run: the server started fresh and warmed up; its memory "
-             f"(sum over its processes) measured; {count:,} keep-alive "
-             f"connections opened, each sending one GET and reading the "
-             f"answer, then held idle; the memory measured again; wrk's "
-             f"active keep-alive load for {options['duration_s']} s; then "
-             f"how many idle connections the server had not closed. Per "
-             f"idle connection = (with idle - before) / connections held. "
-             f"Medians over {options['runs']} runs; errors summed.", ""]
-    against = "vs_" + IDLE_BASELINE
-    for level, concurrency, at in _groups(held, options, "concurrency"):
-        lines += [f"{heading}# {level_title(level)}, {count:,} idle, "
-                  f"c={concurrency} active", "", idle_table(at), ""]
-        rows = [[p["label"], _fmt_ratio(p, IDLE_BASELINE),
-                 _fmt_idle_ratio(p["idle"][against]["p99"]),
-                 _fmt_idle_ratio(p["idle"][against]["per_connection"])]
-                for p in at if p["idle"].get(against)]
-        if rows:
-            lines += ["Against stock event, medians of same-round ratios "
-                      "(range over rounds):", "",
-                      _table(["Configuration", "active req/s", "active p99",
-                              "memory per idle connection"], rows), ""]
+             f"(sum over its processes) measured; "
+             f"{', '.join(f'{c:,}' for c in counts)} keep-alive "
+             f"connections (one count per run, every count in every round) "
+             f"opened, each sending one GET and reading the answer, then "
+             f"held idle; the memory measured again; wrk's active "
+             f"keep-alive load for {options['duration_s']} s; then how "
+             f"many idle connections the server had closed. Limits: "
+             f"`slots` = {slots:,} request slots and room for every idle "
+             f"connection; `default` = no capacity directives. Per idle "
+             f"connection = (with idle - before) / idle connections still "
+             f"open then (a server at its limits may have closed some "
+             f"while they opened). "
+             f"Medians over {options['runs']} runs; ratios are medians of "
+             f"same-round ratios (range over rounds); errors summed.", ""]
+    for level, limits, concurrency, at in _idle_groups(held, options):
+        limits_text = _limits_title(limits)
+        if limits == idle.SLOTS_LIMITS:
+            limits_text = f"{slots:,} slots"
+        lines += [f"{heading}# {level_title(level)}, {limits_text}, "
+                  f"c={concurrency} active", "", idle_side_by_side(at), "",
+                  "Memory:", "",
+                  idle_table([p for p in at if _idle_count(p)]), ""]
     lines += _targets_block(
         idle_verdicts(held), "issue 9: p99 of the active load and memory "
-        "per idle connection each <= stock event's", _idle_verdict_line)
+        "per idle connection each <= stock event's; issue 19: active req/s "
+        ">= stock event's and >= 0.8x its own without idle connections, "
+        "fewer idle connections closed than stock event, none with room "
+        "for all", _idle_verdict_line)
     return "\n".join(lines)
 
 
@@ -590,11 +752,13 @@ def _groups(points, options, field, option=None):
 
 def workload_groups(points, options):
     """(level, workload, points) for each kernel level and workload that has
-    points, in the order of the options; the faults workloads, which have
-    their own section (faults.section), plot and sweep nothing."""
+    points, in the order of the options; the faults and idle workloads,
+    which have their own sections (faults.section, idle_section), plot and
+    sweep nothing: an idle point is also one of several limits and idle
+    counts, which a sweep over concurrency cannot tell apart."""
     for level, workload, group in _groups(points, options, "workload",
                                           "workloads"):
-        if not WORKLOADS[workload].fault:
+        if not (WORKLOADS[workload].fault or WORKLOADS[workload].idle):
             yield level, workload, group
 
 

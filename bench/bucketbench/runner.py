@@ -45,7 +45,11 @@ class Plan:
     timeout_s: int
     base_port: int = None
     slow_slots: int = None   # slots for the slow handler's workloads
-    idle_connections: int = 0   # held open in the idle workload
+    # The idle workload: idle connections held open beside the load, one
+    # count after the other in every round, and the servers' limits
+    # (idle.LIMITS), each a server of its own.
+    idle_counts: tuple = ()
+    limits: tuple = (idle.SLOTS_LIMITS,)
     fault_s: int = faults.DEFAULT_FAULT_S   # the faults' window
 
     def servers_for(self, level, workload):
@@ -62,17 +66,29 @@ class Plan:
     def threads_for(self, workload):
         return workload.wrk_threads or self.threads
 
-    def _server_workloads(self):
+    def limits_for(self, workload):
+        """The limits a workload's servers run with: each of --limits for
+        the idle workload, one server apiece; the usual ones otherwise."""
+        return self.limits if workload.idle else (idle.SLOTS_LIMITS,)
+
+    def idle_counts_for(self, workload):
+        """Idle connections of each run of a round (None: not idle)."""
+        return self.idle_counts if workload.idle else (None,)
+
+    def _server_workloads(self, per_server):
         return sum(len(self.servers_for(level, WORKLOADS[name]))
+                   * per_server(WORKLOADS[name])
                    for level in self.levels for name in self.workloads)
 
     def count_runs(self):
-        return self._server_workloads() * len(self.concurrency) * self.runs
+        return self._server_workloads(
+            lambda w: len(self.limits_for(w)) * len(self.idle_counts_for(w))
+        ) * len(self.concurrency) * self.runs
 
     def count_warmups(self):
         if not self.warmup_s:
             return 0
-        return self._server_workloads()
+        return self._server_workloads(lambda w: len(self.limits_for(w)))
 
     def count_start_phases(self):
         return len(self.levels) * len(self.workloads)
@@ -133,8 +149,11 @@ def _describe(record):
     errors = sum(record["errors"].values())
     p99 = record["latency_ms"]["p99"] if record["latency_ms"] else None
     p99_text = f"{p99:.1f} ms" if p99 is not None else "n/a"
+    held = record.get("idle")
+    closed = (f", {held['closed']} of {held['opened']} idle closed"
+              if held else "")
     return (f"{record['rps']:,.0f} req/s, p99 {p99_text}, "
-            f"{errors} errors")
+            f"{errors} errors{closed}")
 
 
 def _mixed(workload):
@@ -173,15 +192,22 @@ class Runner:
         began = time.monotonic()
         servers = []
         slots = self.plan.slots_for(workload, self.tools.slots)
-        for index, spec in enumerate(self.plan.servers_for(level, workload)):
-            workdir = os.path.join(self.scratch_dir,
-                                   f"{level}-{workload.name}-{spec.name}")
+        # Sized for the most idle connections of the run: every count meets
+        # the same server.
+        most_idle = max(self.plan.idle_counts) if workload.idle else None
+        specs = [(limits, spec) for limits in self.plan.limits_for(workload)
+                 for spec in self.plan.servers_for(level, workload)]
+        for index, (limits, spec) in enumerate(specs):
+            suffix = "" if limits == idle.SLOTS_LIMITS else f"-{limits}"
+            workdir = os.path.join(
+                self.scratch_dir,
+                f"{level}-{workload.name}-{spec.name}{suffix}")
             server = Server(spec, level,
                             self._ports(index, workload.listen_count),
                             workdir, self.tools, slots=slots,
                             handler=workload.handler,
-                            idle_connections=self.plan.idle_connections
-                            if workload.idle else 0, fault=workload.fault)
+                            idle_connections=most_idle, limits=limits,
+                            fault=workload.fault)
             server.launch()
             self.running.append(server)
             servers.append(server)
@@ -314,17 +340,19 @@ class Runner:
         self.used.discard(server)
         return self._restart(server, workload)
 
-    def _measure_idle(self, server, workload, concurrency):
-        """One run of the idle workload: the server's memory, then
-        --idle-connections idle keep-alive connections opened and held,
-        its memory again, the active wrk run (_measure), how many idle
-        connections are still open, and its memory at the end."""
-        count = self.plan.idle_connections
+    def _measure_idle(self, server, workload, concurrency, count):
+        """One run of the idle workload: the server's memory, then count
+        idle keep-alive connections opened and held, its memory again, the
+        active wrk run (_measure), how many idle connections are still
+        open, and its memory at the end."""
         memory_kind, before = procfs.server_memory(
             procfs.process_tree(server.pid))
         with idle.IdleConnections(server.ports[0], "/" + configs.DOC_NAME,
                                   count) as held:
             opened = held.open()
+            # A server at its limits may already have closed some (the
+            # memory is theirs only).
+            open_with_idle = held.count_open()
             pids = procfs.process_tree(server.pid)
             _, with_idle = procfs.server_memory(pids)
             limits = [procfs.open_files_limit(pid) for pid in pids]
@@ -341,20 +369,24 @@ class Runner:
         result["idle"] = {
             "connections": count, "opened": opened,
             "failures": held.failures,
-            "open_at_end": open_at_end, "open_s": held.open_s,
+            "open_with_idle": open_with_idle, "open_at_end": open_at_end,
+            "closed": idle.closed_count(opened, open_at_end),
+            "open_s": held.open_s,
             "held_s": held_s, "memory_kind": memory_kind,
             "memory_before_bytes": before,
             "memory_with_idle_bytes": with_idle,
             "memory_at_end_bytes": at_end,
             "per_connection_bytes": idle.per_connection_bytes(
-                before, with_idle, opened),
+                before, with_idle, open_with_idle),
             "server_nofile_min": lowest}
         return result
 
-    def _run_once(self, server, level, workload, concurrency, round_no):
+    def _run_once(self, server, level, workload, concurrency, round_no,
+                  idle_count=None):
         record = {"schema": "bucketbench.run/1", "kernel_level": level,
                   "workload": workload.name, "concurrency": concurrency,
-                  "server": server.spec.name,
+                  "server": server.spec.name, "idle_connections": idle_count,
+                  "limits": server.limits if workload.idle else None,
                   "label": server_label(server.spec, level),
                   "round": round_no, "ports": server.ports,
                   "split": list(workload.split),
@@ -381,7 +413,7 @@ class Runner:
             elif workload.idle:
                 self.used.add(server)
                 record.update(self._measure_idle(server, workload,
-                                                 concurrency))
+                                                 concurrency, idle_count))
             else:
                 record.update(self._measure(server, workload, concurrency,
                                             round_no == self.plan.runs))
@@ -395,8 +427,10 @@ class Runner:
     def _save(self, record):
         record["seq"] = self.runs_saved
         self.runs_saved += 1
+        variant = "" if record["idle_connections"] is None else (
+            f"-{record['limits']}-i{record['idle_connections']}")
         name = (f"{record['kernel_level']}-{record['workload']}-"
-                f"c{record['concurrency']}-{record['server']}-"
+                f"c{record['concurrency']}{variant}-{record['server']}-"
                 f"r{record['round']}.json")
         with open(os.path.join(self.raw_dir, name), "w") as handle:
             json.dump(record, handle, indent=1)
@@ -409,23 +443,38 @@ class Runner:
                 records += self._run_workload(level, WORKLOADS[workload_name])
         return records
 
+    def _run_and_save(self, server, level, workload, concurrency,
+                      round_no, idle_count):
+        began = time.monotonic()
+        record = self._run_once(server, level, workload, concurrency,
+                                round_no, idle_count)
+        self._save(record)
+        variant = "" if idle_count is None else (
+            f" {server.limits} limits, {idle_count} idle")
+        self.progress.note_run(
+            time.monotonic() - began,
+            f"{level} {workload.name} c={concurrency}{variant} run "
+            f"{round_no}/{self.plan.runs} {server.spec.name}: "
+            f"{_describe(record)}")
+        return record
+
     def _run_workload(self, level, workload):
         records = []
         servers = self._start_servers(level, workload)
         try:
             for concurrency in self.plan.concurrency:
                 for round_no in range(1, self.plan.runs + 1):
-                    for server in servers:
-                        began = time.monotonic()
-                        record = self._run_once(
-                            server, level, workload, concurrency, round_no)
-                        self._save(record)
-                        records.append(record)
-                        self.progress.note_run(
-                            time.monotonic() - began,
-                            f"{level} {workload.name} c={concurrency} run "
-                            f"{round_no}/{self.plan.runs} {server.spec.name}:"
-                            f" {_describe(record)}")
+                    # The idle workload: every limits and idle count within
+                    # the round, its servers side by side at each.
+                    for limits in self.plan.limits_for(workload):
+                        for idle_count in self.plan.idle_counts_for(
+                                workload):
+                            for server in servers:
+                                if server.limits != limits:
+                                    continue
+                                records.append(self._run_and_save(
+                                    server, level, workload, concurrency,
+                                    round_no, idle_count))
         finally:
             self.stop_all()
         return records

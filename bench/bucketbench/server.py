@@ -52,15 +52,18 @@ class Server:
     slots: its request slots (default: the harness's --slots); handler:
     what the workload requests (a catalog handler: STATIC, SLOW, MIXED or
     PHP); with SLOW or MIXED the server also serves the slow handler, with
-    PHP the PHP page under mod_php; idle_connections: how many idle
-    keep-alive connections the idle workload holds (0: not that workload),
-    which sets the keep-alive timeout and the room for them (idle.py);
-    fault: a faults workload's kind (faults.py), which leaves the MPM's
-    default limits, sets bucketed's BucketCount and adds the fault's
-    module, files and environment."""
+    PHP the PHP page under mod_php; idle_connections: the most idle
+    keep-alive connections the idle workload holds (None: not that
+    workload), which sets the keep-alive timeout and, with limits
+    idle.SLOTS_LIMITS, the room for them (idle.py); limits
+    idle.DEFAULT_LIMITS leaves the server's default limits; fault: a
+    faults workload's kind (faults.py), which leaves the MPM's default
+    limits, sets bucketed's BucketCount and adds the fault's module, files
+    and environment."""
 
     def __init__(self, spec, level, ports, workdir, tools, slots=None,
-                 handler=STATIC, idle_connections=0, fault=""):
+                 handler=STATIC, idle_connections=None,
+                 limits=idle.SLOTS_LIMITS, fault=""):
         self.spec = spec
         self.level = level
         self.ports = ports
@@ -69,6 +72,7 @@ class Server:
         self.slots = slots or tools.slots
         self.handler = handler
         self.idle_connections = idle_connections
+        self.limits = limits
         self.fault = fault
         self.fault_settings = faults.server_settings(
             fault, tools.fault_modules, workdir) if fault \
@@ -99,15 +103,19 @@ class Server:
         if php:
             self._write_php_files(docroot)
         slots = self.slots
-        keepalive_s = idle.KEEPALIVE_TIMEOUT_S if self.idle_connections \
+        is_idle = self.idle_connections is not None
+        keepalive_s = idle.KEEPALIVE_TIMEOUT_S if is_idle \
             else configs.KEEPALIVE_TIMEOUT_S
+        default_limits = bool(self.fault) \
+            or self.limits == idle.DEFAULT_LIMITS
         if self.spec.kind == "nginx":
             text = configs.nginx_config(
                 root=self.workdir, docroot=docroot, ports=self.ports,
                 slots=slots, workers=self.tools.cores,
                 reuseport=self.level != NO_REUSEPORT, run_as=run_as_user(),
-                idle_connections=self.idle_connections,
-                keepalive_timeout_s=keepalive_s)
+                idle_connections=self.idle_connections or 0,
+                keepalive_timeout_s=keepalive_s,
+                default_limits=default_limits)
             self.expected_processes = configs.nginx_processes(self.tools.cores)
             self.config_path = os.path.join(self.workdir, "nginx.conf")
         else:
@@ -125,11 +133,11 @@ class Server:
                 child_model=self.spec.child_model,
                 keepalive_timeout_s=keepalive_s,
                 async_factor=idle.async_factor(self.idle_connections, slots)
-                if self.idle_connections else None, php=php,
-                capacity=not self.fault)
+                if is_idle else None, php=php,
+                capacity=not default_limits)
             self.expected_processes = configs.httpd_processes(
                 self.spec.mpm, slots, self.spec.child_model,
-                capacity=not self.fault)
+                capacity=not default_limits)
             for name in self.fault_settings.files:
                 with open(os.path.join(self.workdir, name), "w"):
                     pass

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from bucketbench import catalog, configs, idle, report
+from bucketbench import catalog, cli, configs, idle, report
 from bucketbench.catalog import SERVERS, WORKLOADS
 from bucketbench.net import LOOPBACK, wait_until
 from bucketbench.runner import Plan
@@ -55,8 +55,6 @@ def test_per_connection_bytes():
 
 
 @pytest.mark.parametrize("count, hard, ports, duration, message", [
-    (0, INF, PORTS, 2, "--idle-connections must be at least 1, got 0"),
-    (-5, INF, PORTS, 2, "at least 1"),
     (10000, 4096, PORTS, 2, "the hard limit (RLIMIT_NOFILE, ulimit -Hn) is "
                             "4,096"),
     (10000, INF, (40000, 49999), 2, "ephemeral ports"),
@@ -70,6 +68,33 @@ def test_check_counts_refuses(count, hard, ports, duration, message):
 def test_check_counts_accepts_the_defaults():
     assert idle.check_counts(10000, 150, 1024, 5, 20000, PORTS) is None
     assert idle.check_counts(10000, 150, 1024, 20, INF, PORTS) is None
+    # No idle connections: the active load's own baseline.
+    assert idle.check_counts(0, 150, 1024, 10, 4096, PORTS) is None
+
+
+@pytest.mark.parametrize("text, counts", [
+    ("10000", [10000]),
+    ("0,1000,10000", [0, 1000, 10000]),
+    (" 1000, 0,1000", [1000, 0]),      # each once, in the given order
+])
+def test_idle_counts_parsed(text, counts):
+    assert cli._idle_counts(text) == counts
+
+
+@pytest.mark.parametrize("text, message", [
+    ("-1,100", "--idle-connections must be at least 0, got -1"),
+    ("many", "must be whole numbers"),
+    (",", "no --idle-connections given"),
+])
+def test_idle_counts_refused(text, message):
+    with pytest.raises(cli.UsageError, match=message):
+        cli._idle_counts(text)
+
+
+def test_closed_count():
+    assert idle.closed_count(200, 200) == 0
+    assert idle.closed_count(1000, 577) == 423
+    assert idle.closed_count(0, 0) == 0
 
 
 def test_raise_nofile_limit_refuses_above_the_hard_limit():
@@ -184,10 +209,24 @@ def test_prefork_models_sit_the_idle_workload_out():
     plan = Plan(levels=["native"], workloads=["idle"],
                 servers={"native": list(SERVERS.values())},
                 concurrency=[150], runs=1, duration_s=1, warmup_s=0,
-                threads=2, timeout_s=2, idle_connections=100)
+                threads=2, timeout_s=2, idle_counts=(100,))
     assert [s.name for s in plan.servers_for("native", workload)] == \
         ["event", "event-lcbr1", "bucketed-event", "nginx"]
     assert "idle" not in catalog.DEFAULT_WORKLOADS
+
+
+def test_plan_runs_every_limits_and_idle_count():
+    plan = Plan(levels=["native"], workloads=["idle", "w3"],
+                servers={"native": [SERVERS["event"], SERVERS["nginx"]]},
+                concurrency=[150], runs=3, duration_s=1, warmup_s=1,
+                threads=2, timeout_s=2, idle_counts=(0, 1000, 10000),
+                limits=(idle.DEFAULT_LIMITS, idle.SLOTS_LIMITS))
+    # idle: 2 servers x 2 limits x 3 counts x 3 rounds; w3: 2 x 3 rounds.
+    assert plan.count_runs() == 36 + 6
+    # One warm-up per server started: 4 for idle, 2 for w3.
+    assert plan.count_warmups() == 6
+    assert plan.limits_for(WORKLOADS["w3"]) == (idle.SLOTS_LIMITS,)
+    assert plan.idle_counts_for(WORKLOADS["w3"]) == (None,)
 
 
 def test_idle_configs_are_alike_for_both_event_servers():
@@ -221,21 +260,35 @@ def test_idle_configs_are_alike_for_both_event_servers():
     assert "keepalive_timeout 60s;" in nginx
 
 
+def test_default_limits_leave_nginx_its_own_worker_connections():
+    nginx = configs.nginx_config(
+        root="/r", docroot="/d", ports=[8080], slots=1024, workers=2,
+        reuseport=True, idle_connections=10000, keepalive_timeout_s=60,
+        default_limits=True)
+    assert "worker_connections" not in nginx
+    assert "worker_rlimit_nofile" not in nginx
+    assert "events {\n}\n" in nginx
+    assert "keepalive_timeout 60s;" in nginx
+
+
 # ---------------------------------------------------------------- report
 
 def _idle_record(run_record, server, round_no, p99, before, with_idle,
-                 open_at_end=100):
-    record = run_record(server, round_no, 1000.0, workload="idle",
+                 open_at_end=100, count=100, limits=idle.SLOTS_LIMITS,
+                 rps=1000.0):
+    record = run_record(server, round_no, rps, workload="idle",
                         concurrency=150)
     record["latency_ms"]["p99"] = p99
+    record.update(idle_connections=count, limits=limits)
     record["idle"] = {
-        "connections": 100, "opened": 100, "failures": {"refused": 1},
-        "open_at_end": open_at_end, "open_s": 0.5, "held_s": 3.0,
-        "memory_kind": "pss", "memory_before_bytes": before,
+        "connections": count, "opened": count, "failures": {"refused": 1},
+        "open_with_idle": count, "open_at_end": open_at_end,
+        "closed": idle.closed_count(count, open_at_end), "open_s": 0.5,
+        "held_s": 3.0, "memory_kind": "pss", "memory_before_bytes": before,
         "memory_with_idle_bytes": with_idle,
         "memory_at_end_bytes": with_idle + 2 ** 20,
         "per_connection_bytes": idle.per_connection_bytes(before, with_idle,
-                                                          100),
+                                                          count),
         "server_nofile_min": 20000}
     return record
 
@@ -255,6 +308,8 @@ def test_idle_summary_rows_and_targets(run_record):
     points = {p["server"]: p for p in report.summarize(records)}
     ours = points["bucketed-event"]["idle"]
     assert ours["open_at_end_min"] == 97
+    assert (ours["closed_min"], ours["closed_median"], ours["closed_max"]) \
+        == (1, 2, 3)
     assert ours["failures"] == {"refused": 3}
     assert ours["memory_before_mb"] == 8.0
     assert ours["memory_with_idle_mb"] == 11.0
@@ -267,35 +322,136 @@ def test_idle_summary_rows_and_targets(run_record):
     assert vs["per_connection"]["per_round"] == [1.0, pytest.approx(2 / 3),
                                                  pytest.approx(4 / 3)]
     assert "vs_event" not in points["event"]["idle"]
+    # No runs without idle connections: no ratio against them.
+    assert "vs_no_idle" not in ours
 
     verdicts = {v["measure"]: v for v in report.idle_verdicts(
         list(points.values()))}
+    assert set(verdicts) == {"rps", "rps_no_idle", "p99", "per_connection",
+                             "closed", "none_closed"}
+    assert verdicts["rps"]["met"] is True           # 1.00x
+    assert verdicts["rps_no_idle"]["met"] is None   # not measured
     assert verdicts["p99"]["met"] is False
     assert verdicts["per_connection"]["met"] is True
+    # 2 closed against stock event's 0; and not none with room for all.
+    assert verdicts["closed"]["met"] is False
+    assert verdicts["none_closed"]["met"] is False
 
     table = report.idle_table([points["event"], points["bucketed-event"]])
     assert "| PSS before MB | PSS with idle MB | PSS at end MB |" in table
     row = table.splitlines()[3]
-    assert row.startswith("| bucketed-event | 1,000 | 30.0 | 15 / 3,000 | "
-                          "97 / 100 | 8.0 | 11.0 | 12.0 | 30.72 | 0.5 |")
+    assert row.startswith("| 100 | bucketed-event | 1,000 | 30.0 | 15 / "
+                          "3,000 | 100 / 97 | 8.0 | 11.0 | 12.0 | 30.72 | "
+                          "1.000x (0.667-1.333x) | 0.5 |")
     options = {"levels": ["native"], "concurrency": [150], "runs": 3,
-               "duration_s": 2}
+               "duration_s": 2, "slots": 1024,
+               "limits": [idle.SLOTS_LIMITS]}
     text = report.idle_section(list(points.values()), options)
-    assert "### native, 100 idle, c=150 active" in text
-    assert "| bucketed-event | 1.00x | 1.500x (0.500-2.000x) | 1.000x " \
-           "(0.667-1.333x) |" in text
-    assert "1 of 2 met" in text
+    assert "### native, 1,024 slots, c=150 active" in text
+    assert "| 100 | bucketed-event | 1,000 | 1.000x (1.000-1.000x) | – | " \
+           "30.0 | 1.500x (0.500-2.000x) | 3/3/3/3/3 / 3,000 | 100 / 100 " \
+           "| 2 (1-3) |" in text
+    assert "2 of 6 met" in text
     assert report.idle_section(
         [p for p in report.summarize([run_record("event", 1, 5.0)])],
         options) == ""
 
 
+def test_idle_counts_and_limits_are_points_of_their_own(run_record):
+    """Each limits and idle count is a point; the ratio against the
+    server's own runs without idle connections pairs the same round and
+    limits; at the default limits, no 'none closed' target."""
+    mb = 2 ** 20
+    records = []
+    for round_no in (1, 2, 3):
+        for limits in (idle.DEFAULT_LIMITS, idle.SLOTS_LIMITS):
+            for count, closed, ours_rps in ((0, 0, 1000.0),
+                                            (1000, 400, 900.0)):
+                records.append(_idle_record(
+                    run_record, "event", round_no, 20.0, 10 * mb, 13 * mb,
+                    open_at_end=count - closed, count=count, limits=limits,
+                    rps=1000.0))
+                records.append(_idle_record(
+                    run_record, "bucketed-event", round_no, 10.0, 8 * mb,
+                    11 * mb, open_at_end=count - closed // 4, count=count,
+                    limits=limits,
+                    rps=ours_rps * (1.5 if limits == idle.SLOTS_LIMITS
+                                    else round_no / 2)))
+    points = report.summarize(records)
+    assert len(points) == 8
+    by = {(p["limits"], p["idle_connections"], p["server"]): p
+          for p in points}
+    default_ours = by[(idle.DEFAULT_LIMITS, 1000, "bucketed-event")]
+    assert default_ours["idle"]["vs_no_idle"]["per_round"] == \
+        [pytest.approx(0.9)] * 3
+    assert default_ours["ratios"]["event"]["per_round"] == \
+        [pytest.approx(0.45), pytest.approx(0.9), pytest.approx(1.35)]
+    assert by[(idle.SLOTS_LIMITS, 1000, "bucketed-event")]["ratios"][
+        "event"]["median"] == pytest.approx(1.35)
+    assert "vs_no_idle" not in by[(idle.DEFAULT_LIMITS, 0,
+                                   "bucketed-event")]["idle"]
+    verdicts = report.idle_verdicts(points)
+    # Judged at 1,000 idle only, at both limits; "none closed" with slots.
+    assert {(v["limits"], v["idle"]) for v in verdicts} == \
+        {(idle.DEFAULT_LIMITS, 1000), (idle.SLOTS_LIMITS, 1000)}
+    default = {v["measure"]: v for v in verdicts
+               if v["limits"] == idle.DEFAULT_LIMITS}
+    assert "none_closed" not in default
+    assert default["rps_no_idle"]["met"] is True
+    assert default["rps"]["met"] is False           # 0.9x stock event
+    assert default["closed"]["met"] is True         # 100 against 400
+    options = {"levels": ["native"], "concurrency": [150], "runs": 3,
+               "duration_s": 10, "slots": 1024,
+               "limits": [idle.DEFAULT_LIMITS, idle.SLOTS_LIMITS]}
+    text = report.idle_section(points, options)
+    assert text.index("### native, default limits, c=150 active") \
+        < text.index("### native, 1,024 slots, c=150 active")
+    assert "| 0 | event | 1,000 |" in text
+    assert "| 1,000 | bucketed-event | 900 | 0.900x (0.450-1.350x) | " \
+           "0.900x (0.900-0.900x) |" in text
+    assert "default limits, 1,000 idle, native c=150, idle connections " \
+           "closed: 100 against stock event's 400" in text
+    # The idle workload has its own section: no sweep or plot of it.
+    assert list(report.workload_groups(points, {
+        "levels": ["native"], "workloads": ["idle"]})) == []
+
+
+def test_a_baseline_that_answered_nothing_meets_its_ratio_targets(
+        run_record):
+    """Stock event at its default limits with 10,000 idle connections can
+    leave the active load unanswered: no req/s or p99 to divide by, and
+    a server that answered meets those two targets; the others stand."""
+    mb = 2 ** 20
+    records = []
+    for round_no in (1, 2, 3):
+        theirs = _idle_record(run_record, "event", round_no, None, 10 * mb,
+                              13 * mb, count=1000, open_at_end=990,
+                              limits=idle.DEFAULT_LIMITS, rps=0.0)
+        theirs.update(success=0, requests=0)
+        records += [theirs, _idle_record(
+            run_record, "bucketed-event", round_no, 10.0, 8 * mb, 11 * mb,
+            count=1000, open_at_end=100, limits=idle.DEFAULT_LIMITS)]
+    verdicts = {v["measure"]: v for v in report.idle_verdicts(
+        report.summarize(records))}
+    assert verdicts["rps"]["met"] is True and verdicts["rps"]["ratio"] is None
+    assert verdicts["p99"]["met"] is True
+    assert verdicts["per_connection"]["met"] is True
+    assert verdicts["closed"]["met"] is False       # 900 against 10
+    line = report._idle_verdict_line(verdicts["rps"])
+    assert line.startswith("- met: bucketed-event, default limits, 1,000 "
+                           "idle, native c=150, active req/s: stock event "
+                           "answered no request of the active load")
+
+
 # ---------------------------------------------------------------- real runs
 
 def test_idle_workload_against_the_real_servers(top, build, tmp_path):
-    """200 idle connections, one run of 1 s per server: every server that
-    can hold them holds them all to the end, beside wrk's requests; the
-    prefork models are skipped with the reason."""
+    """0 and 200 idle connections at both limits, one run of 1 s per
+    server each: with --slots every server that can hold them holds them
+    all to the end, beside wrk's requests; at the default limits the
+    httpd servers get no capacity directives and nginx no
+    worker_connections; the prefork models are skipped with the
+    reason."""
     needed = idle.required_descriptors(200, 150, 1024)
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != INF and hard < needed:
@@ -304,33 +460,48 @@ def test_idle_workload_against_the_real_servers(top, build, tmp_path):
     out = tmp_path / "out"
     done = bench(top, build, "--workloads", "idle", "--levels", "native",
                  "--servers", "event,bucketed-event,nginx,prefork",
-                 "--idle-connections", "200", "--runs", "1", "--duration",
-                 "1", "--warmup", "0", "--out", str(out))
+                 "--idle-connections", "0,200", "--limits", "default,slots",
+                 "--runs", "1", "--duration", "1", "--warmup", "0",
+                 "--out", str(out))
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["meta"]["options"]["idle_connections"] == 200
+    assert summary["meta"]["options"]["idle_connections"] == [0, 200]
+    assert summary["meta"]["options"]["limits"] == ["default", "slots"]
     assert summary["meta"]["options"]["concurrency"] == [150]
     assert {"server": "prefork", "kernel_level": None, "workloads": ["idle"],
             "reason": catalog.IDLE_NOT_SUPPORTED} in summary["skipped"]
-    points = {p["server"]: p for p in summary["points"]}
+    points = summary["points"]
+    servers = {p["server"] for p in points}
     # bucketed-event runs when the module is built (test_smoke checks that).
-    assert {"event", "nginx"} <= set(points) <= {"event", "bucketed-event",
-                                                 "nginx"}
-    for name, point in points.items():
+    assert {"event", "nginx"} <= servers <= {"event", "bucketed-event",
+                                             "nginx"}
+    assert len(points) == len(servers) * 2 * 2
+    for point in points:
         assert point["ok_runs"] == 1, point["failures"]
         assert point["success"] > 0
     for path in (out / "raw").iterdir():
         record = json.loads(path.read_text())
-        held = record["idle"]
-        assert held["opened"] == 200 and held["failures"] == {}, held
-        if record["server"] == "event":
+        held, count = record["idle"], record["idle_connections"]
+        assert held["opened"] == count and held["failures"] == {}, held
+        assert held["closed"] == count - held["open_at_end"]
+        assert held["open_at_end"] <= held["open_with_idle"] <= count
+        if count == 0:
+            assert held["open_at_end"] == 0
+            assert held["per_connection_bytes"] is None
+            continue
+        if record["server"] == "event" or (
+                record["limits"] == "default"
+                and record["server"] == "bucketed-event"):
             # Stock event closes a process's keep-alive connections when
             # all its workers are busy (its AsyncRequestWorkerFactor
-            # documentation): on a loaded machine some of these go.
+            # documentation), bucketed's event model at its default
+            # limits the longest idle ones when a child is full: on a
+            # loaded machine some of these go.
             assert 0 <= held["open_at_end"] <= 200, held
         else:
-            # bucketed's event model and nginx close an idle connection
-            # only at its keep-alive timeout (60 s, far off).
+            # With room for them, bucketed's event model and nginx close
+            # an idle connection only at its keep-alive timeout (60 s, far
+            # off); nginx's default 512 per worker hold 350 too.
             assert held["open_at_end"] == 200, held
         assert held["held_s"] < idle.KEEPALIVE_TIMEOUT_S
         for key in ("memory_before_bytes", "memory_with_idle_bytes",
@@ -342,11 +513,26 @@ def test_idle_workload_against_the_real_servers(top, build, tmp_path):
             assert held["per_connection_bytes"] > 1024, held
         else:
             assert held["per_connection_bytes"] is not None
-    conf = (out / "servers" / "native-idle-event" / "httpd.conf").read_text()
+    servers_dir = out / "servers"
+    conf = (servers_dir / "native-idle-event" / "httpd.conf").read_text()
     assert "KeepAliveTimeout 60\n" in conf
     assert f"AsyncRequestWorkerFactor {idle.async_factor(200, 1024)}" in conf
+    for name in ("event", "bucketed-event"):
+        path = servers_dir / f"native-idle-{name}-default" / "httpd.conf"
+        if name in servers:
+            conf = path.read_text()
+            assert "KeepAliveTimeout 60\n" in conf
+            for directive in ("ServerLimit", "StartServers",
+                              "ThreadsPerChild", "MaxRequestWorkers",
+                              "AsyncRequestWorkerFactor"):
+                assert directive not in conf
+    conf = (servers_dir / "native-idle-nginx-default"
+            / "nginx.conf").read_text()
+    assert "worker_connections" not in conf
     text = (out / "report.md").read_text()
     assert "## Idle keep-alive connections beside an active load" in text
+    assert "### native, default limits, c=150 active" in text
+    assert "### native, 1,024 slots, c=150 active" in text
     assert "| 200 / 200 |" in text
 
 
@@ -355,8 +541,9 @@ def _low_hard_limit():
 
 
 @pytest.mark.parametrize("args, preexec_fn, message", [
-    (["--idle-connections", "0"], None,
-     "--idle-connections must be at least 1, got 0"),
+    (["--idle-connections", "-1"], None,
+     "--idle-connections must be at least 0, got -1"),
+    (["--limits", "default,none"], None, "unknown limits none"),
     (["--idle-connections", "2000"], _low_hard_limit,
      "the hard limit (RLIMIT_NOFILE, ulimit -Hn) is 1,024"),
     (["--idle-connections", "100", "--duration", "30"], None,
