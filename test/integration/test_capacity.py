@@ -8,15 +8,14 @@ connection; and a request a child proxies to its own server is always
 served, however few children there are.
 """
 import collections
-import http.client
 import re
 import time
 
 import pytest
 
-from httpd_fixture import (APACHE_MODULES, HTTP_TIMEOUT, INDEX_BODY,
-                           LOOPBACK, NOREUSEPORT_SO, Load, children_of,
-                           http_get, need_build, wait_until)
+from httpd_fixture import (APACHE_MODULES, LOOPBACK, NOREUSEPORT_SO, Load,
+                           children_of, http_get, need_build, wait_until)
+from event_server import get_index, open_keepalive
 
 MAX_WORKERS = 16
 # Seconds the slow CGI takes: long enough that the load keeps every child
@@ -126,13 +125,6 @@ def test_children_move_to_busy_bucket_without_reuseport(make_httpd):
     assert re.search(r"children move between buckets", server.error_log())
 
 
-def keepalive_get(conn):
-    """One request on a kept-alive connection; its status and body."""
-    conn.request("GET", "/")
-    response = conn.getresponse()
-    return response.status, response.read()
-
-
 def test_event_child_holding_keepalive_connections_is_not_moved(
         make_httpd):
     """One bucket per Listen, ChildModel event, every slot taken: the busy
@@ -159,10 +151,7 @@ def test_event_child_holding_keepalive_connections_is_not_moved(
     kept, holders = [], set()
     while len(holders) < 2 and len(kept) < 16:
         before = len(logged())
-        conn = http.client.HTTPConnection(LOOPBACK, quiet,
-                                          timeout=HTTP_TIMEOUT)
-        assert keepalive_get(conn) == (200, INDEX_BODY)
-        kept.append(conn)
+        kept += open_keepalive(quiet, 1)
         lines = wait_until(lambda: len(logged()) > before and logged(), 10,
                            what="the request's access log line")
         holders.add(int(lines[-1].split()[0]))
@@ -176,8 +165,7 @@ def test_event_child_holding_keepalive_connections_is_not_moved(
         # held, and reported this only once none was left to move).
         wait_until(lambda: "reached MaxRequestWorkers" in server.error_log(),
                    60, what="the busy bucket to be found short")
-        for conn in kept:
-            assert keepalive_get(conn) == (200, INDEX_BODY)
+        get_index(kept)
         assert holders <= set(children_of(server.pid))
     finally:
         result = load.stop()

@@ -27,6 +27,7 @@ from test_signals import wait_generation
 
 RESTARTS = 5
 
+
 def test_graceful_restart_under_load_loses_nothing(make_httpd):
     server = event_server(make_httpd, sized(2, 8, 64, 4, (8, 64)))
     server.start()
@@ -80,24 +81,23 @@ def test_graceful_restart_switches_child_model(make_httpd):
     generation = server.status()["generation"]
     load = Load(server.ports, count=10 ** 6, threads=4, seconds=90,
                 minimum=500).start()
-    # To the prefork model: single-threaded children only.
-    server.write_config("")
-    server.signal(signal.SIGUSR1)
-    wait_generation(server, generation + 1)
-    wait_until(lambda: set(thread_counts(server).values()) == {1}, 20,
-               what="only prefork-model children")
-    done = load.done()
-    wait_until(lambda: load.done() > done + 200, 20,
-               what="requests served by the prefork model")
-    # And back: a keeper and four workers per child.
-    server.write_config(event_config)
-    server.signal(signal.SIGUSR1)
-    wait_generation(server, generation + 2)
-    wait_until(lambda: set(thread_counts(server).values()) == {6}, 20,
-               what="only event-model children")
-    done = load.done()
-    wait_until(lambda: load.done() > done + 200, 20,
-               what="requests served by the event model again")
+
+    def switch(config, generations, threads, model):
+        """Graceful restart into config: every child has `threads`
+        threads, and those children serve."""
+        server.write_config(config)
+        server.signal(signal.SIGUSR1)
+        wait_generation(server, generation + generations)
+        wait_until(lambda: set(thread_counts(server).values()) == {threads},
+                   20, what=f"only {model} children")
+        done = load.done()
+        wait_until(lambda: load.done() > done + 200, 20,
+                   what=f"requests served by the {model} children")
+
+    # To the prefork model (single-threaded children), and back (a keeper
+    # and four workers per child).
+    switch("", 1, 1, "prefork-model")
+    switch(event_config, 2, 6, "event-model")
     result = load.stop()
     print(f"event -> prefork -> event under load: {result}")
     assert result.failed == 0, result.errors
