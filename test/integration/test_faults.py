@@ -16,6 +16,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 from httpd_fixture import (BUILD, INDEX_BODY, bucket_sockets, children_of,
                            http_get, need_build, wait_until)
@@ -135,14 +136,27 @@ def test_children_crashing_at_exit_cost_no_client(make_httpd, child_model):
     assert probes.errors == [], probes
 
 
+def stopped(pid):
+    """Whether the process has stopped (state T in /proc/PID/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
+
+
 def stopped_bucket(server):
-    """SIGSTOPs every child of one bucket (the one most children hold);
-    returns their pids."""
+    """SIGSTOPs every child of one bucket (the one most children hold) and
+    waits until they have stopped; returns their pids. Until then a child
+    woken by the signal in accept() still takes a connection that has just
+    arrived (the kernel looks at the queue before the signal), and holds it
+    while stopped: a connection lost to a process that hangs after
+    accepting it, which no server can give back, not the bucket's queue
+    this test is about."""
     held = wait_until(lambda: bucket_sockets(server), 20,
                       what="every child to hold one bucket's socket")
     victims = max(held.values(), key=len)
     for pid in victims:
         os.kill(pid, signal.SIGSTOP)
+    wait_until(lambda: all(stopped(pid) for pid in victims), 10,
+               what="the bucket's children to stop")
     return victims
 
 
