@@ -349,6 +349,23 @@ static void test_reclaimable(void **state)
     assert_true(event_reclaimable(apr_time_from_sec(30)));
 }
 
+static void test_should_reclaim(void **state)
+{
+    (void)state;
+    /* The bucket accepts (a sibling with room takes the connections), or
+     * nothing waits: keep them, whether the bucket could grow or not. */
+    assert_false(event_should_reclaim(0, 0));
+    assert_false(event_should_reclaim(0, 1));
+    /* Stalled, and no child can be added: make room at once. */
+    assert_true(event_should_reclaim(apr_time_from_msec(200), 0));
+    assert_true(event_should_reclaim(1, 0));
+    /* Stalled, a child on its way: only if it does not come. */
+    assert_false(event_should_reclaim(apr_time_from_msec(200), 1));
+    assert_false(event_should_reclaim(EVENT_RECLAIM_GROWING_AFTER - 1, 1));
+    assert_true(event_should_reclaim(EVENT_RECLAIM_GROWING_AFTER, 1));
+    assert_true(event_should_reclaim(apr_time_from_sec(30), 1));
+}
+
 static void test_takes_turn(void **state)
 {
     apr_uint32_t accepted;

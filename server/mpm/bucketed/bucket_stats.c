@@ -120,18 +120,39 @@ apr_uint32_t bucket_stats_accepted(const bucketed_retained *retained,
     return apr_atomic_read32(&retained->counters[bucket].accepted);
 }
 
-int bucket_stats_can_grow(const bucketed_config *conf, int bucket)
+static published_census *census_of(const bucketed_config *conf,
+                                    int bucket)
 {
     const bucket_published *pub = &conf->published;
 
-    return pub->census != NULL && bucket >= 0
-           && bucket < conf->plan.num_buckets
-           && apr_atomic_read32(&pub->census[bucket].can_grow) != 0;
+    if (pub->census == NULL || bucket < 0
+        || bucket >= conf->plan.num_buckets) {
+        return NULL;
+    }
+    return &pub->census[bucket];
+}
+
+int bucket_stats_can_grow(const bucketed_config *conf, int bucket)
+{
+    published_census *pc = census_of(conf, bucket);
+
+    return pc != NULL && apr_atomic_read32(&pc->can_grow) != 0;
+}
+
+apr_interval_time_t bucket_stats_stalled_for(const bucketed_config *conf,
+                                             int bucket)
+{
+    published_census *pc = census_of(conf, bucket);
+
+    return pc != NULL ? apr_time_from_msec(apr_atomic_read32(&pc->stalled_ms))
+                      : 0;
 }
 
 void bucket_stats_publish_census(bucketed_config *conf,
                                  const bucket_census *census,
-                                 const int *can_grow, int num_buckets)
+                                 const int *can_grow,
+                                 const stall_watch *stall, int num_buckets,
+                                 apr_time_t now)
 {
     bucket_published *pub = &conf->published;
     int b;
@@ -143,6 +164,9 @@ void bucket_stats_publish_census(bucketed_config *conf,
         apr_atomic_set32(&pub->census[b].idle, (apr_uint32_t)census[b].idle);
         apr_atomic_set32(&pub->census[b].busy, (apr_uint32_t)census[b].busy);
         apr_atomic_set32(&pub->census[b].can_grow, can_grow[b] != 0);
+        apr_atomic_set32(&pub->census[b].stalled_ms, (apr_uint32_t)
+                         apr_time_as_msec(stall_watch_stalled_for(&stall[b],
+                                                                  now)));
     }
-    pub->times->census_at = apr_time_now();
+    pub->times->census_at = now;
 }

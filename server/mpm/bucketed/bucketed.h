@@ -57,6 +57,9 @@ typedef struct {
     apr_uint32_t can_grow;           /* the parent could start another child
                                       * in the bucket now: a free slot and
                                       * no back-off */
+    apr_uint32_t stalled_ms;         /* how long connections have waited in
+                                      * its accept queue with none accepted
+                                      * (policy_stall.h); 0 = not stalled */
 } published_census;
 
 typedef struct {
@@ -268,14 +271,21 @@ apr_uint32_t bucket_stats_reclaimed(const bucketed_retained *retained,
                                     int bucket);
 apr_uint32_t bucket_stats_accepted(const bucketed_retained *retained,
                                    int bucket);
-/* Parent: its per-bucket census (maintain_buckets) for display, and
- * whether each bucket could get another child (can_grow, per bucket). */
+/* Parent: its per-bucket census (maintain_buckets) for display, whether
+ * each bucket could get another child (can_grow) and how long each has
+ * been stalled at `now` (stall), per bucket. */
 void bucket_stats_publish_census(bucketed_config *conf,
                                  const bucket_census *census,
-                                 const int *can_grow, int num_buckets);
+                                 const int *can_grow,
+                                 const stall_watch *stall, int num_buckets,
+                                 apr_time_t now);
 /* Children: whether the parent's last pass could have given their bucket
  * another child (0 before the first pass). */
 int bucket_stats_can_grow(const bucketed_config *conf, int bucket);
+/* Children: how long the bucket had been stalled at the parent's last
+ * pass (0: it was not, or no pass yet). */
+apr_interval_time_t bucket_stats_stalled_for(const bucketed_config *conf,
+                                             int bucket);
 
 /* bucket_queue.c: the parent's sampling of every bucket socket. */
 apr_status_t bucket_queue_init(apr_pool_t *pconf, server_rec *s,

@@ -200,8 +200,6 @@ typedef struct {
     int stopping;
     apr_uint64_t waits;              /* ctx->waits when stuck_since was set */
     apr_time_t stuck_since;          /* 0: a worker was idle or done */
-    apr_time_t shut_out_since;       /* 0: no connection waits for this
-                                      * child's room */
 } keeper_state;
 
 /*
@@ -211,32 +209,18 @@ typedef struct {
  * to finish (milliseconds), for a child the parent adds to the bucket
  * (its stall check and a child's start: a few hundred milliseconds), or,
  * when every child of the bucket holds idle keep-alive connections up to
- * its limit and no slot is left, for KeepAliveTimeout. So once a
- * connection has waited RECLAIM_GRACE while this child was shut out (or
- * RECLAIM_GRACE_GROWING while the parent could still add a child, which
- * keeps the connections as an operator with room to spare expects), it
- * closes its oldest idle keep-alive connections to make room
- * (ev_reclaim_keepalive_locked). Under mutex.
+ * its limit and no slot is left, for KeepAliveTimeout. The parent's stall
+ * check tells which: this child closes its oldest idle keep-alive
+ * connections to make room (ev_reclaim_keepalive_locked) only when
+ * event_should_reclaim() says nothing else will take them. Under mutex.
  */
-#define RECLAIM_GRACE apr_time_from_msec(100)
-#define RECLAIM_GRACE_GROWING apr_time_from_sec(1)
-
-static void reclaim_if_shut_out_locked(event_child_ctx *ctx, keeper_state *ks,
-                                       apr_time_t now)
+static void reclaim_if_shut_out_locked(event_child_ctx *ctx)
 {
-    if (!ev_shut_out_locked(ctx)) {
-        ks->shut_out_since = 0;
-        return;
-    }
-    if (ks->shut_out_since == 0) {
-        ks->shut_out_since = now;
-        return;
-    }
-    if (now - ks->shut_out_since
-            >= (bucket_stats_can_grow(ctx->conf, ctx->bucket)
-                ? RECLAIM_GRACE_GROWING : RECLAIM_GRACE)
-        && ev_reclaim_keepalive_locked(ctx) > 0) {
-        ks->shut_out_since = 0;
+    if (ev_shut_out_locked(ctx)
+        && event_should_reclaim(
+               bucket_stats_stalled_for(ctx->conf, ctx->bucket),
+               bucket_stats_can_grow(ctx->conf, ctx->bucket))) {
+        ev_reclaim_keepalive_locked(ctx);
     }
 }
 
@@ -309,7 +293,7 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
         expire_locked(ctx, now);
         ev_hand_out_due_callbacks_locked(ctx, now);
         to_close = take_lingering_locked(ctx, now, 0);
-        reclaim_if_shut_out_locked(ctx, ks, now);
+        reclaim_if_shut_out_locked(ctx);
         extra = want_extra_worker_locked(ctx, ks, now);
         if (!ks->stopping || ctx->connections > 0) {
             wait_ms = wait_ms_locked(ctx, now);

@@ -264,6 +264,16 @@ int event_reclaimable(apr_interval_time_t idle_for)
     return idle_for >= EVENT_RECLAIM_MIN_IDLE;
 }
 
+int event_should_reclaim(apr_interval_time_t bucket_stalled_for,
+                         int bucket_can_grow)
+{
+    if (bucket_stalled_for <= 0) {
+        return 0;
+    }
+    return !bucket_can_grow
+           || bucket_stalled_for >= EVENT_RECLAIM_GROWING_AFTER;
+}
+
 int event_may_accept(int connections, int idle_workers, int threads_per_child,
                      int async_factor_scaled)
 {

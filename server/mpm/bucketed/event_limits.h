@@ -105,6 +105,26 @@ int event_reclaim_count(int connections, int idle_workers,
  * a new one. */
 int event_reclaimable(apr_interval_time_t idle_for);
 
+/* How long the bucket must have been stalled (policy_stall.h: connections
+ * wait in its accept queue and none has been accepted) before a child at
+ * its connection limit reclaims while the parent could still add a child
+ * to the bucket: that child takes the waiting connections (the stall check
+ * asks for one at once), so closing keep-alive connections would only
+ * lose them; this long, and the new children do not come or do not keep
+ * up. */
+#define EVENT_RECLAIM_GROWING_AFTER apr_time_from_sec(1)
+
+/* Whether a child at its connection limit, with connections waiting on its
+ * sockets, closes idle keep-alive connections to make room for them now:
+ * only once the parent sees its bucket stalled for bucket_stalled_for (a
+ * sibling with room accepts them, and then the bucket is not stalled),
+ * and, while the parent could add a child (bucket_can_grow), only after
+ * EVENT_RECLAIM_GROWING_AFTER. A connection waiting for a client's next
+ * request is worth less than one a client is waiting to have accepted,
+ * but more than one the server is about to accept anyway. */
+int event_should_reclaim(apr_interval_time_t bucket_stalled_for,
+                         int bucket_can_grow);
+
 /* Whether an event child's listening sockets belong in the epoll set its
  * workers wait in: the second half of the rule above only. The first
  * half needs no help there: the kernel wakes only a child with a worker
