@@ -299,49 +299,11 @@ void bucket_queue_sample(server_rec *s, bucketed_config *conf,
 /* bucket_report.c: the bucketed_get_status optional function. */
 void bucket_report_register(void);
 
-/* child.c */
-/* Fills set with the signals that ask a child to leave (AP_SIG_GRACEFUL,
- * AP_SIG_GRACEFUL_STOP, SIGINT) and, with stop, also with those that stop
- * it (SIGTERM, SIGHUP). */
-void child_signal_set(sigset_t *set, int stop);
-
-/* Makes set the process's signal mask: its signals blocked, every other
- * one open. A failure is logged. */
-void child_signal_mask(const sigset_t *set);
-
-/* The exit code of a child whose set-up failed with rv: APEXIT_CHILDSICK
- * (logged) for a shortage that can pass (exit_policy.h), else
- * APEXIT_CHILDFATAL. */
-int child_setup_exit_code(server_rec *s, int bucket, apr_status_t rv);
-
-/* A child's pool (pchild), with an allocator of its own; a child that
- * cannot have one exits sick. */
-apr_pool_t *child_pool_create(server_rec *s);
-
-/* child.c: a pool with an allocator of its own (MaxMemFree applied), for
- * one thread at a time; the allocator goes with the pool. */
-apr_status_t child_pool_with_allocator(apr_pool_t **p, apr_pool_t *parent,
-                                       const char *tag);
-
-/* parent: the pid of the parent process, 0 when the parent itself serves
- * (-X). */
-void child_main(server_rec *s, bucketed_config *conf,
-                bucketed_retained *retained, int slot, int bucket,
-                pid_t parent)
-    __attribute__((noreturn));
-
 /* event_child.c: one eventfd per bucket for the bucket's children to
  * wake each other (ChildModel event), kept across restarts so that old
  * and new children of a bucket share it. */
 apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
                                  bucketed_retained *retained);
-
-/* event_child.c: a child of ChildModel event (threads, async
- * keep-alive); arguments as for child_main. */
-void event_child_main(server_rec *s, bucketed_config *conf,
-                      bucketed_retained *retained, int slot, int bucket,
-                      pid_t parent)
-    __attribute__((noreturn));
 
 /* event_work.c: ap_mpm_register_timed_callback. A ChildModel event
  * child runs fn(baton) on a worker once t has passed; anywhere else (the

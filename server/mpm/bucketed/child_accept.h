@@ -5,7 +5,7 @@
  * on its one socket, in epoll_pwait() with EPOLLEXCLUSIVE on several, or
  * polling several under the bucket's accept mutex on kernels before 4.5.
  *
- * The leave signals (child.c) stay blocked except while waiting, so that
+ * The leave signals (prefork_child.c) stay blocked except while waiting, so that
  * request processing never sees EINTR from them; a wait returns APR_EINTR
  * once *leaving is set.
  */
@@ -37,7 +37,7 @@ typedef struct {
     sigset_t leave_signals;
     sigset_t wait_mask;              /* BUCKET_WAIT_EPOLL: the signal mask
                                       * while waiting, leave signals open */
-    volatile sig_atomic_t *leaving;
+    volatile apr_uint32_t *leaving;
 } accept_waiter;
 
 /* Sets up the waiter's mode in the child (pchild owns what it creates).

@@ -5,7 +5,7 @@ dnl The object list must name the same sources as MPM_SOURCES in bucketed's
 dnl Makefile.am (the apxs build); test/integration/test_intree_layout.py
 dnl checks that they match.
 bucketed_objects="mod_mpm_bucketed.lo bucketed_data.lo directives.lo bucket_listeners.lo listen_steering.lo \
-bucket_stats.lo bucket_queue.lo bucket_report.lo child.lo child_accept.lo \
+bucket_stats.lo bucket_queue.lo bucket_report.lo child_life.lo prefork_child.lo child_accept.lo \
 event_accept.lo event_base.lo event_work.lo event_child.lo event_keeper.lo event_poll.lo event_worker.lo kernel_probe.lo \
 reuseport_bpf.lo reuseport_trial.lo parent.lo parent_maint.lo parent_slots.lo bucket_plan.lo bucket_maint.lo exit_policy.lo \
 directive_check.lo event_limits.lo event_timeouts.lo kernel_features.lo \

@@ -36,8 +36,7 @@ static int may_accept_locked(event_child_ctx *ctx, int idle)
     return !ev_closing_down(ctx)
            && event_may_accept(ev_open_connections(ctx), idle, ctx->threads,
                                ctx->conf->async_factor)
-           && (ap_max_requests_per_child <= 0
-               || ctx->served < ap_max_requests_per_child);
+           && child_life_may_serve_more(ctx->served);
 }
 
 /* A connection about to be accepted is counted first, since workers accept
@@ -52,7 +51,7 @@ static int reserve_locked(event_child_ctx *ctx, apr_pool_t **ptrans)
         return 0;
     }
     ctx->served++;
-    return ctx->served == ap_max_requests_per_child;
+    return !child_life_may_serve_more(ctx->served);
 }
 
 /* EPOLLEXCLUSIVE wakes the first child in the socket's wait queue that has
@@ -93,7 +92,7 @@ static ev_conn *accept_reserved(event_child_ctx *ctx, ev_listener *l,
     }
     if (ptrans == NULL) {
         SET(ctx, sick);
-        SET(ctx, leaving);
+        CHILD_LIFE_SET(ctx->life, leaving);
         rv = APR_ENOMEM;
     }
     else {
@@ -103,7 +102,7 @@ static ev_conn *accept_reserved(event_child_ctx *ctx, ev_listener *l,
         if (rv == APR_EGENERAL) {
             /* Logged by ap_unixd_accept: a resource shortage. */
             SET(ctx, sick);
-            SET(ctx, leaving);
+            CHILD_LIFE_SET(ctx->life, leaving);
         }
         if (ptrans != NULL) {
             apr_pool_clear(ptrans);
@@ -127,7 +126,7 @@ static ev_conn *accept_reserved(event_child_ctx *ctx, ev_listener *l,
     ec->csd = csd;
     apr_os_sock_get(&ec->fd, csd);
     if (last) {
-        SET(ctx, leaving);
+        CHILD_LIFE_SET(ctx->life, leaving);
         ev_wake_keeper(ctx);
         ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, ctx->s, "bucketed: child %"
                      APR_PID_T_FMT " reached MaxConnectionsPerChild, "

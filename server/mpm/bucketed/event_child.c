@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * event_child.c: a child process of ChildModel event. It sets up what its
- * threads share (event_child.h), starts ThreadsPerChild worker threads
- * (event_worker.c) and one keeper thread (event_keeper.c), takes the
- * signals,
- * and stops the threads and ends the process. It also keeps the
- * transaction pools the threads pass between them, and the per-bucket
- * eventfds with which the children of a bucket wake each other.
+ * event_child.c: the event child model: what it adds to the life both
+ * models share (child_life.c). It sets up what its threads share
+ * (event_child.h), starts ThreadsPerChild worker threads (event_worker.c)
+ * and one keeper thread (event_keeper.c), takes the stop signals, and
+ * stops the threads. It also makes the per-bucket eventfds with which the
+ * children of a bucket wake each other.
  *
  * Signals: every thread blocks the stop signals; the main thread takes
  * them with sigtimedwait(). A leave request (AP_SIG_GRACEFUL, as for the
@@ -20,7 +19,6 @@
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
 #endif
 
 #include "httpd.h"
@@ -31,6 +29,7 @@
 #include "scoreboard.h"
 
 #include "bucketed.h"
+#include "child_life.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -82,22 +81,6 @@ static apr_status_t setup_extra_workers(event_child_ctx *ctx)
     return rv;
 }
 
-/* Ends the process. With every worker gone the pool cleanups run (logs
- * flushed); a worker still busy (SIGTERM) leaves without them. */
-static void event_child_exit(event_child_ctx *ctx, int code, int clean)
-    __attribute__((noreturn));
-
-static void event_child_exit(event_child_ctx *ctx, int code, int clean)
-{
-    ctx->retained->mpm->mpm_state = AP_MPMQ_STOPPING;
-    ap_run_child_stopping(ctx->pchild, !IS(ctx, dying));
-    if (clean) {
-        apr_pool_destroy(ctx->pchild);
-        exit(code);
-    }
-    _exit(code);
-}
-
 /* Waits for the workers to exit: all of them when leaving gracefully
  * (they are idle by then), DIE_GRACE at most after SIGTERM. Returns
  * whether all did. */
@@ -117,7 +100,7 @@ static int stop_workers(event_child_ctx *ctx, worker_info *workers)
                      "bucketed: write to the workers' stop eventfd");
     }
     while (ctx->running_workers > 0) {
-        if (IS(ctx, dying)) {
+        if (CHILD_LIFE_IS(ctx->life, dying)) {
             apr_time_t now = apr_time_now();
             if (now >= deadline) {
                 break;
@@ -142,21 +125,7 @@ static int stop_workers(event_child_ctx *ctx, worker_info *workers)
     return all;
 }
 
-/* A parent that dies without stopping its children must not leave them
- * serving: on Linux they are asked to leave when it goes. */
-static void leave_with_parent(event_child_ctx *ctx, pid_t parent)
-{
-    if (prctl(PR_SET_PDEATHSIG, AP_SIG_GRACEFUL) < 0) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, ctx->s,
-                     "bucketed: prctl(PR_SET_PDEATHSIG)");
-    }
-    if (getppid() != parent) {
-        SET(ctx, leaving);
-    }
-}
-
-static void wait_for_signals(event_child_ctx *ctx, const sigset_t *set)
+static void wait_for_signals(event_child_ctx *ctx)
 {
     while (!IS(ctx, keeper_done)) {
         struct timespec ts;
@@ -164,7 +133,7 @@ static void wait_for_signals(event_child_ctx *ctx, const sigset_t *set)
 
         ts.tv_sec = 0;
         ts.tv_nsec = 200 * 1000 * 1000;
-        sig = sigtimedwait(set, NULL, &ts);
+        sig = sigtimedwait(&ctx->stop_signals, NULL, &ts);
         if (sig < 0) {
             int err = errno;
             if (err != EAGAIN && err != EINTR) {
@@ -174,70 +143,65 @@ static void wait_for_signals(event_child_ctx *ctx, const sigset_t *set)
             continue;
         }
         if (sig == SIGTERM || sig == SIGHUP) {
-            SET(ctx, dying);
+            CHILD_LIFE_SET(ctx->life, dying);
         }
         else {
-            SET(ctx, leaving);
+            CHILD_LIFE_SET(ctx->life, leaving);
         }
         ev_wake_keeper(ctx);
     }
 }
 
-void event_child_main(server_rec *s, bucketed_config *conf,
-                      bucketed_retained *retained, int slot, int bucket,
-                      pid_t parent)
+/* Before any thread starts: they all inherit this mask, and the main
+ * thread takes the stop signals with sigtimedwait(). */
+static void take_signals(child_life *life)
 {
-    event_child_ctx *ctx;
-    apr_thread_mutex_t *alloc_mutex;
-    apr_pool_t *pchild;
-    apr_threadattr_t *attr;
-    apr_thread_t *keeper;
-    worker_info *workers;
-    sigset_t stop_signals;
-    apr_status_t rv, thread_rv;
-    int i, clean;
+    event_child_ctx *ctx = life->model;
 
-    /* Before any thread starts: they all inherit this mask, and the main
-     * thread takes the stop signals with sigtimedwait(). */
-    child_signal_set(&stop_signals, 1);
-    child_signal_mask(&stop_signals);
-    retained->mpm->mpm_state = AP_MPMQ_STARTING;
-    pchild = child_pool_create(s);
+    ctx->life = life;
+    child_signal_set(&ctx->stop_signals, 1);
+    child_signal_mask(&ctx->stop_signals);
+}
+
+/* What the threads share: the epoll set, the keeper's set and wake-ups,
+ * the callbacks' records, the locks. */
+static apr_status_t set_up(child_life *life)
+{
+    event_child_ctx *ctx = life->model;
+    apr_thread_mutex_t *alloc_mutex;
+    apr_status_t rv;
+    int i;
+
     /* Threads create and destroy transaction pools under pchild. */
     rv = apr_thread_mutex_create(&alloc_mutex, APR_THREAD_MUTEX_DEFAULT,
-                                 pchild);
+                                 life->pchild);
     if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, s,
+        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, life->s,
                      "bucketed: apr_thread_mutex_create in child");
-        exit(APEXIT_CHILDSICK);
+        return rv;
     }
-    apr_allocator_mutex_set(apr_pool_allocator_get(pchild), alloc_mutex);
-
-    ctx = apr_pcalloc(pchild, sizeof(*ctx));
-    ctx->s = s;
-    ctx->conf = conf;
-    ctx->retained = retained;
-    ctx->slot = slot;
-    ctx->bucket = bucket;
-    ctx->pchild = pchild;
-    ctx->threads = conf->threads.threads_per_child;
-    ctx->thread_limit = retained->first_thread_limit;
-    ctx->generation = retained->mpm->my_generation;
-    retained->event_child = ctx;
+    apr_allocator_mutex_set(apr_pool_allocator_get(life->pchild),
+                            alloc_mutex);
+    ctx->s = life->s;
+    ctx->conf = life->conf;
+    ctx->retained = life->retained;
+    ctx->slot = life->slot;
+    ctx->bucket = life->bucket;
+    ctx->pchild = life->pchild;
+    ctx->threads = life->conf->threads.threads_per_child;
+    ctx->thread_limit = life->retained->first_thread_limit;
+    life->retained->event_child = ctx;
     ctx->epoll_fd = ctx->work_fd = ctx->stop_fd = -1;
     ctx->keeper_fd = ctx->wake_fd = -1;
-    ctx->spare_pools = apr_pcalloc(pchild, sizeof(apr_pool_t *)
-                                           * (ctx->threads + SPARE_POOLS));
+    ctx->spare_pools = apr_pcalloc(life->pchild, sizeof(apr_pool_t *)
+                                   * (ctx->threads + SPARE_POOLS));
     for (i = 0; i < NUM_WAITS; i++) {
         timeout_list_init(&ctx->timeouts[i]);
     }
     for (i = 0; i < ctx->threads; i++) {
-        ap_update_child_status_from_indexes(slot, i, SERVER_STARTING, NULL);
+        ap_update_child_status_from_indexes(life->slot, i, SERVER_STARTING,
+                                            NULL);
     }
-
-    ap_fatal_signal_child_setup(s);
-    bucket_listeners_keep_only(conf, bucket);
-    bucket_listeners_child_steering(s, conf, retained, bucket);
     rv = ev_setup_epoll(ctx);
     if (rv == APR_SUCCESS) {
         rv = ev_setup_keeper(ctx);
@@ -248,19 +212,23 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     if (rv == APR_SUCCESS) {
         rv = setup_threads_sync(ctx);
     }
-    if (rv != APR_SUCCESS) {
-        event_child_exit(ctx, child_setup_exit_code(s, bucket, rv), 1);
-    }
-    if (ap_run_drop_privileges(pchild, s)) {
-        event_child_exit(ctx, APEXIT_CHILDFATAL, 1);
-    }
-    if (parent != 0) {
-        leave_with_parent(ctx, parent);
-    }
-    ap_run_child_init(pchild, s);
-    ap_get_scoreboard_process(slot)->not_accepting = 0;
+    return rv;
+}
 
-    rv = apr_threadattr_create(&attr, pchild);
+/* Starts the workers and the keeper, waits for the stop signals, and
+ * stops the threads. A thread that cannot be made is a shortage: the
+ * child exits sick and the parent backs off. */
+static int serve(child_life *life, int *clean)
+{
+    event_child_ctx *ctx = life->model;
+    apr_threadattr_t *attr;
+    apr_thread_t *keeper;
+    worker_info *workers;
+    apr_status_t rv, thread_rv;
+    int i;
+
+    ap_get_scoreboard_process(life->slot)->not_accepting = 0;
+    rv = apr_threadattr_create(&attr, life->pchild);
     if (rv == APR_SUCCESS) {
         rv = apr_threadattr_detach_set(attr, 0);
     }
@@ -268,13 +236,11 @@ void event_child_main(server_rec *s, bucketed_config *conf,
         rv = apr_threadattr_stacksize_set(attr, ap_thread_stacksize);
     }
     if (rv != APR_SUCCESS) {
-        /* A resource shortage (no thread yet to stop): the parent slows
-         * its spawning and tries again. */
-        ap_log_error(APLOG_MARK, APLOG_ALERT, rv, s, "bucketed: cannot set "
-                     "up the event child's thread attributes");
-        event_child_exit(ctx, APEXIT_CHILDSICK, 1);
+        ap_log_error(APLOG_MARK, APLOG_ALERT, rv, life->s, "bucketed: cannot "
+                     "set up the event child's thread attributes");
+        return APEXIT_CHILDSICK;
     }
-    workers = apr_pcalloc(pchild, sizeof(*workers) * ctx->thread_limit);
+    workers = apr_pcalloc(life->pchild, sizeof(*workers) * ctx->thread_limit);
     for (i = 0; i < ctx->thread_limit; i++) {
         workers[i].num = i;
         workers[i].ctx = ctx;
@@ -282,44 +248,47 @@ void event_child_main(server_rec *s, bucketed_config *conf,
     ctx->workers = workers;
     rv = setup_extra_workers(ctx);
     if (rv != APR_SUCCESS) {
-        event_child_exit(ctx, child_setup_exit_code(s, bucket, rv), 1);
+        return child_setup_exit_code(life->s, life->bucket, rv);
     }
-    /* Before any worker runs: they serve from their first moment, and
-     * modules ask for the state (ap_mpm_query) while serving. */
-    retained->mpm->mpm_state = AP_MPMQ_RUNNING;
     ev_lock(ctx);
     for (i = 0; i < ctx->threads; i++) {
         workers[i].running = 1;
         rv = apr_thread_create(&workers[i].thread, attr, ev_worker_main,
-                               &workers[i], pchild);
+                               &workers[i], life->pchild);
         if (rv != APR_SUCCESS) {
             ev_unlock(ctx);
-            ap_log_error(APLOG_MARK, APLOG_ALERT, rv, s, "bucketed: "
+            ap_log_error(APLOG_MARK, APLOG_ALERT, rv, life->s, "bucketed: "
                          "apr_thread_create: unable to create worker "
                          "thread %d", i);
-            /* Resource shortage: the workers made so far are stopped. */
+            /* The workers made so far are stopped. */
             workers[i].thread = NULL;
-            SET(ctx, dying);
-            stop_workers(ctx, workers);
-            event_child_exit(ctx, APEXIT_CHILDSICK, 0);
+            CHILD_LIFE_SET(life, dying);
+            *clean = stop_workers(ctx, workers);
+            return APEXIT_CHILDSICK;
         }
         ctx->running_workers++;
     }
     ev_unlock(ctx);
-    rv = apr_thread_create(&keeper, attr, ev_keeper_main, ctx, pchild);
+    rv = apr_thread_create(&keeper, attr, ev_keeper_main, ctx, life->pchild);
     if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_ALERT, rv, s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_ALERT, rv, life->s, "bucketed: "
                      "apr_thread_create: unable to create the keeper thread");
-        SET(ctx, dying);
-        stop_workers(ctx, workers);
-        event_child_exit(ctx, APEXIT_CHILDSICK, 0);
+        CHILD_LIFE_SET(life, dying);
+        *clean = stop_workers(ctx, workers);
+        return APEXIT_CHILDSICK;
     }
 
-    wait_for_signals(ctx, &stop_signals);
+    wait_for_signals(ctx);
     apr_thread_join(&thread_rv, keeper);
-    clean = stop_workers(ctx, workers);
-    event_child_exit(ctx, IS(ctx, sick) ? APEXIT_CHILDSICK : 0, clean);
+    /* With a worker still busy (SIGTERM), the process leaves without the
+     * pool cleanups. */
+    *clean = stop_workers(ctx, workers);
+    return IS(ctx, sick) ? APEXIT_CHILDSICK : 0;
 }
+
+const child_model event_child_model = {
+    sizeof(event_child_ctx), take_signals, set_up, serve
+};
 
 apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
                                  bucketed_retained *retained)
@@ -361,18 +330,29 @@ apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
     return APR_SUCCESS;
 }
 
-void event_child_main(server_rec *s, bucketed_config *conf,
-                      bucketed_retained *retained, int slot, int bucket,
-                      pid_t parent)
+/* Refused at start-up (-t says so); a child that got here anyway ends. */
+static void take_signals(child_life *life)
 {
-    (void)conf;
-    (void)retained;
-    (void)slot;
-    (void)bucket;
-    (void)parent;
-    ap_log_error(APLOG_MARK, APLOG_EMERG, 0, s, "bucketed: ChildModel event "
-                 "needs epoll (Linux) and an APR built with threads");
+    ap_log_error(APLOG_MARK, APLOG_EMERG, 0, life->s, "bucketed: ChildModel "
+                 "event needs epoll (Linux) and an APR built with threads");
     exit(APEXIT_CHILDFATAL);
 }
+
+static apr_status_t set_up(child_life *life)
+{
+    (void)life;
+    return APR_ENOTIMPL;
+}
+
+static int serve(child_life *life, int *clean)
+{
+    (void)life;
+    (void)clean;
+    return APEXIT_CHILDFATAL;
+}
+
+const child_model event_child_model = {
+    1, take_signals, set_up, serve
+};
 
 #endif /* BUCKETED_HAS_EVENT_MODEL */

@@ -40,6 +40,7 @@
 #include "httpd.h"
 
 #include "bucketed.h"
+#include "child_life.h"
 #include "event_timeouts.h"
 
 /* What an epoll event's data points at starts with one of these. */
@@ -125,6 +126,9 @@ typedef struct {
 } worker_info;
 
 typedef struct event_child_ctx {
+    struct child_life *life;         /* leaving, dying: CHILD_LIFE_IS() */
+    sigset_t stop_signals;           /* blocked in every thread; the main
+                                      * thread takes them */
     server_rec *s;
     bucketed_config *conf;
     bucketed_retained *retained;
@@ -137,7 +141,6 @@ typedef struct event_child_ctx {
     apr_pool_t *extra_pool;          /* the keeper's, for extra workers */
     apr_threadattr_t *extra_attr;    /* detached */
     apr_pool_t *pchild;
-    ap_generation_t generation;
 
     /* The epoll set the workers wait in. */
     int epoll_fd;
@@ -176,7 +179,7 @@ typedef struct event_child_ctx {
                                       * to admit new ones, not yet taken
                                       * by a worker to close */
     apr_time_t reclaim_logged;       /* last reclaim warning */
-    int served;                      /* accepted, when MaxConnectionsPer
+    apr_uint32_t served;             /* accepted, when MaxConnectionsPer
                                       * Child counts them */
     apr_pool_t *callback_pool;       /* ev_callback records come from here */
     ev_callback *timed;              /* registered, in order of time */
@@ -187,8 +190,6 @@ typedef struct event_child_ctx {
     int num_suspended;
 
     /* Flags any thread may read, set with SET() and read with IS(). */
-    apr_uint32_t leaving;            /* graceful: finish and go */
-    apr_uint32_t dying;              /* SIGTERM: go now */
     apr_uint32_t sick;               /* accept() broke: exit CHILDSICK */
     apr_uint32_t keeper_done;        /* the keeper thread has finished */
     apr_uint32_t accepted;           /* connections accepted (atomic) */
@@ -225,7 +226,8 @@ static inline int ev_open_connections(event_child_ctx *ctx)
 
 static inline int ev_closing_down(event_child_ctx *ctx)
 {
-    return IS(ctx, leaving) || IS(ctx, dying);
+    return CHILD_LIFE_IS(ctx->life, leaving)
+           || CHILD_LIFE_IS(ctx->life, dying);
 }
 
 /* How a listening socket is in the set: edge-triggered, and exclusive

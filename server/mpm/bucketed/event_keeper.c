@@ -268,21 +268,20 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
     int wait_ms = -1, extra = 0;
 
     ev_lock(ctx);
-    if (ap_scoreboard_image->global->running_generation
-        != ctx->generation) {
-        SET(ctx, leaving);
+    if (child_life_generation_over(ctx->life)) {
+        CHILD_LIFE_SET(ctx->life, leaving);
     }
     ev_update_listening_locked(ctx);
     /* Out of the set once leaving or dying: close this child's copies. */
-    if (IS(ctx, leaving) || IS(ctx, dying)) {
+    if (ev_closing_down(ctx)) {
         ev_close_listeners_locked(ctx);
     }
-    if (IS(ctx, dying)) {
+    if (CHILD_LIFE_IS(ctx->life, dying)) {
         end_all_locked(ctx, WAIT_KEEPALIVE, WAIT_IO);
         to_close = take_lingering_locked(ctx, now, 1);
     }
     else {
-        if (IS(ctx, leaving) && !ks->stopping) {
+        if (CHILD_LIFE_IS(ctx->life, leaving) && !ks->stopping) {
             ks->stopping = 1;
             ap_get_scoreboard_process(ctx->slot)->quiescing = 1;
         }
@@ -335,7 +334,7 @@ void *APR_THREAD_FUNC ev_keeper_main(apr_thread_t *thd, void *arg)
                 ap_log_error(APLOG_MARK, APLOG_CRIT, err, ctx->s,
                              "bucketed: epoll_wait in the keeper");
                 SET(ctx, sick);
-                SET(ctx, dying);
+                CHILD_LIFE_SET(ctx->life, dying);
             }
             continue;
         }

@@ -441,7 +441,7 @@ void ev_close_conn(event_child_ctx *ctx, ev_conn *ec)
     ev_keep_spare_pool_locked(ctx, p);
     ev_count_connection_locked(ctx, -1);
     ev_update_listening_locked(ctx);
-    if (ctx->connections == 0 && (IS(ctx, leaving) || IS(ctx, dying))) {
+    if (ctx->connections == 0 && ev_closing_down(ctx)) {
         ev_wake_keeper(ctx);
     }
     ev_unlock(ctx);

@@ -50,7 +50,7 @@ apr_status_t ev_register_timed_callback(event_child_ctx *ctx, apr_time_t t,
     ev_callback *cb, **at;
 
     ev_lock(ctx);
-    if (IS(ctx, dying)) {
+    if (CHILD_LIFE_IS(ctx->life, dying)) {
         ev_unlock(ctx);
         return APR_EGENERAL;
     }

@@ -107,7 +107,7 @@ static event_next_e flush_output(event_child_ctx *ctx, ev_conn *ec)
     r.keepalive = c->keepalive == AP_CONN_KEEPALIVE;
     r.aborted = c->aborted;
     r.input_pending = c->data_in_input_filters;
-    r.leaving = IS(ctx, leaving) || IS(ctx, dying);
+    r.leaving = ev_closing_down(ctx);
     ec->cs->sense = CONN_SENSE_DEFAULT;
     return event_after_flush(&r);
 }
@@ -215,7 +215,7 @@ static void serve_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
                         EVENT_NEXT_PROCESS);
             return;
         case EVENT_NEXT_KEEPALIVE:
-            if (IS(ctx, leaving) || IS(ctx, dying)) {
+            if (ev_closing_down(ctx)) {
                 ec->short_linger = 1;
                 ec->step = EVENT_NEXT_LINGER;
                 continue;
@@ -274,7 +274,7 @@ static void conn_ready(event_child_ctx *ctx, ev_conn *ec, int thread_num,
 
     if (closing) {
         /* Timed out, or the child is leaving. */
-        if (IS(ctx, dying)) {
+        if (CHILD_LIFE_IS(ctx->life, dying)) {
             ev_close_conn(ctx, ec);
             return;
         }
@@ -320,7 +320,7 @@ static void *wait_for_event(event_child_ctx *ctx, worker_info *wi, int first)
             ap_log_error(APLOG_MARK, APLOG_CRIT, err, ctx->s,
                          "bucketed: epoll_wait in a worker");
             SET(ctx, sick);
-            SET(ctx, dying);
+            CHILD_LIFE_SET(ctx->life, dying);
             ev_lock(ctx);
             ev_wake_keeper(ctx);
             return NULL;
@@ -380,8 +380,9 @@ void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg)
     wi->running = 0;
     apr_thread_cond_signal(ctx->gone);
     ev_unlock(ctx);
-    set_worker_status(ctx, wi->num, IS(ctx, dying) || wi->num >= ctx->threads
-                                    ? SERVER_DEAD : SERVER_GRACEFUL);
+    set_worker_status(ctx, wi->num,
+                      CHILD_LIFE_IS(ctx->life, dying) || wi->num >= ctx->threads
+                      ? SERVER_DEAD : SERVER_GRACEFUL);
     apr_thread_exit(thd, APR_SUCCESS);
     return NULL;
 }

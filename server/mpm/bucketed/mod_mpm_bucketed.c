@@ -25,9 +25,10 @@
  *   parent.c            the parent: generations, stop, restarts
  *   parent_slots.c      its slot table: spawning, leaving, reaping
  *   parent_maint.c      its maintenance passes
- *   child.c             the child: serve what its bucket accepts
- *   child_accept.c      the child: waiting for a connection
- *   event_child.c       ChildModel event: the child process
+ *   child_life.c        a child's life, the same in both models
+ *   prefork_child.c     ChildModel prefork: one connection at a time
+ *   child_accept.c      waiting for a connection, accepting one
+ *   event_child.c       ChildModel event: its threads and signals
  *   event_keeper.c      its keeper thread: timeouts, leaving, reclaiming
  *   event_worker.c      its worker threads: serving connections
  *   event_work.c        its timed callbacks, suspended connections

@@ -17,6 +17,8 @@
 #include "http_main.h"
 #include "mpm_common.h"
 
+#include "child_life.h"
+
 APLOG_USE_MODULE(mpm_bucketed);
 
 /* The monitor hook (mod_systemd's status, mod_watchdog ...) runs at the
@@ -145,10 +147,9 @@ void parent_run_child(parent_context *pc, int slot, int bucket,
 {
     /* Keeps the drop_privileges hook from closing this child's sockets. */
     pc->retained->server_child = 1;
-    if (pc->conf->child_model == CHILD_MODEL_EVENT) {
-        event_child_main(pc->s, pc->conf, pc->retained, slot, bucket, parent);
-    }
-    child_main(pc->s, pc->conf, pc->retained, slot, bucket, parent);
+    child_life_run(pc->conf->child_model == CHILD_MODEL_EVENT
+                   ? &event_child_model : &prefork_child_model,
+                   pc->s, pc->conf, pc->retained, slot, bucket, parent);
 }
 
 int parent_spawn_child(parent_context *pc, int slot, int bucket)

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * child_life.c: what every child does, in both child models, in the order
+ * httpd's modules expect it (child_life.h). The model's set-up runs as
+ * root, before the identity change, so that what it opens (epoll, eventfds,
+ * locks) fails the same way as the rest of the set-up: a shortage exits
+ * sick and the parent backs off; anything else is fatal.
+ */
+#include "child_life.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include "httpd.h"
+#include "http_config.h"
+#include "http_log.h"
+#include "http_main.h"
+#include "mpm_common.h"
+#include "scoreboard.h"
+
+#include "exit_policy.h"
+
+APLOG_USE_MODULE(mpm_bucketed);
+
+void child_signal_set(sigset_t *set, int stop)
+{
+    sigemptyset(set);
+    sigaddset(set, AP_SIG_GRACEFUL);
+    sigaddset(set, AP_SIG_GRACEFUL_STOP);
+    sigaddset(set, SIGINT);
+    if (stop) {
+        sigaddset(set, SIGTERM);
+        sigaddset(set, SIGHUP);
+    }
+}
+
+void child_signal_mask(const sigset_t *set)
+{
+    if (sigprocmask(SIG_SETMASK, set, NULL) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ap_server_conf,
+                     "bucketed: sigprocmask in child");
+    }
+}
+
+int child_setup_exit_code(server_rec *s, int bucket, apr_status_t rv)
+{
+    if (child_setup_failure_passes(rv)) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, rv, s, "bucketed: a new child of "
+                     "bucket %d could not set up (the error above); it exits "
+                     "sick, and the parent starts the bucket's next child "
+                     "when the shortage may have passed", bucket);
+        return APEXIT_CHILDSICK;
+    }
+    return APEXIT_CHILDFATAL;
+}
+
+apr_status_t child_pool_with_allocator(apr_pool_t **p, apr_pool_t *parent,
+                                       const char *tag)
+{
+    apr_allocator_t *allocator;
+    apr_status_t rv;
+
+    rv = apr_allocator_create(&allocator);
+    if (rv != APR_SUCCESS) {
+        return rv;
+    }
+    apr_allocator_max_free_set(allocator, ap_max_mem_free);
+    rv = apr_pool_create_ex(p, parent, NULL, allocator);
+    if (rv != APR_SUCCESS) {
+        apr_allocator_destroy(allocator);
+        return rv;
+    }
+    apr_allocator_owner_set(allocator, *p);
+    apr_pool_tag(*p, tag);
+    return APR_SUCCESS;
+}
+
+void child_life_exit(child_life *life, int code, int clean)
+{
+    CHILD_LIFE_SET(life, exiting);
+    life->retained->mpm->mpm_state = AP_MPMQ_STOPPING;
+    if (life->pchild != NULL) {
+        ap_run_child_stopping(life->pchild, !CHILD_LIFE_IS(life, dying));
+        if (!clean) {
+            _exit(code);
+        }
+        apr_pool_destroy(life->pchild);
+    }
+    exit(code);
+}
+
+int child_life_generation_over(const child_life *life)
+{
+    return ap_scoreboard_image->global->running_generation
+           != life->generation;
+}
+
+int child_life_may_serve_more(apr_uint32_t served)
+{
+    return ap_max_requests_per_child <= 0
+           || served < (apr_uint32_t)ap_max_requests_per_child;
+}
+
+/* A parent that dies without stopping its children (killed, crashed)
+ * must not leave them serving an orphaned configuration: on Linux they
+ * are asked to leave when it goes. After the identity change, which
+ * clears the parent-death signal. */
+static void leave_with_parent(child_life *life, pid_t parent)
+{
+#ifdef __linux__
+    if (prctl(PR_SET_PDEATHSIG, AP_SIG_GRACEFUL) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, life->s,
+                     "bucketed: prctl(PR_SET_PDEATHSIG)");
+    }
+#endif
+    if (getppid() != parent) {
+        CHILD_LIFE_SET(life, leaving);
+    }
+}
+
+void child_life_run(const child_model *model, server_rec *s,
+                    bucketed_config *conf, bucketed_retained *retained,
+                    int slot, int bucket, pid_t parent)
+{
+    child_life life;
+    apr_status_t rv;
+    int code, clean = 1;
+
+    memset(&life, 0, sizeof(life));
+    life.s = s;
+    life.conf = conf;
+    life.retained = retained;
+    life.slot = slot;
+    life.bucket = bucket;
+    life.generation = retained->mpm->my_generation;
+    /* Signals come before the child's pool: the process pool, which this
+     * process alone uses from now on, holds the model's context. */
+    life.model = apr_pcalloc(s->process->pool, model->context_size);
+    model->take_signals(&life);
+    retained->mpm->mpm_state = AP_MPMQ_STARTING;
+
+    rv = child_pool_with_allocator(&life.pchild, s->process->pconf, "pchild");
+    if (rv != APR_SUCCESS) {
+        life.pchild = NULL;
+        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, s,
+                     "bucketed: cannot create the child's pool");
+        child_life_exit(&life, APEXIT_CHILDSICK, 1);
+    }
+    ap_fatal_signal_child_setup(s);
+    bucket_listeners_keep_only(conf, bucket);
+    bucket_listeners_child_steering(s, conf, retained, bucket);
+    rv = model->set_up(&life);
+    if (rv != APR_SUCCESS) {
+        child_life_exit(&life, child_setup_exit_code(s, bucket, rv), 1);
+    }
+    if (ap_run_drop_privileges(life.pchild, s)) {
+        child_life_exit(&life, APEXIT_CHILDFATAL, 1);
+    }
+    if (parent != 0) {
+        leave_with_parent(&life, parent);
+    }
+    ap_run_child_init(life.pchild, s);
+    /* Before the model serves: modules ask for the state (ap_mpm_query)
+     * while serving. */
+    retained->mpm->mpm_state = AP_MPMQ_RUNNING;
+    code = model->serve(&life, &clean);
+    child_life_exit(&life, code, clean);
+}

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * prefork_child.c: the prefork child model. What it adds to the life both
+ * models share (child_life.c): signal handlers, the wait for a connection
+ * on the bucket's sockets (child_accept.c), and one connection served at a
+ * time.
+ *
+ * Leaving: the parent asks a child to leave with AP_SIG_GRACEFUL (SIGUSR1;
+ * SIGWINCH and SIGINT mean the same here). That signal stays blocked while
+ * a connection is served, so request processing never sees EINTR from it,
+ * and is unblocked only around the wait for the next connection, where it
+ * interrupts accept() or poll(). SIGTERM and SIGHUP end the child at once.
+ *
+ * A child that learns it is leaving closes its copies of the bucket's
+ * sockets before anything else (accept_waiter_close()).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#include "httpd.h"
+#include "http_connection.h"
+#include "http_log.h"
+#include "http_main.h"
+#include "mpm_common.h"
+
+#include "bucketed.h"
+#include "child_accept.h"
+#include "child_life.h"
+
+APLOG_USE_MODULE(mpm_bucketed);
+
+typedef struct {
+    child_life *life;
+    ap_sb_handle_t *sbh;
+    accept_waiter waiter;
+    volatile sig_atomic_t waiting;   /* in accept_waiter_wait() */
+} prefork_child;
+
+/* The only file-scope state: this process's context, for its signal
+ * handlers. Set once, right after fork, in the child. */
+static prefork_child *this_child;
+
+static void on_leave_signal(int sig)
+{
+    (void)sig;
+    CHILD_LIFE_SET(this_child->life, leaving);
+}
+
+/*
+ * SIGTERM/SIGHUP: end now, running the child_stopping hooks and the pool
+ * cleanups so that buffered logs are written, as prefork's children do.
+ * What the handler does depends on where it lands:
+ *  - the exit has begun (child_life_exit() in the main flow, a leave or a
+ *    sick exit): nothing. Running it again would destroy the pool twice; the
+ *    exit under way ends the process, and the parent's SIGKILL bounds it.
+ *  - waiting for a connection: only flags. accept(), epoll_pwait() and
+ *    poll() return EINTR (no SA_RESTART) and serve_connections() exits in
+ *    the main flow, outside any allocator or module lock. (A signal landing
+ *    between the wait's last look at the flags and the system call is seen
+ *    at the next connection, or ends with the parent's SIGKILL.)
+ *  - serving: the request must end now, so the exit runs here, as stock
+ *    prefork's just_die() does. The flag, set first and the stop signals
+ *    blocked in the handler (sa_mask), make it run once.
+ */
+static void on_die_signal(int sig)
+{
+    prefork_child *pc = this_child;
+
+    (void)sig;
+    if (CHILD_LIFE_IS(pc->life, exiting)) {
+        return;
+    }
+    CHILD_LIFE_SET(pc->life, dying);
+    if (pc->waiting) {
+        CHILD_LIFE_SET(pc->life, leaving);
+        return;
+    }
+    child_life_exit(pc->life, 0, 1);
+}
+
+static void install_handler(int sig, void (*handler)(int),
+                            const sigset_t *mask)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = handler;
+    sa.sa_mask = *mask;
+    sa.sa_flags = 0;     /* no SA_RESTART: interrupt accept() and poll() */
+    if (sigaction(sig, &sa, NULL) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ap_server_conf,
+                     "bucketed: sigaction(%d) in child", sig);
+    }
+}
+
+static void take_signals(child_life *life)
+{
+    prefork_child *pc = life->model;
+    sigset_t *leave = &pc->waiter.leave_signals;
+    sigset_t all;
+
+    pc->life = life;
+    this_child = pc;
+    child_signal_set(leave, 0);
+    child_signal_set(&all, 1);
+    /* Blocked while the handlers go in (forked children have every signal
+     * blocked already; a -X parent does not). */
+    child_signal_mask(&all);
+    install_handler(AP_SIG_GRACEFUL, on_leave_signal, &all);
+    install_handler(AP_SIG_GRACEFUL_STOP, on_leave_signal, &all);
+    install_handler(SIGINT, on_leave_signal, &all);
+    install_handler(SIGTERM, on_die_signal, &all);
+    install_handler(SIGHUP, on_die_signal, &all);
+
+    /* The parent forked with every signal blocked; from here on only the
+     * leave signals stay blocked (see child_accept.c). */
+    child_signal_mask(leave);
+}
+
+/* The bucket's sockets to wait on, and how (child_accept.c). */
+static apr_status_t set_up(child_life *life)
+{
+    prefork_child *pc = life->model;
+    bucketed_config *conf = life->conf;
+    accept_waiter *w = &pc->waiter;
+
+    w->s = life->s;
+    w->bucket = life->bucket;
+    w->listeners = conf->bucket_listeners[life->bucket];
+    w->mode = bucket_wait_mode(bucket_listeners_count(conf, life->bucket),
+                               conf->kernel.epoll_exclusive);
+    w->accept_mutex = conf->accept_mutex[life->bucket];
+    w->leaving = &life->leaving;
+    return accept_waiter_init(w, life->pchild);
+}
+
+static int serve(child_life *life, int *clean)
+{
+    prefork_child *pc = life->model;
+    apr_bucket_alloc_t *bucket_alloc;
+    apr_pool_t *ptrans;
+    apr_status_t rv;
+    apr_uint32_t served = 0;
+
+    (void)clean;
+    ap_create_sb_handle(&pc->sbh, life->pchild, life->slot, 0);
+    rv = apr_pool_create(&ptrans, life->pchild);
+    if (rv != APR_SUCCESS) {
+        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, life->s,
+                     "bucketed: apr_pool_create for connections");
+        return APEXIT_CHILDSICK;
+    }
+    apr_pool_tag(ptrans, "transaction");
+    bucket_alloc = apr_bucket_alloc_create(life->pchild);
+
+    while (!CHILD_LIFE_IS(life, leaving) && child_life_may_serve_more(served)) {
+        apr_socket_t *csd = NULL;
+        conn_rec *c;
+
+        ap_update_child_status(pc->sbh, SERVER_READY, NULL);
+        pc->waiting = 1;
+        rv = CHILD_LIFE_IS(life, dying)
+             ? APR_EINTR : accept_waiter_wait(&pc->waiter, &csd, ptrans);
+        pc->waiting = 0;
+        if (CHILD_LIFE_IS(life, dying)) {
+            /* SIGTERM during the wait; a connection just accepted is
+             * closed with the process, as the handler would have. */
+            return 0;
+        }
+        if (rv == APR_EGENERAL) {
+            /* accept() itself is failing: let the parent start a fresh
+             * child rather than spin. */
+            return APEXIT_CHILDSICK;
+        }
+        if (rv != APR_SUCCESS) {
+            continue;
+        }
+        bucket_stats_count_accept(life->retained, life->bucket);
+        served++;
+        c = ap_run_create_connection(ptrans, life->s, csd, life->slot,
+                                     pc->sbh, bucket_alloc);
+        if (c != NULL) {
+            ap_process_connection(c, csd);
+            ap_lingering_close(c);
+        }
+        apr_pool_clear(ptrans);
+        /* A graceful restart happened while we were serving. */
+        if (child_life_generation_over(life)) {
+            CHILD_LIFE_SET(life, leaving);
+        }
+    }
+    accept_waiter_close(&pc->waiter);
+    ap_update_child_status(pc->sbh, SERVER_GRACEFUL, NULL);
+    return 0;
+}
+
+const child_model prefork_child_model = {
+    sizeof(prefork_child), take_signals, set_up, serve
+};
