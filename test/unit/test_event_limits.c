@@ -421,6 +421,7 @@ int main(void)
         POOL_TEST(test_should_listen),
         POOL_TEST(test_reclaim_count),
         POOL_TEST(test_reclaimable),
+        POOL_TEST(test_should_reclaim),
         POOL_TEST(test_takes_turn),
         POOL_TEST(test_stuck_verdict),
     };
