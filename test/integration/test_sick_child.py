@@ -7,7 +7,8 @@ children are healthy again it serves.
 """
 import re
 
-from httpd_fixture import BUILD, INDEX_BODY, http_get, need_build, wait_until
+from httpd_fixture import (BUILD, CHILD_MODELS, INDEX_BODY, http_get,
+                           need_build, wait_until)
 
 FAULT_SO = BUILD / "test" / "modules" / "mod_test_fault.so"
 HOLD_LINE = re.compile(r"child \d+ of bucket (\d+) exited sick \(it reported "
@@ -23,11 +24,18 @@ def holds_by_bucket(log):
     return holds
 
 
-def test_sick_children_slow_spawning(make_httpd):
+# Room for a few spare children per bucket, in each model's own terms.
+SPARES = {"prefork": "MinSpareServers 2\nMaxSpareServers 4\n",
+          "event": "ThreadsPerChild 4\nMinSpareThreads 8\n"
+                   "MaxSpareThreads 16\n"}
+
+
+def test_sick_children_slow_spawning(make_httpd, child_model):
     need_build(FAULT_SO)
     server = make_httpd(directives=f"LoadModule test_fault_module {FAULT_SO}\n"
-                                   "BucketCount 2\nStartServers 2\n"
-                                   "MinSpareServers 2\nMaxSpareServers 4\n")
+                                   + CHILD_MODELS[child_model]
+                                   + "BucketCount 2\nStartServers 2\n"
+                                   + SPARES[child_model])
     flag = server.root / "sick-children"
     flag.write_text("")
     server.start(wait=False)

@@ -10,9 +10,10 @@ import subprocess
 
 import pytest
 
-from httpd_fixture import (BUILD, INDEX_BODY, LOOPBACK, NOREUSEPORT_SO,
-                           children_of, http_get, listening_inodes,
-                           need_build, proc_listening_inodes, process_env,
+from httpd_fixture import (BUILD, CHILD_MODELS, INDEX_BODY, LOOPBACK,
+                           NOREUSEPORT_SO, children_of, http_get,
+                           listening_inodes, need_build,
+                           proc_listening_inodes, process_env,
                            socket_inodes_of, ss_listening, wait_until)
 
 
@@ -56,9 +57,10 @@ def test_module_identity_and_service(make_httpd):
 
 
 @pytest.mark.parametrize("listens", [1, 2])
-def test_every_bucket_has_a_socket_per_port(make_httpd, listens):
+def test_every_bucket_has_a_socket_per_port(make_httpd, listens, child_model):
     server = make_httpd(listens=listens,
-                        directives="BucketCount 4\nStartServers 8\n"
+                        directives=CHILD_MODELS[child_model]
+                                   + "BucketCount 4\nStartServers 8\n"
                                    "ListenBacklog 77")
     server.start()
     status = server.status()
