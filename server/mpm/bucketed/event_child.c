@@ -82,14 +82,13 @@ static apr_status_t setup_extra_workers(event_child_ctx *ctx)
 }
 
 /* Waits for the workers to exit: all of them when leaving gracefully
- * (they are idle by then), DIE_GRACE at most after SIGTERM. Returns
- * whether all did. */
+ * (they are idle by then), DIE_GRACE at most after SIGTERM, and joins
+ * those that did. Returns whether all did. */
 static int stop_workers(event_child_ctx *ctx, worker_info *workers)
 {
     apr_time_t deadline = apr_time_now() + DIE_GRACE;
-    int all, i;
-
     uint64_t one = 1;
+    int all, i;
 
     ev_lock(ctx);
     ctx->stop_workers = 1;
@@ -113,13 +112,17 @@ static int stop_workers(event_child_ctx *ctx, worker_info *workers)
         }
     }
     all = ctx->running_workers == 0;
+    /* A worker marks itself done under the mutex just before it exits;
+     * one still busy is left to the process's end. */
+    for (i = 0; i < ctx->threads; i++) {
+        workers[i].joinable = workers[i].thread != NULL
+                              && !workers[i].running;
+    }
     ev_unlock(ctx);
-    if (all) {
-        for (i = 0; i < ctx->threads; i++) {
-            apr_status_t thread_rv;
-            if (workers[i].thread != NULL) {
-                apr_thread_join(&thread_rv, workers[i].thread);
-            }
+    for (i = 0; i < ctx->threads; i++) {
+        apr_status_t thread_rv;
+        if (workers[i].joinable) {
+            apr_thread_join(&thread_rv, workers[i].thread);
         }
     }
     return all;

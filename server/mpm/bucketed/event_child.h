@@ -122,6 +122,7 @@ typedef struct {
     apr_thread_t *thread;
     int num;                         /* its scoreboard slot */
     int running;                     /* under mutex */
+    int joinable;                    /* exited: stop_workers() joins it */
     struct event_child_ctx *ctx;
 } worker_info;
 
