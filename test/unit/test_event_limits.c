@@ -319,24 +319,39 @@ static void test_should_listen(void **state)
     assert_false(event_should_listen(26, -3, 25, 32));
 }
 
-static void test_reclaim_count(void **state)
+static void test_reclaim_share(void **state)
 {
     (void)state;
-    /* 25 threads, factor 2 (32 scaled), 10 idle workers: limit 45. */
-    assert_int_equal(event_reclaim_count(45, 10, 25, 32, 100), 0);
-    /* Over it: back under with room for one more. */
-    assert_int_equal(event_reclaim_count(46, 10, 25, 32, 100), 2);
-    assert_int_equal(event_reclaim_count(60, 10, 25, 32, 100), 16);
+    /* 77 waiting over 8 children: 10 each, 80 in all, not 8 x 77. */
+    assert_int_equal(event_reclaim_share(77, 8, 10, 100), 10);
+    assert_int_equal(event_reclaim_share(80, 8, 10, 100), 10);
+    assert_int_equal(event_reclaim_share(81, 8, 10, 100), 11);
+    /* One waiting: one from each child that sees it, at least one. */
+    assert_int_equal(event_reclaim_share(1, 8, 10, 100), 1);
+    assert_int_equal(event_reclaim_share(5, 1, 10, 100), 5);
+    assert_int_equal(event_reclaim_share(5, 0, 10, 100), 5);
     /* No more than the idle keep-alive connections there are. */
-    assert_int_equal(event_reclaim_count(60, 10, 25, 32, 3), 3);
-    assert_int_equal(event_reclaim_count(60, 10, 25, 32, 0), 0);
+    assert_int_equal(event_reclaim_share(77, 2, 10, 3), 3);
+    assert_int_equal(event_reclaim_share(77, 2, 10, 0), 0);
+    /* Nothing waits: nothing closed. */
+    assert_int_equal(event_reclaim_share(0, 2, 10, 100), 0);
     /* Workers, not connections, are short: closing frees none. */
-    assert_int_equal(event_reclaim_count(60, 0, 25, 32, 100), 0);
-    assert_int_equal(event_reclaim_count(60, -2, 25, 32, 100), 0);
+    assert_int_equal(event_reclaim_share(77, 2, 0, 100), 0);
+    assert_int_equal(event_reclaim_share(77, 2, -2, 100), 0);
     /* Huge values do not overflow. */
-    assert_int_equal(event_reclaim_count(0x7fffffff, 1, 1, 16, 5), 5);
-    assert_int_equal(event_reclaim_count(0x7fffffff, 0x7fffffff,
-                                         0x7fffffff, 0x7fffffff, 5), 0);
+    assert_int_equal(event_reclaim_share(0xffffffffu, 1, 1, 5), 5);
+    assert_int_equal(event_reclaim_share(0xffffffffu, 0x7fffffff, 1,
+                                         0x7fffffff), 3);
+}
+
+static void test_swapping(void **state)
+{
+    (void)state;
+    assert_false(event_swapping(10, 0));
+    assert_true(event_swapping(45, 60));
+    assert_true(event_swapping(59, 60));
+    assert_false(event_swapping(60, 60));
+    assert_false(event_swapping(61, 60));
 }
 
 static void test_reclaimable(void **state)
@@ -351,19 +366,27 @@ static void test_reclaimable(void **state)
 
 static void test_should_reclaim(void **state)
 {
+    const apr_interval_time_t never = -1;
+
     (void)state;
     /* The bucket accepts (a sibling with room takes the connections), or
      * nothing waits: keep them, whether the bucket could grow or not. */
-    assert_false(event_should_reclaim(0, 0));
-    assert_false(event_should_reclaim(0, 1));
+    assert_false(event_should_reclaim(0, 0, never));
+    assert_false(event_should_reclaim(0, 1, never));
     /* Stalled, and no child can be added: make room at once. */
-    assert_true(event_should_reclaim(apr_time_from_msec(200), 0));
-    assert_true(event_should_reclaim(1, 0));
+    assert_true(event_should_reclaim(apr_time_from_msec(200), 0, never));
+    assert_true(event_should_reclaim(1, 0, never));
     /* Stalled, a child on its way: only if it does not come. */
-    assert_false(event_should_reclaim(apr_time_from_msec(200), 1));
-    assert_false(event_should_reclaim(EVENT_RECLAIM_GROWING_AFTER - 1, 1));
-    assert_true(event_should_reclaim(EVENT_RECLAIM_GROWING_AFTER, 1));
-    assert_true(event_should_reclaim(apr_time_from_sec(30), 1));
+    assert_false(event_should_reclaim(apr_time_from_msec(200), 1, never));
+    assert_false(event_should_reclaim(EVENT_RECLAIM_GROWING_AFTER - 1, 1,
+                                      never));
+    assert_true(event_should_reclaim(EVENT_RECLAIM_GROWING_AFTER, 1, never));
+    assert_true(event_should_reclaim(apr_time_from_sec(30), 1, never));
+    /* A swap a moment ago: goes on without a new stall, for a while. */
+    assert_true(event_should_reclaim(0, 0, 0));
+    assert_true(event_should_reclaim(0, 1, EVENT_RECLAIM_GOES_ON - 1));
+    assert_false(event_should_reclaim(0, 0, EVENT_RECLAIM_GOES_ON));
+    assert_false(event_should_reclaim(0, 1, apr_time_from_sec(30)));
 }
 
 static void test_takes_turn(void **state)
@@ -419,7 +442,8 @@ int main(void)
         POOL_TEST(test_model_conflict),
         POOL_TEST(test_may_accept),
         POOL_TEST(test_should_listen),
-        POOL_TEST(test_reclaim_count),
+        POOL_TEST(test_reclaim_share),
+        POOL_TEST(test_swapping),
         POOL_TEST(test_reclaimable),
         POOL_TEST(test_should_reclaim),
         POOL_TEST(test_takes_turn),

@@ -148,10 +148,32 @@ apr_interval_time_t bucket_stats_stalled_for(const bucketed_config *conf,
                       : 0;
 }
 
+apr_uint32_t bucket_stats_waiting(const bucketed_config *conf, int bucket)
+{
+    published_census *pc = census_of(conf, bucket);
+
+    return pc != NULL ? apr_atomic_read32(&pc->waiting) : 0;
+}
+
+int bucket_stats_children(const bucketed_config *conf, int bucket)
+{
+    published_census *pc = census_of(conf, bucket);
+
+    return pc != NULL ? (int)apr_atomic_read32(&pc->children) : 0;
+}
+
+apr_time_t bucket_stats_census_at(const bucketed_config *conf)
+{
+    const bucket_published *pub = &conf->published;
+
+    return pub->times != NULL ? pub->times->census_at : 0;
+}
+
 void bucket_stats_publish_census(bucketed_config *conf,
                                  const bucket_census *census,
                                  const int *can_grow,
-                                 const stall_watch *stall, int num_buckets,
+                                 const stall_watch *stall,
+                                 const apr_uint32_t *queued, int num_buckets,
                                  apr_time_t now)
 {
     bucket_published *pub = &conf->published;
@@ -167,6 +189,9 @@ void bucket_stats_publish_census(bucketed_config *conf,
         apr_atomic_set32(&pub->census[b].stalled_ms, (apr_uint32_t)
                          apr_time_as_msec(stall_watch_stalled_for(&stall[b],
                                                                   now)));
+        apr_atomic_set32(&pub->census[b].waiting, queued[b]);
+        apr_atomic_set32(&pub->census[b].children,
+                         (apr_uint32_t)census[b].children);
     }
     pub->times->census_at = now;
 }

@@ -60,6 +60,9 @@ typedef struct {
     apr_uint32_t stalled_ms;         /* how long connections have waited in
                                       * its accept queue with none accepted
                                       * (policy_stall.h); 0 = not stalled */
+    apr_uint32_t waiting;            /* connections in its accept queues */
+    apr_uint32_t children;           /* children running, starting or on
+                                      * their way in */
 } published_census;
 
 typedef struct {
@@ -272,12 +275,14 @@ apr_uint32_t bucket_stats_reclaimed(const bucketed_retained *retained,
 apr_uint32_t bucket_stats_accepted(const bucketed_retained *retained,
                                    int bucket);
 /* Parent: its per-bucket census (maintain_buckets) for display, whether
- * each bucket could get another child (can_grow) and how long each has
- * been stalled at `now` (stall), per bucket. */
+ * each bucket could get another child (can_grow), how long each has been
+ * stalled at `now` (stall) and the connections waiting in its accept
+ * queues (queued), per bucket. */
 void bucket_stats_publish_census(bucketed_config *conf,
                                  const bucket_census *census,
                                  const int *can_grow,
-                                 const stall_watch *stall, int num_buckets,
+                                 const stall_watch *stall,
+                                 const apr_uint32_t *queued, int num_buckets,
                                  apr_time_t now);
 /* Children: whether the parent's last pass could have given their bucket
  * another child (0 before the first pass). */
@@ -286,6 +291,12 @@ int bucket_stats_can_grow(const bucketed_config *conf, int bucket);
  * pass (0: it was not, or no pass yet). */
 apr_interval_time_t bucket_stats_stalled_for(const bucketed_config *conf,
                                              int bucket);
+/* Children: the connections waiting in the bucket's accept queues and its
+ * children, at the parent's last pass (0 before it). */
+apr_uint32_t bucket_stats_waiting(const bucketed_config *conf, int bucket);
+int bucket_stats_children(const bucketed_config *conf, int bucket);
+/* Children: when the parent's last pass was (0: none yet). */
+apr_time_t bucket_stats_census_at(const bucketed_config *conf);
 
 /* bucket_queue.c: the parent's sampling of every bucket socket. */
 apr_status_t bucket_queue_init(apr_pool_t *pconf, server_rec *s,

@@ -33,9 +33,12 @@ APLOG_USE_MODULE(mpm_bucketed);
  * for it (under mutex). */
 static int may_accept_locked(event_child_ctx *ctx, int idle)
 {
+    int open = ev_open_connections(ctx);
+
     return !ev_closing_down(ctx)
-           && event_may_accept(ev_open_connections(ctx), idle, ctx->threads,
-                               ctx->conf->async_factor)
+           && (event_may_accept(open, idle, ctx->threads,
+                                ctx->conf->async_factor)
+               || (idle > 0 && event_swapping(open, ctx->swap_until)))
            && child_life_may_serve_more(ctx->served);
 }
 
@@ -46,6 +49,9 @@ static int may_accept_locked(event_child_ctx *ctx, int idle)
 static int reserve_locked(event_child_ctx *ctx, apr_pool_t **ptrans)
 {
     ev_count_connection_locked(ctx, 1);
+    if (!event_swapping(ev_open_connections(ctx), ctx->swap_until)) {
+        ctx->swap_until = 0;
+    }
     *ptrans = ev_take_spare_pool_locked(ctx);
     if (ap_max_requests_per_child <= 0) {
         return 0;

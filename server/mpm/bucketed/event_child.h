@@ -180,6 +180,14 @@ typedef struct event_child_ctx {
                                       * to admit new ones, not yet taken
                                       * by a worker to close */
     apr_time_t reclaim_logged;       /* last reclaim warning */
+    apr_time_t reclaim_census;       /* the parent's census the last
+                                      * reclaim went by */
+    apr_time_t swapped_at;           /* the last reclaim that closed
+                                      * some; 0 = none */
+    int swap_until;                  /* after a reclaim: listens beyond the
+                                      * accept rule until its connections
+                                      * are back to this (event_swapping);
+                                      * 0 = not swapping */
     apr_uint32_t served;             /* accepted, when MaxConnectionsPer
                                       * Child counts them */
     apr_pool_t *callback_pool;       /* ev_callback records come from here */
@@ -350,12 +358,13 @@ int ev_keepalive_request_waiting_locked(event_child_ctx *ctx);
  * keep-alive connections (under mutex). */
 int ev_shut_out_locked(event_child_ctx *ctx);
 
-/* Closes the oldest idle keep-alive connections, those whose client has
- * sent nothing yet, as event_reclaim_count() says, so the child may
- * listen again (under mutex). Each is ended as a timed-out one is, so the
+/* Closes up to `want` of the oldest idle keep-alive connections, those
+ * whose client has sent nothing yet, and lets the child accept as many
+ * beyond the accept rule (swap_until), so that waiting connections take
+ * their place (under mutex). Each is ended as a timed-out one is, so the
  * worker its entry wakes closes it cleanly (a FIN, never a reset); they
  * no longer count for the accept rule meanwhile. Returns how many. */
-int ev_reclaim_keepalive_locked(event_child_ctx *ctx);
+int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want);
 
 /* Takes an owned connection out of its timeout list, closes the socket (a
  * cleanup of its pool) and frees everything of it. */

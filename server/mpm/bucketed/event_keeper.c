@@ -212,15 +212,31 @@ typedef struct {
  * its limit and no slot is left, for KeepAliveTimeout. The parent's stall
  * check tells which: this child closes its oldest idle keep-alive
  * connections to make room (ev_reclaim_keepalive_locked) only when
- * event_should_reclaim() says nothing else will take them. Under mutex.
+ * event_should_reclaim() says nothing else will take them, its share of
+ * the bucket's waiting connections (event_reclaim_share()), and takes as
+ * many in their place. Under mutex.
  */
-static void reclaim_if_shut_out_locked(event_child_ctx *ctx)
+static void reclaim_if_shut_out_locked(event_child_ctx *ctx, apr_time_t now)
 {
-    if (ev_shut_out_locked(ctx)
-        && event_should_reclaim(
-               bucket_stats_stalled_for(ctx->conf, ctx->bucket),
-               bucket_stats_can_grow(ctx->conf, ctx->bucket))) {
-        ev_reclaim_keepalive_locked(ctx);
+    const bucketed_config *conf = ctx->conf;
+    apr_time_t census_at = bucket_stats_census_at(conf);
+
+    /* Once per census: the waiting count it goes by is the parent's, and
+     * what this child closes now is not in it yet. */
+    if (census_at == ctx->reclaim_census || !ev_shut_out_locked(ctx)
+        || !event_should_reclaim(
+               bucket_stats_stalled_for(conf, ctx->bucket),
+               bucket_stats_can_grow(conf, ctx->bucket),
+               ctx->swapped_at ? now - ctx->swapped_at : -1)) {
+        return;
+    }
+    ctx->reclaim_census = census_at;
+    if (ev_reclaim_keepalive_locked(ctx, event_reclaim_share(
+            bucket_stats_waiting(conf, ctx->bucket),
+            bucket_stats_children(conf, ctx->bucket),
+            ctx->idle_workers - ctx->queued,
+            ctx->timeouts[WAIT_KEEPALIVE].count)) > 0) {
+        ctx->swapped_at = now;
     }
 }
 
@@ -292,7 +308,7 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
         expire_locked(ctx, now);
         ev_hand_out_due_callbacks_locked(ctx, now);
         to_close = take_lingering_locked(ctx, now, 0);
-        reclaim_if_shut_out_locked(ctx);
+        reclaim_if_shut_out_locked(ctx, now);
         extra = want_extra_worker_locked(ctx, ks, now);
         if (!ks->stopping || ctx->connections > 0) {
             wait_ms = wait_ms_locked(ctx, now);

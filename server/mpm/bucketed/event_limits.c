@@ -241,22 +241,22 @@ int event_should_listen(int connections, int idle_workers,
                           + idle * async_factor_scaled / ASYNC_FACTOR_SCALE;
 }
 
-int event_reclaim_count(int connections, int idle_workers,
-                        int threads_per_child, int async_factor_scaled,
+int event_reclaim_share(apr_uint32_t waiting, int children, int idle_workers,
                         int keepalive_idle)
 {
-    long limit, over;
+    apr_uint32_t share;
 
-    if (idle_workers <= 0 || keepalive_idle <= 0) {
+    if (waiting == 0 || idle_workers <= 0 || keepalive_idle <= 0) {
         return 0;
     }
-    limit = threads_per_child
-            + (long)idle_workers * async_factor_scaled / ASYNC_FACTOR_SCALE;
-    over = (long)connections - limit;
-    if (over <= 0) {
-        return 0;
-    }
-    return over + 1 < keepalive_idle ? (int)(over + 1) : keepalive_idle;
+    share = children > 1 ? (waiting - 1) / (apr_uint32_t)children + 1
+                         : waiting;
+    return share < (apr_uint32_t)keepalive_idle ? (int)share : keepalive_idle;
+}
+
+int event_swapping(int connections, int swap_until)
+{
+    return connections < swap_until;
 }
 
 int event_reclaimable(apr_interval_time_t idle_for)
@@ -265,8 +265,11 @@ int event_reclaimable(apr_interval_time_t idle_for)
 }
 
 int event_should_reclaim(apr_interval_time_t bucket_stalled_for,
-                         int bucket_can_grow)
+                         int bucket_can_grow, apr_interval_time_t since_last)
 {
+    if (since_last >= 0 && since_last < EVENT_RECLAIM_GOES_ON) {
+        return 1;
+    }
     if (bucket_stalled_for <= 0) {
         return 0;
     }

@@ -83,17 +83,24 @@ int event_may_accept(int connections, int idle_workers, int threads_per_child,
                      int async_factor_scaled);
 
 /* How many of its idle keep-alive connections (keepalive_idle of them) an
- * event child closes so that it may listen again, when its connections
- * keep it over the rule's limit while it has idle workers: enough to get
- * back under it with room for one more. 0 when it may listen, or when its
- * workers, not its connections, are what it lacks (closing connections
- * frees no worker). A connection waiting for a client's next request is
- * worth less than one a client is waiting to have accepted: the client
- * of a closed keep-alive connection reconnects without a user noticing,
- * one in an accept queue is a user waiting. */
-int event_reclaim_count(int connections, int idle_workers,
-                        int threads_per_child, int async_factor_scaled,
+ * event child closes when its bucket is stalled (event_should_reclaim())
+ * with `waiting` connections in the bucket's accept queue and `children`
+ * children in the bucket: its share of the waiting ones, rounded up.
+ * Each closed one is swapped for a waiting one (event_swapping()), so the
+ * bucket closes about as many as wait, not what each child would need to
+ * get back under its own limit (which falls with every busy worker, so
+ * that closed far more than waited: docs/design.md). 0 when nothing waits or the child has no idle worker
+ * (closing connections frees no worker). A connection waiting for a
+ * client's next request is worth less than one a client is waiting to
+ * have accepted: the client of a closed keep-alive connection reconnects
+ * without a user noticing, one in an accept queue is a user waiting. */
+int event_reclaim_share(apr_uint32_t waiting, int children, int idle_workers,
                         int keepalive_idle);
+
+/* Whether a child that closed idle keep-alive connections to make room may
+ * still listen beyond the accept rule: until its connections are back to
+ * the count it had when it closed them (swap_until; 0: not swapping). */
+int event_swapping(int connections, int swap_until);
 
 /* How long a keep-alive connection must have been idle to be closed that
  * way: one idle for less is likely a busy client between two requests,
@@ -114,16 +121,25 @@ int event_reclaimable(apr_interval_time_t idle_for);
  * up. */
 #define EVENT_RECLAIM_GROWING_AFTER apr_time_from_sec(1)
 
+/* How long a child that has swapped idle keep-alive connections for
+ * waiting ones goes on doing so while connections still wait on its
+ * sockets, without a new stall: the accepts of a swap end the stall, and
+ * a flood of new connections would otherwise be admitted one stall (200
+ * ms and more) at a time. */
+#define EVENT_RECLAIM_GOES_ON apr_time_from_sec(1)
+
 /* Whether a child at its connection limit, with connections waiting on its
  * sockets, closes idle keep-alive connections to make room for them now:
- * only once the parent sees its bucket stalled for bucket_stalled_for (a
+ * once the parent sees its bucket stalled for bucket_stalled_for (a
  * sibling with room accepts them, and then the bucket is not stalled),
  * and, while the parent could add a child (bucket_can_grow), only after
- * EVENT_RECLAIM_GROWING_AFTER. A connection waiting for a client's next
- * request is worth less than one a client is waiting to have accepted,
- * but more than one the server is about to accept anyway. */
+ * EVENT_RECLAIM_GROWING_AFTER; or when it last did so less than
+ * EVENT_RECLAIM_GOES_ON ago (since_last; negative: never). A connection
+ * waiting for a client's next request is worth less than one a client is
+ * waiting to have accepted, but more than one the server is about to
+ * accept anyway. */
 int event_should_reclaim(apr_interval_time_t bucket_stalled_for,
-                         int bucket_can_grow);
+                         int bucket_can_grow, apr_interval_time_t since_last);
 
 /* Whether an event child's listening sockets belong in the epoll set its
  * workers wait in: the second half of the rule above only. The first

@@ -171,14 +171,11 @@ int ev_shut_out_locked(event_child_ctx *ctx)
            && any_listener_readable(ctx);
 }
 
-int ev_reclaim_keepalive_locked(event_child_ctx *ctx)
+int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want)
 {
     timeout_list *q = &ctx->timeouts[WAIT_KEEPALIVE];
     event_timer *t = q->head;
-    int want = event_reclaim_count(ev_open_connections(ctx),
-                                   ctx->idle_workers - ctx->queued,
-                                   ctx->threads, ctx->conf->async_factor,
-                                   q->count);
+    int open = ev_open_connections(ctx);
     apr_time_t now = apr_time_now();
     int done = 0;
 
@@ -200,6 +197,9 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx)
         t = next;
     }
     if (done > 0) {
+        if (ctx->swap_until < open) {
+            ctx->swap_until = open;
+        }
         bucket_stats_count_reclaimed(ctx->retained, ctx->bucket, done);
         if (now - ctx->reclaim_logged >= RECLAIM_LOG_INTERVAL) {
             ctx->reclaim_logged = now;
@@ -223,9 +223,10 @@ void ev_update_listening_locked(event_child_ctx *ctx)
     int want, i;
 
     want = !ev_closing_down(ctx)
-           && event_should_listen(ev_open_connections(ctx),
-                                  ctx->idle_workers - ctx->queued,
-                                  ctx->threads, ctx->conf->async_factor);
+           && (event_should_listen(ev_open_connections(ctx),
+                                   ctx->idle_workers - ctx->queued,
+                                   ctx->threads, ctx->conf->async_factor)
+               || event_swapping(ev_open_connections(ctx), ctx->swap_until));
     if (want == ctx->listening) {
         return;
     }

@@ -231,7 +231,7 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
         pc->can_grow[b] = in.free_slots > 0 && pc->grow_limit[b] > 0;
     }
     bucket_stats_publish_census(pc->conf, pc->census, pc->can_grow, pc->stall,
-                                pc->num_buckets, now);
+                                pc->queued, pc->num_buckets, now);
     bucket_listeners_publish_idle(pc->conf, retained, pc->census,
                                   pc->num_buckets);
     num_moves = bucket_maint_decide(&in, retained->spawn_rate, pc->decisions,
