@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-ChildModel event children over their life: graceful restarts under
-keep-alive and Connection: close load lose nothing (and switch the child
-model); a graceful stop finishes a slow request and closes idle keep-alive
+ChildModel event children over their life (graceful restarts under load:
+test_signals.py, both models): a graceful restart switches the child
+model; a graceful stop finishes a slow request and closes idle keep-alive
 connections cleanly; a killed child is replaced in its bucket;
 MaxConnectionsPerChild recycles children without a failed request; a
 request proxied to its own server is served; a stuck child gets an extra
@@ -17,50 +17,12 @@ import pytest
 
 from httpd_fixture import (BackgroundGet, CGI_BODY, HTTP_TIMEOUT, INDEX_BODY,
                            LOOPBACK, Load, NOREUSEPORT_SO, STOP_TIMEOUT,
-                           Timeout, alive, children_of, connection_refused,
+                           alive, children_of, connection_refused,
                            http_get, listening_inodes, need_build,
                            per_bucket, socket_inodes_of, wait_until)
-from event_server import (EVENT, KeepAliveLoad, event_server, get_index,
-                          module_line, open_keepalive, sized)
+from event_server import (EVENT, event_server, get_index, module_line,
+                          open_keepalive, sized)
 from test_signals import wait_generation
-
-
-RESTARTS = 5
-
-
-def test_graceful_restart_under_load_loses_nothing(make_httpd):
-    server = event_server(make_httpd, sized(2, 8, 64, 4, (8, 64)))
-    server.start()
-    port = server.ports[0]
-    sockets_before = listening_inodes(port)
-    assert len(sockets_before) == 2
-    first_children = set(children_of(server.pid))
-    generation = server.status()["generation"]
-
-    close_load = Load(server.ports, count=10 ** 6, threads=4, seconds=90,
-                      minimum=1000).start()
-    ka_load = KeepAliveLoad(server.ports, threads=4, minimum=1000).start()
-    for i in range(1, RESTARTS + 1):
-        done = close_load.done() + ka_load.done()
-        wait_until(lambda: close_load.done() + ka_load.done() > done + 200,
-                   20, what="requests before the next restart")
-        server.signal(signal.SIGUSR1)
-        wait_generation(server, generation + i)
-    done = close_load.done() + ka_load.done()
-    wait_until(lambda: close_load.done() + ka_load.done() > done + 200, 20,
-               what="requests after the last restart")
-    closed = close_load.stop()
-    kept = ka_load.stop()
-    print(f"{RESTARTS} graceful restarts: Connection: close {closed}; "
-          f"keep-alive {kept}, {ka_load.retries} idle connections closed "
-          f"by the server and reopened")
-    assert closed.failed == 0, closed.errors
-    assert kept.failed == 0, kept.errors
-    assert closed.ok >= 1000 and kept.ok >= 1000
-    assert server.error_log().count("Doing graceful restart") == RESTARTS
-    assert listening_inodes(port) == sockets_before
-    wait_until(lambda: not first_children & set(children_of(server.pid)),
-               20, what="the first generation's children to leave")
 
 
 def thread_counts(server):

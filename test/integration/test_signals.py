@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-Signals to the parent: graceful restart (SIGUSR1) under load, restart
+Signals to the parent: graceful restart (SIGUSR1) under Connection: close
+and keep-alive load, in both child models, restart
 (SIGHUP), graceful stop (SIGWINCH) with a request in flight, stop
 (SIGTERM), `-k start` / `-k stop`, and one-process mode (-X).
 """
@@ -14,6 +15,7 @@ from httpd_fixture import (CGI_BODY, CHILD_MODELS, INDEX_BODY, STOP_TIMEOUT,
                            BackgroundGet, Load, alive, children_of,
                            connection_refused, http_get, listening_inodes,
                            wait_until)
+from event_server import KeepAliveLoad
 
 RESTARTS = 5
 
@@ -27,40 +29,58 @@ def wait_generation(server, generation):
                what=f"generation {generation}")
 
 
-def test_graceful_restart_under_load_loses_nothing(make_httpd):
-    server = make_httpd(directives="BucketCount 4\nStartServers 8\n"
-                                   "MinSpareServers 4\nMaxSpareServers 16")
+# Each model sized so that every restart has several children to replace:
+# four buckets of prefork children, two of event children of 8 threads.
+RESTART_SIZES = {
+    "prefork": ("BucketCount 4\nStartServers 8\n"
+                "MinSpareServers 4\nMaxSpareServers 16\n", 4),
+    "event": ("BucketCount 2\nThreadsPerChild 8\nMaxRequestWorkers 64\n"
+              "StartServers 4\nMinSpareThreads 8\nMaxSpareThreads 64\n", 2),
+}
+
+
+def test_graceful_restart_under_load_loses_nothing(make_httpd, child_model):
+    sizing, buckets = RESTART_SIZES[child_model]
+    server = make_httpd(directives=CHILD_MODELS[child_model] + sizing)
     server.start()
     port = server.ports[0]
     sockets_before = listening_inodes(port)
-    assert len(sockets_before) == 4
+    assert len(sockets_before) == buckets
     first_children = set(children_of(server.pid))
     generation = server.status()["generation"]
 
-    load = Load(server.ports, count=50000, threads=8, seconds=60,
-                minimum=3000).start()
+    close_load = Load(server.ports, count=10 ** 6, threads=4, seconds=90,
+                      minimum=1000).start()
+    ka_load = KeepAliveLoad(server.ports, threads=4, minimum=1000).start()
+
+    def done():
+        return close_load.done() + ka_load.done()
     for i in range(1, RESTARTS + 1):
         # Every restart lands while requests are being made.
-        done = load.done()
-        wait_until(lambda: load.done() > done + 200, 20,
+        before = done()
+        wait_until(lambda: done() > before + 200, 20,
                    what="requests before the next restart")
         server.signal(signal.SIGUSR1)
         wait_generation(server, generation + i)
-    done = load.done()
-    wait_until(lambda: load.done() > done + 200, 20,
+    before = done()
+    wait_until(lambda: done() > before + 200, 20,
                what="requests after the last restart")
-    result = load.stop()
-    print(f"graceful restarts: {RESTARTS}, {result}")
+    closed = close_load.stop()
+    kept = ka_load.stop()
+    print(f"{child_model}: {RESTARTS} graceful restarts: Connection: close "
+          f"{closed}; keep-alive {kept}, {ka_load.retries} idle connections "
+          f"closed by the server and reopened")
 
-    assert result.failed == 0, result.errors
-    assert result.ok >= 3000
+    assert closed.failed == 0, closed.errors
+    assert kept.failed == 0, kept.errors
+    assert closed.ok >= 1000 and kept.ok >= 1000
     assert server.error_log().count("Doing graceful restart") == RESTARTS
     # The same sockets, SO_REUSEPORT duplicates included: nothing closed,
     # so nothing queued was reset.
     assert listening_inodes(port) == sockets_before
     # And the old generation is gone.
     wait_until(lambda: not first_children & set(children_of(server.pid)),
-               10, what="the first generation's children to leave")
+               20, what="the first generation's children to leave")
     assert http_get(port) == (200, INDEX_BODY)
 
 
