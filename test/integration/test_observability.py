@@ -39,7 +39,7 @@ LoadModule status_module {APACHE_MODULES}/mod_status.so
 # address the client connected to), two children each: port 0's bucket can
 # be held busy while port 1's answers status requests. When a bucket has no
 # idle child the parent moves one over from a bucket with two idle children
-# more than it has (bucket_maint.c), once here; slow CGIs keep that one busy
+# more than it has (policy_maint.c), once here; slow CGIs keep that one busy
 # too.
 TWO_CHILDREN_PER_PORT = """
 BucketStrategy listen

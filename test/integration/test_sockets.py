@@ -214,8 +214,8 @@ def test_reuseport_strategy_refused_without_reuseport(make_shimmed):
     assert not server.leftovers()
 
 
-def test_kernel_probe_unit_test_under_shim():
-    binary = BUILD / "test" / "unit" / "test_kernel_probe"
+def test_sys_probe_unit_test_under_shim():
+    binary = BUILD / "test" / "unit" / "test_sys_probe"
     need_build(binary, NOREUSEPORT_SO)
     path = os.environ.get("PATH", "/usr/bin:/bin")
     expect = {"BUCKETED_EXPECT_NO_REUSEPORT": "1"}

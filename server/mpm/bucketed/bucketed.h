@@ -20,15 +20,15 @@
 #include "scoreboard.h"
 #include "unixd.h"
 
-#include "bucket_maint.h"
-#include "bucket_plan.h"
-#include "directive_check.h"
-#include "event_limits.h"
-#include "exit_policy.h"
-#include "kernel_probe.h"
+#include "policy_maint.h"
+#include "policy_plan.h"
+#include "policy_directives.h"
+#include "policy_event.h"
+#include "policy_exit.h"
+#include "sys_probe.h"
 #include "policy_stall.h"
-#include "queue_watch.h"
-#include "steering.h"
+#include "policy_accept_queue.h"
+#include "policy_steering.h"
 
 #define BUCKETED_MPM_NAME "bucketed"
 
@@ -40,7 +40,7 @@
 #define BUCKETED_REAP_TIMEOUT_SEC 5
 
 /* What the parent publishes from its maintenance passes for the children
- * to display (bucket_stats.c): its census of each bucket and its samples
+ * to display (stats_counters.c): its census of each bucket and its samples
  * of each listening socket's accept queue, in one anonymous shared segment
  * per configuration generation, sized from that generation's plan. The
  * pointers into the segment live in the configuration, in each process's
@@ -233,7 +233,7 @@ int bucketed_one_process(void);
 extern const command_rec bucketed_cmds[];
 void *bucketed_create_server_config(apr_pool_t *p, server_rec *s);
 
-/* bucket_listeners.c: one socket list per bucket from the plan. */
+/* listen_sockets.c: one socket list per bucket from the plan. */
 int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
                           bucketed_config *conf, bucketed_retained *retained);
 void bucket_listeners_keep_only(bucketed_config *conf, int bucket);
@@ -262,7 +262,7 @@ void bucket_listeners_child_steering(server_rec *s,
                                      const bucketed_config *conf,
                                      bucketed_retained *retained, int bucket);
 
-/* bucket_stats.c: the shared counters and the published segment. */
+/* stats_counters.c: the shared counters and the published segment. */
 apr_status_t bucket_stats_init(apr_pool_t *pconf, server_rec *s,
                                bucketed_config *conf,
                                bucketed_retained *retained);
@@ -298,7 +298,7 @@ int bucket_stats_children(const bucketed_config *conf, int bucket);
 /* Children: when the parent's last pass was (0: none yet). */
 apr_time_t bucket_stats_census_at(const bucketed_config *conf);
 
-/* bucket_queue.c: the parent's sampling of every bucket socket. */
+/* stats_queue.c: the parent's sampling of every bucket socket. */
 apr_status_t bucket_queue_init(apr_pool_t *pconf, server_rec *s,
                                bucketed_config *conf);
 /* Every pass: the connections waiting in each bucket's sockets into
@@ -307,7 +307,7 @@ apr_status_t bucket_queue_init(apr_pool_t *pconf, server_rec *s,
 void bucket_queue_sample(server_rec *s, bucketed_config *conf,
                          apr_uint32_t *queued);
 
-/* bucket_report.c: the bucketed_get_status optional function. */
+/* stats_report.c: the bucketed_get_status optional function. */
 void bucket_report_register(void);
 
 /* event_child.c: one eventfd per bucket for the bucket's children to

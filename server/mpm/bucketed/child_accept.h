@@ -20,7 +20,7 @@
 #include "httpd.h"
 #include "ap_listen.h"
 
-#include "bucket_plan.h"
+#include "policy_plan.h"
 
 typedef struct {
     server_rec *s;

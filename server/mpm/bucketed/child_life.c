@@ -24,7 +24,7 @@
 #include "mpm_common.h"
 #include "scoreboard.h"
 
-#include "exit_policy.h"
+#include "policy_exit.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 

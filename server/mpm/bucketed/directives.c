@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * directives.c: bucketed's command table. Each handler checks context,
- * parses strictly (directive_check.c) and stores into the main server's
+ * parses strictly (policy_directives.c) and stores into the main server's
  * bucketed_config; limits that depend on each other are checked once the
  * whole configuration is read (check_config in mod_mpm_bucketed.c).
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event_accept.c: a ChildModel event worker accepts: a reservation under
- * the accept rule (event_limits.c) taken in the critical section its
+ * the accept rule (policy_event.c) taken in the critical section its
  * wake-up is counted in, the accept itself, the bucket's children taking
  * turns at the front of the socket's wait queue, and connections found
  * waiting behind the one taken, queued for idle workers.
@@ -20,7 +20,7 @@
 
 #include "bucketed.h"
 #include "child_accept.h"
-#include "event_limits.h"
+#include "policy_event.h"
 #include "event_timeouts.h"
 
 APLOG_USE_MODULE(mpm_bucketed);

@@ -215,7 +215,7 @@ static inline void ev_unlock(event_child_ctx *ctx)
 }
 
 /* One connection more (+1) or less (-1), published at once: the parent
- * moves to another bucket only a child that holds none (bucket_maint.h),
+ * moves to another bucket only a child that holds none (policy_maint.h),
  * so a count a keeper pass late would let it close fresh ones. Under
  * mutex. */
 static inline void ev_count_connection_locked(event_child_ctx *ctx,

@@ -37,7 +37,7 @@
 #include "scoreboard.h"
 
 #include "bucketed.h"
-#include "event_limits.h"
+#include "policy_event.h"
 #include "event_timeouts.h"
 
 APLOG_USE_MODULE(mpm_bucketed);

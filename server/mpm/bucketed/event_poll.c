@@ -16,7 +16,7 @@
  *     child that leaves connections in the accept queue wakes the others.
  *
  * The listening sockets are in the set while the accept rule allows
- * (event_limits.c: the connections, lingering ones aside, at most
+ * (policy_event.c: the connections, lingering ones aside, at most
  * ThreadsPerChild + idle workers x AsyncRequestWorkerFactor); a child out
  * of the set says so in the scoreboard (not_accepting), where the
  * parent's census sees it.
@@ -42,7 +42,7 @@
 #include "scoreboard.h"
 
 #include "bucketed.h"
-#include "event_limits.h"
+#include "policy_event.h"
 #include "event_timeouts.h"
 
 APLOG_USE_MODULE(mpm_bucketed);

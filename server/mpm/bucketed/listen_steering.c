@@ -5,7 +5,7 @@
  * the socket maps they steer with (retained across restarts, so a group
  * is never without a working map), the map of idle counts the parent
  * publishes for BucketSteering load, and what a child keeps of them.
- * bucket_listeners.c opens the sockets and calls in here; nothing here
+ * listen_sockets.c opens the sockets and calls in here; nothing here
  * calls back.
  */
 #include "listen_steering.h"
@@ -22,7 +22,7 @@
 #include "http_main.h"
 
 #include "bucketed.h"
-#include "reuseport_bpf.h"
+#include "sys_bpf.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 

@@ -5,38 +5,39 @@
  * (ChildModel event), with the children split into listener buckets that
  * each own their own listening sockets.
  *
- *   bucketed_data.c     the configuration and the retained data
- *   directives.c        the command table
- *   bucket_plan.c       how many buckets, which sockets each owns  (pure)
- *   bucket_maint.c      per-bucket idle maintenance decisions       (pure)
- *   exit_policy.c       what a child's exit means for its bucket   (pure)
- *   directive_check.c   value parsing and limit checks             (pure)
- *   kernel_features.c   kernel versions and the features log line  (pure)
- *   steering.c          reuseport migration and plan-change choices (pure)
- *   kernel_probe.c      trying what the kernel offers
- *   reuseport_bpf.c     BPF programs on reuseport groups
- *   reuseport_trial.c   what the kernel does with them, tried at start-up
- *   bucket_listeners.c  opening and keeping the per-bucket sockets
- *   listen_steering.c   their reuseport programs and socket maps
- *   queue_watch.c       accept-queue history and warnings          (pure)
- *   bucket_stats.c      shared counters, the parent's published census
- *   bucket_queue.c      the parent's accept-queue samples
- *   bucket_report.c     the report for mod_bucketed_status
- *   parent.c            the parent: generations, stop, restarts
- *   parent_slots.c      its slot table: spawning, leaving, reaping
- *   parent_maint.c      its maintenance passes
- *   child_life.c        a child's life, the same in both models
- *   prefork_child.c     ChildModel prefork: one connection at a time
- *   child_accept.c      waiting for a connection, accepting one
- *   event_child.c       ChildModel event: its threads and signals
- *   event_keeper.c      its keeper thread: timeouts, leaving, reclaiming
- *   event_worker.c      its worker threads: serving connections
- *   event_work.c        its timed callbacks, suspended connections
- *   event_accept.c      its workers' accepts
- *   event_poll.c        its epoll set: listening, waiting, closing
- *   event_base.c        its pools, wake-ups, epoll_ctl()
- *   event_timeouts.c    its timeout lists and connection states    (pure)
- *   event_limits.c      its directives and accept rule             (pure)
+ *   bucketed_data.c       the configuration and the retained data
+ *   directives.c          the command table
+ *   policy_plan.c         the buckets and the sockets each owns    (pure)
+ *   policy_maint.c        per-bucket idle maintenance decisions    (pure)
+ *   policy_exit.c         what a child's exit means for its bucket (pure)
+ *   policy_stall.c        whether a bucket has stalled             (pure)
+ *   policy_directives.c   value parsing and limit checks           (pure)
+ *   policy_kernel.c       kernel versions, the features log line   (pure)
+ *   policy_steering.c     reuseport migration, plan-change choices (pure)
+ *   policy_accept_queue.c accept-queue history and warnings        (pure)
+ *   policy_event.c        the event model's limits and accept rule (pure)
+ *   sys_probe.c           trying what the kernel offers
+ *   sys_bpf.c             BPF programs on reuseport groups
+ *   sys_trial.c           what the kernel does with them, at start-up
+ *   listen_sockets.c      opening and keeping the per-bucket sockets
+ *   listen_steering.c     their reuseport programs and socket maps
+ *   stats_counters.c      shared counters, the parent's published census
+ *   stats_queue.c         the parent's accept-queue samples
+ *   stats_report.c        the report for mod_bucketed_status
+ *   parent.c              the parent: generations, stop, restarts
+ *   parent_slots.c        its slot table: spawning, leaving, reaping
+ *   parent_maint.c        its maintenance passes
+ *   child_life.c          a child's life, the same in both models
+ *   prefork_child.c       ChildModel prefork: one connection at a time
+ *   child_accept.c        waiting for a connection, accepting one
+ *   event_child.c         ChildModel event: its threads and signals
+ *   event_keeper.c        its keeper thread: timeouts, leaving, reclaiming
+ *   event_worker.c        its worker threads: serving connections
+ *   event_work.c          its timed callbacks, suspended connections
+ *   event_accept.c        its workers' accepts
+ *   event_poll.c          its epoll set: listening, waiting, closing
+ *   event_base.c          its pools, wake-ups, epoll_ctl()
+ *   event_timeouts.c      its timeout lists and connection states  (pure)
  *
  * This file wires hooks: configuration checks, listener set-up and the
  * answers to ap_mpm_query().
@@ -57,7 +58,7 @@
 
 #include "bucketed.h"
 #include "mpm_default.h"
-#include "reuseport_bpf.h"
+#include "sys_bpf.h"
 
 /* -X and -DONE_PROCESS serve from the parent itself; -DDEBUG implies it. */
 int bucketed_one_process(void)

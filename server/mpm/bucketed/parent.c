@@ -3,7 +3,7 @@
  * parent.c: the bucketed parent process. It starts children into slots
  * and buckets (recorded in this process's memory, never read back from
  * shared memory), replaces children that die, runs the per-bucket idle
- * maintenance once a second (bucket_maint.c decides, this file acts),
+ * maintenance once a second (policy_maint.c decides, this file acts),
  * and carries out stop, graceful stop, restart and graceful restart.
  *
  * Graceful restart: the parent returns to httpd to read the new

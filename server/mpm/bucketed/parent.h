@@ -14,7 +14,7 @@
 #include "apr_pools.h"
 #include "httpd.h"
 
-#include "bucket_maint.h"
+#include "policy_maint.h"
 #include "bucketed.h"
 #include "policy_stall.h"
 

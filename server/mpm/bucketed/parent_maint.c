@@ -3,7 +3,7 @@
  * parent_maint.c: the parent's maintenance passes, once a second and the
  * quick rescue passes between them: the census of every bucket's idle and
  * busy units from the slot table and the scoreboard, the stall check of
- * each bucket's accept queue, then bucket_maint.c's decision carried out
+ * each bucket's accept queue, then policy_maint.c's decision carried out
  * (spawns, moves, surplus stops).
  */
 #include "parent.h"

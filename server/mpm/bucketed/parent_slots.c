@@ -3,7 +3,7 @@
  * parent_slots.c: the parent's slot table: children started into slots
  * and buckets (recorded in the parent's own memory, never read back from
  * shared memory), asked to leave, reaped, and their exits weighed
- * (exit_policy.c decides whether a bucket's next child waits).
+ * (policy_exit.c decides whether a bucket's next child waits).
  */
 #include "parent.h"
 
@@ -294,7 +294,7 @@ static int children_in(const parent_context *pc, int bucket)
 
 /* Whether any unit of the slot's child had reported itself ready (or
  * busy): it got through its set-up. A hint read from the scoreboard, used
- * only to pace replacements (exit_policy.h). */
+ * only to pace replacements (policy_exit.h). */
 static int slot_was_ready(const parent_context *pc, int slot)
 {
     int t;

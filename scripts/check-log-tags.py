@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Fails when a log line of the MPM has no stable tag, when two log calls
+share one, or when docs/log-messages.md and the code disagree (a tag not
+listed, or a listed tag no call has). A tag is BKLOGNO(nnnnn) right before
+the format string of an ap_log_error/perror/cerror/rerror call, as httpd's
+own APLOGNO; an operator greps the log for it and looks it up.
+
+    scripts/check-log-tags.py [SOURCE_DIR [DOC]]
+        (default: server/mpm/bucketed docs/log-messages.md)
+
+Prints each problem and exits 1; exits 0 when every call has its own tag
+and the list matches. Reads the sources as text, comments removed.
+"""
+import pathlib
+import re
+import sys
+
+CALL = re.compile(r"\bap_log_(?:error|perror|cerror|rerror)\s*\(")
+TAGGED = re.compile(r'\s*BKLOGNO\((\d{5})\)\s*"')
+LISTED = re.compile(r"^\|\s*`?BK(\d{5})`?\s*\|", re.M)
+
+
+def without_comments(text):
+    return re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+
+
+def tags_in_code(directory):
+    """[(tag or None, file, line)] for every log call."""
+    found = []
+    for path in sorted(directory.glob("*.c")):
+        text = without_comments(path.read_text())
+        for call in CALL.finditer(text):
+            line = text.count("\n", 0, call.start()) + 1
+            quote = text.find('"', call.end())
+            # The arguments before the format string hold no string, so
+            # the tag, if any, ends at the first quote.
+            head = text[call.end():quote + 1]
+            last_comma = head.rfind(",")
+            tagged = TAGGED.fullmatch(head[last_comma + 1:])
+            found.append((tagged.group(1) if tagged else None,
+                          path.name, line))
+    return found
+
+
+def problems(directory, doc):
+    found = tags_in_code(directory)
+    listed = LISTED.findall(doc.read_text()) if doc.exists() else []
+    out = []
+    seen = {}
+    for tag, name, line in found:
+        if tag is None:
+            out.append(f"{name}:{line}: log call without BKLOGNO(nnnnn)")
+            continue
+        if tag in seen:
+            out.append(f"{name}:{line}: BK{tag} already used at {seen[tag]}")
+        seen.setdefault(tag, f"{name}:{line}")
+        if tag not in listed:
+            out.append(f"{name}:{line}: BK{tag} is not in {doc}")
+    for tag in listed:
+        if tag not in seen:
+            out.append(f"{doc}: BK{tag} is listed but no log call has it")
+    if len(set(listed)) != len(listed):
+        out.append(f"{doc}: a tag is listed twice")
+    return out
+
+
+def main(argv):
+    directory = pathlib.Path(argv[1] if len(argv) > 1
+                             else "server/mpm/bucketed")
+    doc = pathlib.Path(argv[2] if len(argv) > 2 else "docs/log-messages.md")
+    found = problems(directory, doc)
+    for p in found:
+        print(p)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

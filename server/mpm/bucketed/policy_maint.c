@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * policy_maint.c: prefork's idle-server maintenance, one bucket at a time,
+ * with the slots shared by all buckets. Counting idle children per bucket
+ * (not globally) is the point: a bucket whose children are all busy gets
+ * more even while another bucket idles, because the kernel keeps sending
+ * connections to its sockets; and when MaxRequestWorkers is reached, idle
+ * children move to it from buckets that can spare them.
+ */
+#include "policy_maint.h"
+#include "policy_plan.h"
+
+bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
+                                       int bucket, int num_buckets)
+{
+    bucket_spare_limits limits;
+
+    if (num_buckets < 1) {
+        num_buckets = 1;
+    }
+    limits.min_spare = min_spare / num_buckets
+                       + (bucket < min_spare % num_buckets ? 1 : 0);
+    limits.max_spare = max_spare / num_buckets
+                       + (bucket < max_spare % num_buckets ? 1 : 0);
+    if (limits.min_spare < 1) {
+        limits.min_spare = 1;
+    }
+    if (limits.max_spare <= limits.min_spare) {
+        limits.max_spare = limits.min_spare + 1;
+    }
+    return limits;
+}
+
+int bucket_census_tally(const slot_view *slots, int num_slots,
+                        int max_workers, int num_buckets, int unit,
+                        bucket_census *census)
+{
+    int b, slot, free_slots = 0;
+
+    for (b = 0; b < num_buckets; b++) {
+        census[b].idle = census[b].busy = census[b].children = 0;
+        census[b].movable = census[b].stalled = 0;
+    }
+    for (slot = 0; slot < num_slots; slot++) {
+        const slot_view *v = &slots[slot];
+        int counted = v->bucket >= 0 && v->bucket < num_buckets;
+
+        switch (v->state) {
+        case SLOT_EMPTY:
+            free_slots += slot < max_workers;
+            break;
+        case SLOT_REPLACING:
+            if (counted) {
+                census[v->bucket].idle += unit;
+                census[v->bucket].children++;
+            }
+            break;
+        case SLOT_IDLE:
+        case SLOT_BUSY:
+            if (counted) {
+                census[v->bucket].idle += v->idle_units;
+                census[v->bucket].busy += unit - v->idle_units;
+                census[v->bucket].children++;
+                census[v->bucket].movable += v->state == SLOT_IDLE
+                                             && v->idle_units >= unit
+                                             && !v->holds_connections;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    return free_slots;
+}
+
+void bucket_census_stalled(bucket_census *census)
+{
+    census->busy += census->idle;
+    census->idle = 0;
+    census->stalled = 1;
+}
+
+int bucket_start_children(int start_servers, int num_buckets,
+                          int max_workers)
+{
+    int wanted = start_servers;
+
+    if (wanted < num_buckets * BUCKET_MIN_CHILDREN) {
+        wanted = num_buckets * BUCKET_MIN_CHILDREN;
+    }
+    return wanted < max_workers ? wanted : max_workers;
+}
+
+static int clamp_rate(int rate)
+{
+    if (rate < 1) {
+        return 1;
+    }
+    return rate > BUCKET_MAX_SPAWN_RATE ? BUCKET_MAX_SPAWN_RATE : rate;
+}
+
+static int unit_of(const bucket_maint_input *in)
+{
+    return in->unit > 1 ? in->unit : 1;
+}
+
+/* Bucket b's share of the spare limits, its maximum at least one child's
+ * units above its minimum. */
+static bucket_spare_limits share_of(const bucket_maint_input *in, int b)
+{
+    bucket_spare_limits lim = bucket_spare_share(in->min_spare, in->max_spare,
+                                                 b, in->num_buckets);
+
+    if (lim.max_spare < lim.min_spare + unit_of(in)) {
+        lim.max_spare = lim.min_spare + unit_of(in);
+    }
+    return lim;
+}
+
+/* Whether bucket b is short of idle units and may get more. */
+static int is_short(const bucket_maint_input *in, int b)
+{
+    bucket_spare_limits lim = share_of(in, b);
+
+    return in->grow_limit[b] > 0 && in->census[b].idle < lim.min_spare;
+}
+
+/* Children bucket b wants this pass, within what it may gain. */
+static int wanted(const bucket_maint_input *in, const int *spawn_rate, int b)
+{
+    int want;
+
+    if (in->rescue_only) {
+        want = in->census[b].idle == 0;
+    }
+    else {
+        want = is_short(in, b) ? clamp_rate(spawn_rate[b]) : 0;
+    }
+    return want < in->grow_limit[b] ? want : in->grow_limit[b];
+}
+
+/* Children bucket b still wants after what it was given so far. */
+static int unmet(const bucket_maint_input *in, const int *spawn_rate,
+                 const bucket_decision *d, int b)
+{
+    return wanted(in, spawn_rate, b) - d[b].spawn - d[b].moved_in;
+}
+
+/* The bucket with the most idle children that can give one to bucket `to`
+ * and still have at least as many as `to` will then have, and has a child
+ * to give that holds no connection unless `to` is stalled; -1 if none. */
+static int find_donor(const bucket_maint_input *in, const int *spawn_rate,
+                      const bucket_decision *d, int to)
+{
+    int b, best = -1;
+
+    for (b = 0; b < in->num_buckets; b++) {
+        if (b == to || wanted(in, spawn_rate, b) > 0
+            || d[b].idle_after < d[to].idle_after + 2 * unit_of(in)
+            || (!in->census[to].stalled
+                && in->census[b].movable <= d[b].moved_out)) {
+            continue;
+        }
+        if (best < 0 || d[b].idle_after > d[best].idle_after) {
+            best = b;
+        }
+    }
+    return best;
+}
+
+/* Starved buckets (no idle child at all) are served before the others. */
+static int served_in_pass(const bucket_maint_input *in, int b, int pass)
+{
+    return (in->census[b].idle == 0) == (pass == 0);
+}
+
+int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,
+                        bucket_decision *d, bucket_move *moves,
+                        int max_moves)
+{
+    int b, pass, num_moves = 0, free_slots = in->free_slots;
+
+    for (b = 0; b < in->num_buckets; b++) {
+        d[b].spawn = d[b].moved_in = d[b].moved_out = d[b].stop = 0;
+        d[b].report_busy = d[b].starved = 0;
+        d[b].idle_after = in->census[b].idle;
+    }
+    for (pass = 0; pass < 2; pass++) {
+        for (b = 0; b < in->num_buckets; b++) {
+            int want = unmet(in, spawn_rate, d, b);
+
+            if (!served_in_pass(in, b, pass) || want <= 0) {
+                continue;
+            }
+            if (want > free_slots) {
+                want = free_slots;
+            }
+            d[b].spawn += want;
+            d[b].idle_after += want * unit_of(in);
+            free_slots -= want;
+        }
+    }
+    for (pass = 0; pass < 2; pass++) {
+        for (b = 0; b < in->num_buckets; b++) {
+            if (!served_in_pass(in, b, pass)) {
+                continue;
+            }
+            while (unmet(in, spawn_rate, d, b) > 0 && num_moves < max_moves) {
+                int from = find_donor(in, spawn_rate, d, b);
+
+                if (from < 0) {
+                    break;
+                }
+                moves[num_moves].from = from;
+                moves[num_moves].to = b;
+                num_moves++;
+                d[from].moved_out++;
+                d[from].idle_after -= unit_of(in);
+                d[b].moved_in++;
+                d[b].idle_after += unit_of(in);
+            }
+        }
+    }
+    for (b = 0; b < in->num_buckets && !in->rescue_only; b++) {
+        bucket_spare_limits lim = share_of(in, b);
+        int gained = d[b].spawn + d[b].moved_in;
+
+        if (is_short(in, b)) {
+            d[b].starved = gained == 0;
+            /* Doubles while the bucket stays short and gets children;
+             * back to 1 when nothing could be had (prefork does the same
+             * at MaxRequestWorkers). */
+            spawn_rate[b] = gained > 0
+                             ? clamp_rate(clamp_rate(spawn_rate[b]) * 2) : 1;
+        }
+        else {
+            spawn_rate[b] = 1;
+        }
+        d[b].report_busy = gained >= BUCKET_BUSY_REPORT;
+        /* One at a time, as prefork: a burst may be about to need them. */
+        if (d[b].idle_after > lim.max_spare) {
+            d[b].stop = 1;
+            d[b].idle_after -= unit_of(in);
+        }
+    }
+    return num_moves;
+}

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * policy_maint: per-bucket idle maintenance, the decision half of prefork's
+ * once-a-second pass, with capacity that follows load: MaxRequestWorkers
+ * bounds the children of all buckets together, not each bucket's share.
+ * Pure: the parent counts, this decides, the parent acts.
+ */
+#ifndef POLICY_MAINT_H
+#define POLICY_MAINT_H
+
+/* Largest number of children one bucket gains in one pass (prefork's cap). */
+#define BUCKET_MAX_SPAWN_RATE 32
+
+/* A bucket gaining this many children in one pass is reported as busy
+ * (prefork's threshold for its "seems busy" message). */
+#define BUCKET_BUSY_REPORT 8
+
+/* Counted in units: a unit is a child in ChildModel prefork, a worker
+ * thread in ChildModel event (a child brings ThreadsPerChild units). */
+typedef struct {
+    int idle;         /* units ready to accept or starting, and those of
+                       * children on their way into this bucket */
+    int busy;         /* units serving a connection (or, in a child that
+                       * stopped accepting, unable to take one) */
+    int children;     /* children running, starting or on their way in */
+    int movable;      /* idle children that could leave for another bucket
+                       * at no client's cost: every unit idle, no
+                       * connection open (an event child's idle keep-alive
+                       * ones would be closed) */
+    int stalled;      /* nothing accepts its queued connections
+                       * (bucket_census_stalled) */
+} bucket_census;
+
+/* What the parent's slot table says of one slot. */
+typedef enum {
+    SLOT_EMPTY,       /* no child */
+    SLOT_IDLE,        /* a current child ready to accept, or starting */
+    SLOT_BUSY,        /* a current child serving a connection */
+    SLOT_LEAVING,     /* asked to leave, slot not refilled (surplus, or an
+                       * old generation's child beyond MaxRequestWorkers) */
+    SLOT_REPLACING    /* asked to leave; a child of `bucket` takes the slot
+                       * as soon as it is gone (restart, moved capacity) */
+} slot_state_e;
+
+typedef struct {
+    slot_state_e state;
+    int bucket;       /* IDLE, BUSY: its bucket; REPLACING: the next one */
+    int idle_units;   /* IDLE, BUSY: of the child's units, how many are
+                       * ready for a new connection (prefork: IDLE 1, BUSY
+                       * 0); the others count as busy */
+    int holds_connections; /* IDLE, BUSY: has a connection open */
+} slot_view;
+
+typedef struct {
+    int min_spare;    /* this bucket's share of MinSpareServers, >= 1 */
+    int max_spare;    /* this bucket's share of MaxSpareServers, > min_spare */
+} bucket_spare_limits;
+
+typedef struct {
+    int num_buckets;
+    int unit;                     /* units a child brings: 1 (prefork) or
+                                   * ThreadsPerChild (event) */
+    const bucket_census *census;  /* per bucket */
+    const int *grow_limit;        /* per bucket: how many children it may
+                                   * gain now; 0 while its new children are
+                                   * held back (policy_exit.h) */
+    int min_spare;                /* MinSpareServers (Threads), shared out */
+    int max_spare;                /* MaxSpareServers (Threads), shared out */
+    int free_slots;               /* slots below MaxRequestWorkers with no
+                                   * child */
+    int rescue_only;              /* a quick pass between full ones: only a
+                                   * bucket with no idle child gains, one
+                                   * child; no stops, spawn rates kept */
+} bucket_maint_input;
+
+typedef struct {
+    int spawn;        /* children to start in free slots */
+    int moved_in;     /* idle children of other buckets to move here */
+    int moved_out;    /* idle children to move to other buckets */
+    int stop;         /* surplus idle children to stop (0 or 1) */
+    int idle_after;   /* idle units once all of the above is done */
+    int report_busy;  /* gains at least BUCKET_BUSY_REPORT children */
+    int starved;      /* short of idle children, and neither a free slot
+                       * nor another bucket's idle child could be had */
+} bucket_decision;
+
+/* An idle child of bucket `from` leaves, and its slot gets a new child in
+ * bucket `to`. */
+typedef struct {
+    int from;
+    int to;
+} bucket_move;
+
+/* Counts idle and busy units per bucket over the first num_slots slots
+ * (children on their way into a bucket count as `unit` idle units there;
+ * a bucket out of range counts nowhere) and returns the free slots below
+ * max_workers. */
+int bucket_census_tally(const slot_view *slots, int num_slots,
+                        int max_workers, int num_buckets, int unit,
+                        bucket_census *census);
+
+/* A stalled bucket (policy_stall.h): nothing takes its connections,
+ * whatever the scoreboard says, so its idle units count as busy and
+ * maintenance treats it as a bucket with no idle child, one that may take
+ * a child from another bucket even at the cost of that child's idle
+ * keep-alive connections (their clients reconnect; a queue nobody serves
+ * never answers). */
+void bucket_census_stalled(bucket_census *census);
+
+/* Share MinSpare/MaxSpareServers (or Threads) out over buckets, keeping
+ * every bucket at least one idle unit and max above min. */
+bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
+                                       int bucket, int num_buckets);
+
+/*
+ * One pass over every bucket. A bucket short of idle children gains up to
+ * its spawn rate (which doubles per pass while it stays short, as in
+ * prefork): from free slots first, buckets with no idle child served
+ * first; once the slots run out, by moving idle children from other
+ * buckets, but only from a bucket left with at least as many idle children
+ * as the one it gives to, and only a child that holds no connection unless
+ * the bucket it goes to is stalled: a move for a mere imbalance never
+ * closes a client's connection (an HTTP/2 client that gets GOAWAY loses
+ * the requests it had not sent). A bucket above its spare maximum stops one idle
+ * child. Idle counts are in units; a bucket's spare maximum is kept at
+ * least one child's units above its minimum, so that stopping a child
+ * never makes a bucket short. spawn_rate (per bucket, in and out) starts at 1. In a rescue
+ * pass, a bucket with no idle child gains one the same way, and nothing
+ * else happens.
+ * decisions has num_buckets entries; moves room for max_moves. Returns
+ * the number of moves written.
+ */
+int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,
+                        bucket_decision *decisions, bucket_move *moves,
+                        int max_moves);
+
+/* Children to start with a new generation: StartServers, but at least
+ * BUCKET_MIN_CHILDREN per bucket, within MaxRequestWorkers. */
+int bucket_start_children(int start_servers, int num_buckets,
+                          int max_workers);
+
+#endif /* POLICY_MAINT_H */

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * policy_steering: what bucketed does with a reuseport group beyond the kernel's
+ * hash, decided from what the kernel was seen to do. Pure: the trials are
+ * run by sys_bpf.c; this file only reads their outcome.
+ *
+ *  - migration: when a plan change closes a socket of a group, whether its
+ *    queued and half-open connections move to the group's other sockets
+ *    (Linux 5.14+) or are reset;
+ *  - the plan-change diff: per retained duplicate, keep it, close it
+ *    (its queue migrates) or close it (its queue is reset);
+ *  - steering (BucketSteering): which bucket a new connection goes to.
+ */
+#ifndef POLICY_STEERING_H
+#define POLICY_STEERING_H
+
+#include "apr_pools.h"
+
+/* ---- migration */
+
+typedef enum {
+    MIGRATION_NONE = 0,
+    MIGRATION_EBPF,       /* our SELECT_OR_MIGRATE program on the group */
+    MIGRATION_SYSCTL,     /* net.ipv4.tcp_migrate_req=1, machine-wide */
+    MIGRATION_DRAIN       /* no migration, but a program can leave a socket
+                           * out: it gets no new connection and is accepted
+                           * from until empty, then closed (4.19+) */
+} migration_e;
+
+/* What a trial did: two listeners of one reuseport group on loopback,
+ * connections queued on them, one listener closed. */
+typedef enum {
+    TRIAL_NOT_RUN = 0,      /* not tried: no SO_REUSEPORT */
+    TRIAL_NO_BUILD,         /* built without linux/bpf.h */
+    TRIAL_SETUP_FAILED,     /* the trial sockets: err */
+    TRIAL_LOAD_REFUSED,     /* bpf(BPF_PROG_LOAD): err */
+    TRIAL_ATTACH_REFUSED,   /* setsockopt(SO_ATTACH_REUSEPORT_EBPF): err */
+    TRIAL_INCONCLUSIVE,     /* nothing was queued on the listener closed */
+    TRIAL_DONE              /* queued and moved tell what happened */
+} migration_trial_e;
+
+typedef struct {
+    migration_trial_e outcome;
+    int err;                /* errno, for SETUP_FAILED, LOAD/ATTACH_REFUSED */
+    int queued;             /* connections queued on the listener closed */
+    int moved;              /* of those, how many the other one then held */
+} migration_trial;
+
+typedef struct {
+    migration_e mechanism;
+    const char *reason;     /* the log line after "migration: " */
+} migration_choice;
+
+/*
+ * with_program: the trial with our program attached; without_program: the
+ * same trial with no program (run only when tcp_migrate_req is 1, else
+ * TRIAL_NOT_RUN); drain: the trial of a program leaving a socket out
+ * (queued = connections made, moved = those the kept socket got), or NULL
+ * when not run; sysctl: tcp_migrate_req, -1 when absent. A mechanism is
+ * chosen only when a trial saw it work: the kernel version and the sysctl
+ * file prove nothing (Debian's 5.10 loads the migration program, has no
+ * migration, and migrates nothing). Migration is preferred to draining:
+ * it also saves half-open connections and needs no later restart.
+ */
+migration_choice migration_choose(apr_pool_t *p,
+                                  const migration_trial *with_program,
+                                  const migration_trial *without_program,
+                                  const migration_trial *drain,
+                                  int sysctl);
+
+/* migrate, sysctl, drain or none: for the status page. */
+const char *migration_name(migration_e mechanism);
+
+/* ---- the plan-change diff */
+
+typedef enum {
+    PLAN_SOCKET_KEEP,           /* the new plan uses it */
+    PLAN_SOCKET_CLOSE_MIGRATE,  /* closed; its queue moves to the group */
+    PLAN_SOCKET_CLOSE_RESET,    /* closed; its queue is reset */
+    PLAN_SOCKET_DRAIN,          /* kept open one more generation, out of
+                                 * the steering map, accepted from */
+    PLAN_SOCKET_CLOSE_DRAINED   /* closed; nothing was steered to it for a
+                                 * whole generation and its queue is empty */
+} plan_socket_action_e;
+
+/* One retained SO_REUSEPORT duplicate at a restart. */
+typedef struct {
+    int in_new_plan;        /* some bucket of the new plan owns it */
+    int group_stays;        /* its address is still listened on, so the
+                             * group keeps a socket to migrate to */
+    int group_migrates;     /* the group migrates on close (program
+                             * attached, or the sysctl) */
+    int group_drains;       /* the group's program selects only from this
+                             * generation's sockets (MIGRATION_DRAIN) */
+    int drained_generations;/* generations it has already spent out of
+                             * the steering map, accepted from */
+    int queued;             /* connections in its accept queue now; -1
+                             * unknown */
+} plan_socket_state;
+
+plan_socket_action_e plan_socket_action(const plan_socket_state *st);
+
+/* The log line for a socket the new plan does not use (what becomes of
+ * it and of its queue); no_migration is the migration reason when the
+ * group has none. */
+const char *plan_socket_describe(apr_pool_t *p, const plan_socket_state *st,
+                                 const char *key, const char *no_migration);
+
+/* ---- steering (BucketSteering) */
+
+typedef enum {
+    STEERING_AUTO = 0,
+    STEERING_HASH,        /* the kernel's hash of the connection's 4-tuple */
+    STEERING_CPU,         /* the bucket of the CPU that received it */
+    STEERING_LOAD         /* the hash's bucket while it has an idle child,
+                           * else the next bucket that has one */
+} steering_e;
+
+/* BucketSteering load scans every bucket in one unrolled program. */
+#define STEERING_MAX_LOAD_BUCKETS 64
+
+const char *steering_name(steering_e mode);
+
+/* auto | hash | cpu | load, case-insensitive. */
+const char *steering_parse(apr_pool_t *p, const char *directive,
+                           const char *arg, steering_e *out);
+
+typedef struct {
+    steering_e requested;
+    int reuseport_groups;   /* the plan has SO_REUSEPORT duplicates */
+    int num_buckets;
+    int online_cpus;
+    int trial_err;          /* 0: the requested mode's program loaded and
+                             * attached in a trial; else the errno of
+                             * trial_step */
+    const char *trial_step;
+} steering_input;
+
+typedef struct {
+    steering_e mode;        /* never AUTO */
+    const char *reason;     /* for the log */
+} steering_choice;
+
+/* NULL and *out, or an error naming the directive and what is missing. */
+const char *steering_choose(apr_pool_t *p, const steering_input *in,
+                            steering_choice *out);
+
+/* Under STEERING_CPU: whether connections received on CPU cpu go to
+ * bucket (the program's cpu mod num_buckets), so that the bucket's
+ * children are kept on exactly those CPUs. */
+int steering_cpu_in_bucket(int cpu, int bucket, int num_buckets);
+
+#endif /* POLICY_STEERING_H */
