@@ -17,12 +17,15 @@ import re
 import sys
 
 CALL = re.compile(r"\bap_log_(?:error|perror|cerror|rerror)\s*\(")
-TAGGED = re.compile(r'\s*BKLOGNO\((\d{5})\)\s*"')
+# The tag, then the format: a literal, or a macro of one and a literal.
+TAGGED = re.compile(r'\s*BKLOGNO\((\d{5})\)\s*(?:[A-Z][A-Z0-9_]*\s*)?"')
 LISTED = re.compile(r"^\|\s*`?BK(\d{5})`?\s*\|", re.M)
 
 
 def without_comments(text):
-    return re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    """The text with its comments blanked, line numbers kept."""
+    return re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"),
+                  text, flags=re.S)
 
 
 def tags_in_code(directory):

@@ -140,3 +140,44 @@ def test_loop_checker_finds_a_loop(tmp_path):
     out = subprocess.run([str(TOP / "scripts" / "check-loops.py"),
                           str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout
+
+
+def check_log_tags(*args):
+    return subprocess.run([str(TOP / "scripts" / "check-log-tags.py"),
+                           *map(str, args)], capture_output=True, text=True)
+
+
+def test_every_log_line_has_its_own_listed_tag():
+    out = check_log_tags(MPM_DIR, TOP / "docs" / "log-messages.md")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_log_tag_checker_finds_what_is_wrong(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    doc = tmp_path / "log-messages.md"
+    (src / "a.c").write_text(
+        "/* ap_log_error( in a comment is no call */\n"
+        "void a(void)\n{\n"
+        "    ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,\n"
+        "                 BKLOGNO(00001) \"one\");\n"
+        "    ap_log_error(APLOG_MARK, APLOG_ERR, 0, s, \"untagged\");\n"
+        "    ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,\n"
+        "                 BKLOGNO(00001) \"again\");\n"
+        "    ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,\n"
+        "                 BKLOGNO(00002) SOME_MACRO \" unlisted\");\n}\n")
+    doc.write_text("| Tag | Level |\n|---|---|\n| BK00001 | err |\n"
+                   "| BK00009 | err |\n")
+    out = check_log_tags(src, doc)
+    assert out.returncode == 1, out.stdout
+    assert "a.c:6: log call without BKLOGNO" in out.stdout
+    assert "a.c:7: BK00001 already used at a.c:4" in out.stdout
+    assert "a.c:9: BK00002 is not in" in out.stdout
+    assert "BK00009 is listed but no log call has it" in out.stdout
+    # Put right, it passes.
+    (src / "a.c").write_text(
+        "void a(void)\n{\n"
+        "    ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,\n"
+        "                 BKLOGNO(00001) \"one\");\n}\n")
+    doc.write_text("| BK00001 | err |\n")
+    assert check_log_tags(src, doc).returncode == 0

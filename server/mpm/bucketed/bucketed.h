@@ -20,6 +20,8 @@
 #include "scoreboard.h"
 #include "unixd.h"
 
+#include "bucketed_log.h"
+
 #include "policy_maint.h"
 #include "policy_plan.h"
 #include "policy_directives.h"

@@ -25,6 +25,7 @@
 #include "unixd.h"
 
 #include "child_accept.h"
+#include "bucketed_log.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -34,6 +35,7 @@ static void allow_leave_signals(accept_waiter *w, int allow)
                     NULL) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_ERR, err, w->s,
+                     BKLOGNO(00001)
                      "bucketed: sigprocmask for the leave signals");
     }
 }
@@ -70,6 +72,7 @@ static apr_status_t epoll_init(accept_waiter *w, apr_pool_t *pchild)
     if (w->epoll_fd < 0) {
         err = errno;
         ap_log_error(APLOG_MARK, APLOG_EMERG, err, w->s,
+                     BKLOGNO(00002)
                      "bucketed: epoll_create1 in a child of bucket %d",
                      w->bucket);
         return err;
@@ -87,6 +90,7 @@ static apr_status_t epoll_init(accept_waiter *w, apr_pool_t *pchild)
         if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
             err = errno;
             ap_log_error(APLOG_MARK, APLOG_EMERG, err, w->s,
+                         BKLOGNO(00003)
                          "bucketed: epoll_ctl(EPOLLEXCLUSIVE) for %pI",
                          lr->bind_addr);
             return err;
@@ -95,7 +99,7 @@ static apr_status_t epoll_init(accept_waiter *w, apr_pool_t *pchild)
     if (sigprocmask(SIG_BLOCK, NULL, &w->wait_mask) < 0) {
         err = errno;
         ap_log_error(APLOG_MARK, APLOG_EMERG, err, w->s,
-                     "bucketed: sigprocmask in a child");
+                     BKLOGNO(00004) "bucketed: sigprocmask in a child");
         return err;
     }
     sigdelset(&w->wait_mask, AP_SIG_GRACEFUL);
@@ -112,6 +116,7 @@ static int leave_pending(accept_waiter *w)
     if (sigpending(&pending) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_ERR, err, w->s,
+                     BKLOGNO(00005)
                      "bucketed: sigpending in a child of bucket %d",
                      w->bucket);
         return 0;
@@ -140,6 +145,7 @@ static apr_status_t wait_epoll(accept_waiter *w, apr_socket_t **csd,
                 continue;
             }
             ap_log_error(APLOG_MARK, APLOG_ERR, err, w->s,
+                         BKLOGNO(00006)
                          "bucketed: epoll_pwait in bucket %d", w->bucket);
             return APR_EGENERAL;
         }
@@ -182,7 +188,8 @@ static apr_status_t mutex_init(accept_waiter *w, apr_pool_t *pchild)
                                    apr_proc_mutex_lockfile(w->accept_mutex),
                                    pchild);
     if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, w->s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, w->s, BKLOGNO(00007)
+                                                        "bucketed: "
                      "cannot init the accept mutex of bucket %d in a child",
                      w->bucket);
         return rv;
@@ -190,6 +197,7 @@ static apr_status_t mutex_init(accept_waiter *w, apr_pool_t *pchild)
     rv = apr_pollset_create(&w->pollset, w->num_sockets, pchild, 0);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rv, w->s,
+                     BKLOGNO(00008)
                      "bucketed: apr_pollset_create for %d sockets",
                      w->num_sockets);
         return rv;
@@ -205,6 +213,7 @@ static apr_status_t mutex_init(accept_waiter *w, apr_pool_t *pchild)
         rv = apr_pollset_add(w->pollset, &pfd);
         if (rv != APR_SUCCESS) {
             ap_log_error(APLOG_MARK, APLOG_EMERG, rv, w->s,
+                         BKLOGNO(00009)
                          "bucketed: apr_pollset_add for %pI", lr->bind_addr);
             return rv;
         }
@@ -234,12 +243,13 @@ static apr_status_t poll_under_mutex(accept_waiter *w, apr_socket_t **csd,
                 continue;
             }
             ap_log_error(APLOG_MARK, APLOG_ERR, rv, w->s,
+                         BKLOGNO(00010)
                          "bucketed: apr_pollset_poll on bucket %d",
                          w->bucket);
             return APR_EGENERAL;
         }
-        rv = child_accept_on(ready[w->next_ready++ % num_ready].client_data, csd,
-                       ptrans);
+        rv = child_accept_on(ready[w->next_ready++ % num_ready].client_data,
+                             csd, ptrans);
         if (rv == APR_SUCCESS || rv == APR_EGENERAL) {
             return rv;
         }
@@ -255,7 +265,8 @@ static apr_status_t wait_mutex(accept_waiter *w, apr_socket_t **csd,
         if (APR_STATUS_IS_EINTR(rv)) {
             return APR_EINTR;
         }
-        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, w->s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, w->s, BKLOGNO(00011)
+                                                        "bucketed: "
                      "child %" APR_PID_T_FMT " cannot take the accept mutex "
                      "of bucket %d", getpid(), w->bucket);
         return APR_EGENERAL;
@@ -313,6 +324,7 @@ void accept_waiter_close(accept_waiter *w)
         if (close(w->epoll_fd) < 0) {
             int err = errno;
             ap_log_error(APLOG_MARK, APLOG_ERR, err, w->s,
+                         BKLOGNO(00012)
                          "bucketed: close of the epoll set of a child of "
                          "bucket %d", w->bucket);
         }
@@ -322,6 +334,7 @@ void accept_waiter_close(accept_waiter *w)
         rv = apr_pollset_destroy(w->pollset);
         if (rv != APR_SUCCESS) {
             ap_log_error(APLOG_MARK, APLOG_ERR, rv, w->s,
+                         BKLOGNO(00013)
                          "bucketed: apr_pollset_destroy in a child of "
                          "bucket %d", w->bucket);
         }

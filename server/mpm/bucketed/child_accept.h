@@ -5,8 +5,8 @@
  * on its one socket, in epoll_pwait() with EPOLLEXCLUSIVE on several, or
  * polling several under the bucket's accept mutex on kernels before 4.5.
  *
- * The leave signals (prefork_child.c) stay blocked except while waiting, so that
- * request processing never sees EINTR from them; a wait returns APR_EINTR
+ * The leave signals (prefork_child.c) stay blocked except while waiting, so
+ * that request processing never sees EINTR from them; a wait returns APR_EINTR
  * once *leaving is set.
  */
 #ifndef CHILD_ACCEPT_H

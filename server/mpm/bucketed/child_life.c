@@ -45,14 +45,15 @@ void child_signal_mask(const sigset_t *set)
     if (sigprocmask(SIG_SETMASK, set, NULL) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_ERR, err, ap_server_conf,
-                     "bucketed: sigprocmask in child");
+                     BKLOGNO(00014) "bucketed: sigprocmask in child");
     }
 }
 
 int child_setup_exit_code(server_rec *s, int bucket, apr_status_t rv)
 {
     if (child_setup_failure_passes(rv)) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, rv, s, "bucketed: a new child of "
+        ap_log_error(APLOG_MARK, APLOG_ERR, rv, s, BKLOGNO(00015)
+                                                   "bucketed: a new child of "
                      "bucket %d could not set up (the error above); it exits "
                      "sick, and the parent starts the bucket's next child "
                      "when the shortage may have passed", bucket);
@@ -118,7 +119,7 @@ static void leave_with_parent(child_life *life, pid_t parent)
     if (prctl(PR_SET_PDEATHSIG, AP_SIG_GRACEFUL) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_WARNING, err, life->s,
-                     "bucketed: prctl(PR_SET_PDEATHSIG)");
+                     BKLOGNO(00016) "bucketed: prctl(PR_SET_PDEATHSIG)");
     }
 #endif
     if (getppid() != parent) {
@@ -151,6 +152,7 @@ void child_life_run(const child_model *model, server_rec *s,
     if (rv != APR_SUCCESS) {
         life.pchild = NULL;
         ap_log_error(APLOG_MARK, APLOG_EMERG, rv, s,
+                     BKLOGNO(00017)
                      "bucketed: cannot create the child's pool");
         child_life_exit(&life, APEXIT_CHILDSICK, 1);
     }

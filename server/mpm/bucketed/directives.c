@@ -119,7 +119,8 @@ static const char *set_max_request_workers(cmd_parms *cmd, void *dummy,
 {
     (void)dummy;
     if (strcasecmp(cmd->cmd->name, "MaxClients") == 0) {
-        ap_log_error(APLOG_MARK, APLOG_INFO, 0, NULL, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, NULL, BKLOGNO(00018)
+                                                      "bucketed: "
                      "MaxClients is deprecated, use MaxRequestWorkers "
                      "instead.");
     }
@@ -141,7 +142,8 @@ static const char *set_max_connections_per_child(cmd_parms *cmd, void *dummy,
 {
     (void)dummy;
     if (strcasecmp(cmd->cmd->name, "MaxRequestsPerChild") == 0) {
-        ap_log_error(APLOG_MARK, APLOG_INFO, 0, NULL, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, NULL, BKLOGNO(00019)
+                                                      "bucketed: "
                      "MaxRequestsPerChild is deprecated, use "
                      "MaxConnectionsPerChild instead.");
     }

@@ -134,7 +134,8 @@ static ev_conn *accept_reserved(event_child_ctx *ctx, ev_listener *l,
     if (last) {
         CHILD_LIFE_SET(ctx->life, leaving);
         ev_wake_keeper(ctx);
-        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, ctx->s, "bucketed: child %"
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, ctx->s, BKLOGNO(00020)
+                                                         "bucketed: child %"
                      APR_PID_T_FMT " reached MaxConnectionsPerChild, "
                      "leaving", getpid());
     }

@@ -35,6 +35,7 @@ apr_pool_t *ev_new_pool(event_child_ctx *ctx)
 
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_ERR, rv, ctx->s,
+                     BKLOGNO(00021)
                      "bucketed: cannot create a connection's pool");
         return NULL;
     }
@@ -65,7 +66,7 @@ void ev_wake_keeper(event_child_ctx *ctx)
     if (write(ctx->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
-                     "bucketed: write to the keeper's eventfd");
+                     BKLOGNO(00022) "bucketed: write to the keeper's eventfd");
     }
 }
 
@@ -82,7 +83,8 @@ int ev_epoll_set(event_child_ctx *ctx, int op, int fd, unsigned events,
     if (epoll_ctl(ctx->epoll_fd, op, fd, op == EPOLL_CTL_DEL ? NULL : &ev)
         < 0) {
         int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s, BKLOGNO(00023)
+                                                         "bucketed: "
                      "epoll_ctl(%d) for descriptor %d in an event child",
                      op, fd);
         return -1;
@@ -103,7 +105,8 @@ int ev_listener_readable(event_child_ctx *ctx, const ev_listener *l)
         int err = errno;
         /* Unknown: say readable, so that the bucket is woken for it. */
         ap_log_error(APLOG_MARK, err == EINTR ? APLOG_DEBUG : APLOG_ERR, err,
-                     ctx->s, "bucketed: poll of a listening socket");
+                     ctx->s, BKLOGNO(00024)
+                             "bucketed: poll of a listening socket");
         return 1;
     }
     return n > 0 && (pfd.revents & POLLIN);
@@ -122,6 +125,7 @@ void ev_nudge_bucket(event_child_ctx *ctx)
     if (write(ctx->nudge_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     BKLOGNO(00025)
                      "bucketed: write to bucket %d's eventfd", ctx->bucket);
     }
 }

@@ -53,6 +53,7 @@ static apr_status_t setup_threads_sync(event_child_ctx *ctx)
     }
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rv, ctx->s,
+                     BKLOGNO(00026)
                      "bucketed: cannot create the event child's locks");
     }
     return rv;
@@ -75,7 +76,8 @@ static apr_status_t setup_extra_workers(event_child_ctx *ctx)
                                           ap_thread_stacksize);
     }
     if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, ctx->s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_EMERG, rv, ctx->s, BKLOGNO(00027)
+                                                          "bucketed: "
                      "cannot set up the event child's extra workers");
     }
     return rv;
@@ -96,6 +98,7 @@ static int stop_workers(event_child_ctx *ctx, worker_info *workers)
     if (write(ctx->stop_fd, &one, sizeof(one)) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     BKLOGNO(00028)
                      "bucketed: write to the workers' stop eventfd");
     }
     while (ctx->running_workers > 0) {
@@ -141,6 +144,7 @@ static void wait_for_signals(event_child_ctx *ctx)
             int err = errno;
             if (err != EAGAIN && err != EINTR) {
                 ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                             BKLOGNO(00029)
                              "bucketed: sigtimedwait in an event child");
             }
             continue;
@@ -180,6 +184,7 @@ static apr_status_t set_up(child_life *life)
                                  life->pchild);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rv, life->s,
+                     BKLOGNO(00030)
                      "bucketed: apr_thread_mutex_create in child");
         return rv;
     }
@@ -239,7 +244,8 @@ static int serve(child_life *life, int *clean)
         rv = apr_threadattr_stacksize_set(attr, ap_thread_stacksize);
     }
     if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_ALERT, rv, life->s, "bucketed: cannot "
+        ap_log_error(APLOG_MARK, APLOG_ALERT, rv, life->s, BKLOGNO(00031)
+                                                           "bucketed: cannot "
                      "set up the event child's thread attributes");
         return APEXIT_CHILDSICK;
     }
@@ -260,7 +266,8 @@ static int serve(child_life *life, int *clean)
                                &workers[i], life->pchild);
         if (rv != APR_SUCCESS) {
             ev_unlock(ctx);
-            ap_log_error(APLOG_MARK, APLOG_ALERT, rv, life->s, "bucketed: "
+            ap_log_error(APLOG_MARK, APLOG_ALERT, rv, life->s, BKLOGNO(00032)
+                                                               "bucketed: "
                          "apr_thread_create: unable to create worker "
                          "thread %d", i);
             /* The workers made so far are stopped. */
@@ -274,7 +281,8 @@ static int serve(child_life *life, int *clean)
     ev_unlock(ctx);
     rv = apr_thread_create(&keeper, attr, ev_keeper_main, ctx, life->pchild);
     if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_ALERT, rv, life->s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_ALERT, rv, life->s, BKLOGNO(00033)
+                                                           "bucketed: "
                      "apr_thread_create: unable to create the keeper thread");
         CHILD_LIFE_SET(life, dying);
         *clean = stop_workers(ctx, workers);
@@ -314,7 +322,7 @@ apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
         if (retained->nudge[b] < 0) {
             int err = errno;
             ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, err, s,
-                         "bucketed: eventfd for bucket %d", b);
+                         BKLOGNO(00034) "bucketed: eventfd for bucket %d", b);
             return err;
         }
     }
@@ -336,7 +344,8 @@ apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
 /* Refused at start-up (-t says so); a child that got here anyway ends. */
 static void take_signals(child_life *life)
 {
-    ap_log_error(APLOG_MARK, APLOG_EMERG, 0, life->s, "bucketed: ChildModel "
+    ap_log_error(APLOG_MARK, APLOG_EMERG, 0, life->s, BKLOGNO(00035)
+                                                      "bucketed: ChildModel "
                  "event needs epoll (Linux) and an APR built with threads");
     exit(APEXIT_CHILDFATAL);
 }

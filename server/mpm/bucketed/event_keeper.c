@@ -88,7 +88,8 @@ static void drain_linger(event_child_ctx *ctx, ev_conn *ec)
         apr_size_t n = sizeof(ctx->linger_buf);
         rv = apr_socket_recv(ec->csd, ctx->linger_buf, &n);
     } while (rv == APR_SUCCESS);
-    if (!APR_STATUS_IS_EAGAIN(rv) || ev_keeper_set(ctx, EPOLL_CTL_MOD, ec) < 0) {
+    if (!APR_STATUS_IS_EAGAIN(rv)
+        || ev_keeper_set(ctx, EPOLL_CTL_MOD, ec) < 0) {
         close_lingering(ctx, ec, 0);
     }
 }
@@ -152,7 +153,8 @@ static void expire_locked(event_child_ctx *ctx, apr_time_t now)
     int w;
 
     for (w = WAIT_KEEPALIVE; w <= WAIT_IO; w++) {
-        while ((t = timeout_list_pop_expired(&ctx->timeouts[w], now)) != NULL) {
+        while ((t = timeout_list_pop_expired(&ctx->timeouts[w], now))
+               != NULL) {
             end_wait_locked(ctx, t);
         }
     }
@@ -318,7 +320,8 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
     ev_unlock(ctx);
     close_list(ctx, to_close);
     if (extra && ev_start_extra_worker(ctx)) {
-        ap_log_error(APLOG_MARK, APLOG_INFO, 0, ctx->s, "bucketed: no "
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, ctx->s, BKLOGNO(00036)
+                                                        "bucketed: no "
                      "worker of the child idle or done for %d ms while a "
                      "keep-alive request waits: started an extra worker",
                      (int)apr_time_as_msec(EVENT_STUCK_GRACE));
@@ -348,6 +351,7 @@ void *APR_THREAD_FUNC ev_keeper_main(apr_thread_t *thd, void *arg)
             int err = errno;
             if (err != EINTR) {
                 ap_log_error(APLOG_MARK, APLOG_CRIT, err, ctx->s,
+                             BKLOGNO(00037)
                              "bucketed: epoll_wait in the keeper");
                 SET(ctx, sick);
                 CHILD_LIFE_SET(ctx->life, dying);
@@ -361,6 +365,7 @@ void *APR_THREAD_FUNC ev_keeper_main(apr_thread_t *thd, void *arg)
                     && errno != EAGAIN) {
                     int err = errno;
                     ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                                 BKLOGNO(00038)
                                  "bucketed: read of the keeper's eventfd");
                 }
             }

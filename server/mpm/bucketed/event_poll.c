@@ -58,6 +58,7 @@ apr_status_t ev_epoll_create(event_child_ctx *ctx, const char *what,
     if (*fd < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
+                     BKLOGNO(00039)
                      "bucketed: epoll_create1 for an event child's %s", what);
         return err;
     }
@@ -76,6 +77,7 @@ apr_status_t ev_add_eventfd(event_child_ctx *ctx, int epoll_fd, int *fd,
         if (*fd < 0) {
             err = errno;
             ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s,
+                         BKLOGNO(00040)
                          "bucketed: eventfd (%s) in an event child", what);
             return err;
         }
@@ -86,7 +88,8 @@ apr_status_t ev_add_eventfd(event_child_ctx *ctx, int epoll_fd, int *fd,
     ev.data.ptr = kind;
     if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, *fd, &ev) < 0) {
         err = errno;
-        ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_EMERG, err, ctx->s, BKLOGNO(00041)
+                                                           "bucketed: "
                      "epoll_ctl for the eventfd (%s) in an event child",
                      what);
         return err;
@@ -203,7 +206,8 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want)
         bucket_stats_count_reclaimed(ctx->retained, ctx->bucket, done);
         if (now - ctx->reclaim_logged >= RECLAIM_LOG_INTERVAL) {
             ctx->reclaim_logged = now;
-            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, ctx->s, "bucketed: "
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, ctx->s, BKLOGNO(00042)
+                                                               "bucketed: "
                          "child %" APR_PID_T_FMT " of bucket %d is at its "
                          "connection limit (%d open, ThreadsPerChild %d, "
                          "AsyncRequestWorkerFactor): closing %d idle "
@@ -269,6 +273,7 @@ void ev_close_listeners_locked(event_child_ctx *ctx)
         int err = errno;
         /* The sockets stay open until the child exits, as before. */
         ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     BKLOGNO(00043)
                      "bucketed: socket() to close a leaving child's "
                      "listeners");
         return;
@@ -280,6 +285,7 @@ void ev_close_listeners_locked(event_child_ctx *ctx)
         if (dup3(placeholder, l->fd, O_CLOEXEC) < 0) {
             int err = errno;
             ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                         BKLOGNO(00044)
                          "bucketed: dup3() over listening socket %pI",
                          l->lr->bind_addr);
         }
@@ -287,7 +293,7 @@ void ev_close_listeners_locked(event_child_ctx *ctx)
     if (close(placeholder) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
-                     "bucketed: close of a placeholder socket");
+                     BKLOGNO(00045) "bucketed: close of a placeholder socket");
     }
 }
 
@@ -300,6 +306,7 @@ void ev_signal_work_locked(event_child_ctx *ctx)
     if (write(ctx->work_fd, &one, sizeof(one)) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                     BKLOGNO(00046)
                      "bucketed: write to the work queue's eventfd");
     }
 }
@@ -384,7 +391,8 @@ void ev_force_ready_locked(event_child_ctx *ctx, ev_conn *ec)
         int err = errno;
         /* ENOTCONN: the client is gone, so the socket is ready anyway. */
         ap_log_error(APLOG_MARK, err == ENOTCONN ? APLOG_DEBUG : APLOG_ERR,
-                     err, ctx->s, "bucketed: shutdown of a waiting "
+                     err, ctx->s, BKLOGNO(00047)
+                                  "bucketed: shutdown of a waiting "
                      "connection");
     }
 }
@@ -400,6 +408,7 @@ static int input_waiting(event_child_ctx *ctx, ev_conn *ec)
         int err = errno;
         if (err != EAGAIN && err != EWOULDBLOCK) {
             ap_log_error(APLOG_MARK, APLOG_DEBUG, err, ctx->s,
+                         BKLOGNO(00048)
                          "bucketed: recv(MSG_PEEK) on a keep-alive "
                          "connection");
             return 1;
@@ -458,7 +467,8 @@ int ev_keeper_set(event_child_ctx *ctx, int op, ev_conn *ec)
     if (epoll_ctl(ctx->keeper_fd, op, ec->fd, op == EPOLL_CTL_DEL ? NULL : &ev)
         < 0) {
         int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s, BKLOGNO(00049)
+                                                         "bucketed: "
                      "epoll_ctl(%d) for a lingering connection", op);
         return -1;
     }

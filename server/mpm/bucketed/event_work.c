@@ -38,6 +38,7 @@ apr_status_t ev_setup_callbacks(event_child_ctx *ctx)
 
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_ALERT, rv, ctx->s,
+                     BKLOGNO(00050)
                      "bucketed: cannot create the timed callbacks' pool");
     }
     return rv;
@@ -130,6 +131,7 @@ ev_conn *ev_take_work(event_child_ctx *ctx, ev_callback **callback)
         int err = errno;
         if (err != EAGAIN) {
             ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,
+                         BKLOGNO(00051)
                          "bucketed: read of the work queue's eventfd");
         }
         return NULL;

@@ -98,7 +98,8 @@ static event_next_e flush_output(event_child_ctx *ctx, ev_conn *ec)
     }
     rv = last->frec->filter_func.out_func(last, NULL);
     if (rv != APR_SUCCESS) {
-        ap_log_cerror(APLOG_MARK, APLOG_DEBUG, rv, c, "bucketed: network "
+        ap_log_cerror(APLOG_MARK, APLOG_DEBUG, rv, c, BKLOGNO(00052)
+                                                      "bucketed: network "
                       "write failure in write completion");
     }
     r.flush_ok = rv == APR_SUCCESS;
@@ -138,6 +139,7 @@ static int create_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
     rc = ap_pre_connection(ec->c, ec->csd);
     if (rc != OK && rc != DONE) {
         ap_log_cerror(APLOG_MARK, APLOG_DEBUG, 0, ec->c,
+                      BKLOGNO(00053)
                       "bucketed: connection aborted by pre_connection");
         ev_close_conn(ctx, ec);
         return 0;
@@ -279,7 +281,8 @@ static void conn_ready(event_child_ctx *ctx, ev_conn *ec, int thread_num,
             return;
         }
         if (wait == WAIT_IO) {
-            ap_log_cerror(APLOG_MARK, APLOG_DEBUG, 0, ec->c, "bucketed: %s "
+            ap_log_cerror(APLOG_MARK, APLOG_DEBUG, 0, ec->c, BKLOGNO(00054)
+                                                             "bucketed: %s "
                           "timed out", ec->waitio ? "a module's wait for I/O"
                                                   : "write completion");
             ec->c->aborted = 1;
@@ -318,7 +321,7 @@ static void *wait_for_event(event_child_ctx *ctx, worker_info *wi, int first)
         if (err != 0 && err != EINTR) {
             ev_unlock(ctx);
             ap_log_error(APLOG_MARK, APLOG_CRIT, err, ctx->s,
-                         "bucketed: epoll_wait in a worker");
+                         BKLOGNO(00055) "bucketed: epoll_wait in a worker");
             SET(ctx, sick);
             CHILD_LIFE_SET(ctx->life, dying);
             ev_lock(ctx);
@@ -380,9 +383,9 @@ void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg)
     wi->running = 0;
     apr_thread_cond_signal(ctx->gone);
     ev_unlock(ctx);
-    set_worker_status(ctx, wi->num,
-                      CHILD_LIFE_IS(ctx->life, dying) || wi->num >= ctx->threads
-                      ? SERVER_DEAD : SERVER_GRACEFUL);
+    set_worker_status(ctx, wi->num, CHILD_LIFE_IS(ctx->life, dying)
+                                    || wi->num >= ctx->threads
+                                    ? SERVER_DEAD : SERVER_GRACEFUL);
     apr_thread_exit(thd, APR_SUCCESS);
     return NULL;
 }
@@ -408,7 +411,8 @@ int ev_start_extra_worker(event_child_ctx *ctx)
     rv = apr_thread_create(&wi->thread, ctx->extra_attr, ev_worker_main, wi,
                            ctx->extra_pool);
     if (rv != APR_SUCCESS) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, rv, ctx->s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_ERR, rv, ctx->s, BKLOGNO(00056)
+                                                        "bucketed: "
                      "apr_thread_create: unable to create an extra worker");
         ev_lock(ctx);
         wi->running = 0;

@@ -8,9 +8,9 @@
  *
  * Every socket ends up in exactly one bucket, so its blocking mode can be
  * chosen per bucket: blocking for a bucket's only socket (children sleep
- * in accept()), non-blocking when a bucket waits on several. A socket being
- * drained (policy_steering.h, MIGRATION_DRAIN) is appended to one bucket's list
- * after its planned ones.
+ * in accept()), non-blocking when a bucket waits on several. A socket
+ * being drained (policy_steering.h, MIGRATION_DRAIN) is appended to one
+ * bucket's list after its planned ones.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -56,6 +56,7 @@ static apr_status_t set_reuseport(server_rec *s, const ap_listen_rec *lr,
                    sizeof(on)) < 0) {
         apr_status_t rv = errno;
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
+                     BKLOGNO(00057)
                      "bucketed: setsockopt(SO_REUSEPORT) for %pI",
                      lr->bind_addr);
         return rv;
@@ -81,7 +82,7 @@ static apr_status_t clone_options(server_rec *s, const ap_listen_rec *orig,
                        &value, &len) < 0) {
             apr_status_t rv = errno;
             ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
-                         "bucketed: getsockopt(%s) on %pI",
+                         BKLOGNO(00058) "bucketed: getsockopt(%s) on %pI",
                          cloned_options[i].label, orig->bind_addr);
             return rv;
         }
@@ -89,6 +90,7 @@ static apr_status_t clone_options(server_rec *s, const ap_listen_rec *orig,
                        &value, sizeof(value)) < 0) {
             apr_status_t rv = errno;
             ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
+                         BKLOGNO(00059)
                          "bucketed: setsockopt(%s, %d) on a duplicate of %pI",
                          cloned_options[i].label, value, orig->bind_addr);
             return rv;
@@ -106,7 +108,8 @@ static void set_buffer_sizes(server_rec *s, const bucketed_config *conf,
     if (conf->send_buffer_size) {
         rv = apr_socket_opt_set(dup, APR_SO_SNDBUF, conf->send_buffer_size);
         if (rv != APR_SUCCESS) {
-            ap_log_error(APLOG_MARK, APLOG_WARNING, rv, s, "bucketed: cannot "
+            ap_log_error(APLOG_MARK, APLOG_WARNING, rv, s, BKLOGNO(00060)
+                                                           "bucketed: cannot "
                          "set SendBufferSize on a duplicate of %pI",
                          orig->bind_addr);
         }
@@ -114,7 +117,8 @@ static void set_buffer_sizes(server_rec *s, const bucketed_config *conf,
     if (conf->receive_buffer_size) {
         rv = apr_socket_opt_set(dup, APR_SO_RCVBUF, conf->receive_buffer_size);
         if (rv != APR_SUCCESS) {
-            ap_log_error(APLOG_MARK, APLOG_WARNING, rv, s, "bucketed: cannot "
+            ap_log_error(APLOG_MARK, APLOG_WARNING, rv, s, BKLOGNO(00061)
+                                                           "bucketed: cannot "
                          "set ReceiveBufferSize on a duplicate of %pI",
                          orig->bind_addr);
         }
@@ -132,6 +136,7 @@ static apr_socket_t *open_duplicate(apr_pool_t *pool, server_rec *s,
                            APR_PROTO_TCP, pool);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
+                     BKLOGNO(00062)
                      "bucketed: cannot create a duplicate socket for %pI",
                      orig->bind_addr);
         return NULL;
@@ -145,6 +150,7 @@ static apr_socket_t *open_duplicate(apr_pool_t *pool, server_rec *s,
     rv = apr_socket_bind(dup, orig->bind_addr);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
+                     BKLOGNO(00063)
                      "bucketed: cannot bind a duplicate socket to %pI "
                      "with SO_REUSEPORT (is another process bound there?)",
                      orig->bind_addr);
@@ -154,6 +160,7 @@ static apr_socket_t *open_duplicate(apr_pool_t *pool, server_rec *s,
     rv = apr_socket_listen(dup, conf->listen_backlog);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
+                     BKLOGNO(00064)
                      "bucketed: listen() on a duplicate socket for %pI",
                      orig->bind_addr);
         apr_socket_close(dup);
@@ -261,7 +268,8 @@ static void settle_unused_duplicates(apr_pool_t *pconf, server_rec *s,
         st.group_drains = listener >= 0 && group_drains[listener];
         st.drained_generations = rs->drained_generations;
         st.queued = reuseport_bpf_queued(listen_socket_fd(rs->sd));
-        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: %s",
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00065)
+                                                   "bucketed: %s",
                      plan_socket_describe(pconf, &st, rs->key,
                                           conf->migration.reason));
         if (plan_socket_action(&st) == PLAN_SOCKET_DRAIN) {
@@ -297,7 +305,8 @@ static int close_inherited(server_rec *s, int *fd, const char *what)
     }
     if (close(*fd) < 0) {
         int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: close() "
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00066)
+                                                        "bucketed: close() "
                      "of the inherited %s in pid %" APR_PID_T_FMT, what,
                      getpid());
     }
@@ -344,6 +353,7 @@ static apr_status_t create_accept_mutex(apr_pool_t *pconf, server_rec *s,
                               apr_itoa(pconf, bucket), s, pconf, 0);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
+                     BKLOGNO(00067)
                      "bucketed: cannot create the accept mutex of bucket %d",
                      bucket);
         return rv;
@@ -351,6 +361,7 @@ static apr_status_t create_accept_mutex(apr_pool_t *pconf, server_rec *s,
     rv = ap_unixd_set_proc_mutex_perms(conf->accept_mutex[bucket]);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
+                     BKLOGNO(00068)
                      "bucketed: cannot set permissions on the accept mutex "
                      "of bucket %d", bucket);
     }
@@ -383,6 +394,7 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
         rv = apr_pool_create(&retained->socket_pool, s->process->pool);
         if (rv != APR_SUCCESS) {
             ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
+                         BKLOGNO(00069)
                          "bucketed: apr_pool_create for the sockets");
             return !OK;
         }
@@ -442,6 +454,7 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
                                                  == CHILD_MODEL_EVENT);
             if (rv != APR_SUCCESS) {
                 ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
+                             BKLOGNO(00070)
                              "bucketed: cannot set the blocking mode of %pI",
                              lr->bind_addr);
                 return !OK;

@@ -42,7 +42,8 @@ static void close_program(server_rec *s, int prog)
 {
     if (close(prog) < 0) {
         int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00071)
+                                                        "bucketed: "
                      "close() of a reuseport program's descriptor");
     }
 }
@@ -55,7 +56,8 @@ static int in_reuseport_group(const ap_listen_rec *lr)
     int on = 0;
     socklen_t len = sizeof(on);
 
-    if (getsockopt(listen_socket_fd(lr->sd), SOL_SOCKET, SO_REUSEPORT, &on, &len) < 0) {
+    if (getsockopt(listen_socket_fd(lr->sd), SOL_SOCKET, SO_REUSEPORT, &on,
+                   &len) < 0) {
         return 0;
     }
     return on;
@@ -87,7 +89,8 @@ static void close_steer_map(server_rec *s, retained_map *rm)
     reuseport_bpf_sockarray_clear(rm->fd, rm->entries);
     if (close(rm->fd) < 0) {
         int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00072)
+                                                        "bucketed: "
                      "close() of the socket map of %s", rm->key);
     }
     rm->fd = -1;
@@ -101,7 +104,8 @@ static void release_idle_map(server_rec *s, bucketed_retained *retained)
     if (retained->idle_map_open) {
         if (close(retained->idle_map_fd) < 0) {
             int err = errno;
-            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00073)
+                                                            "bucketed: "
                          "close() of the idle count map");
         }
         retained->idle_map_open = 0;
@@ -120,7 +124,8 @@ static int open_idle_map(server_rec *s, const bucketed_config *conf,
     }
     fd = reuseport_bpf_idle_map_create(conf->plan.num_buckets, &err);
     if (fd < 0) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot create "
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00074)
+                                                    "bucketed: cannot create "
                      "the map of idle counts");
         return -1;
     }
@@ -168,7 +173,8 @@ static int fill_steer_map(apr_pool_t *ptemp, server_rec *s,
 
         rm->fd = reuseport_bpf_sockarray_create(entries, &err);
         if (rm->fd < 0) {
-            ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot "
+            ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00075)
+                                                        "bucketed: cannot "
                          "create the socket map for %pI",
                          originals[i]->bind_addr);
             return -1;
@@ -190,7 +196,8 @@ static int fill_steer_map(apr_pool_t *ptemp, server_rec *s,
             err = reuseport_bpf_sockarray_set(rm->fd, bs->duplicate,
                                               listen_socket_fd(lr->sd));
             if (err != 0 && err != EBUSY) {
-                ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: "
+                ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00076)
+                                                            "bucketed: "
                              "cannot put bucket %d's socket for %pI in its "
                              "socket map", b, originals[i]->bind_addr);
                 return -1;
@@ -235,7 +242,8 @@ static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
         break;
     }
     if (prog < 0) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, s, "bucketed: cannot load "
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00077)
+                                                    "bucketed: cannot load "
                      "the %s steering program for %pI",
                      steering_name(conf->steering.mode),
                      originals[i]->bind_addr);
@@ -283,6 +291,7 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
                 if (mig < 0) {
                     mig_failed = 1;
                     ap_log_error(APLOG_MARK, APLOG_WARNING, err, s,
+                                 BKLOGNO(00078)
                                  "bucketed: cannot load the migration "
                                  "program");
                 }
@@ -297,7 +306,8 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
         }
         err = reuseport_bpf_attach(listen_socket_fd(originals[i]->sd), prog);
         if (err != 0) {
-            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00079)
+                                                            "bucketed: "
                          "cannot attach the %s program to the reuseport "
                          "group of %pI", prog == mig ? "migration"
                          : "steering", originals[i]->bind_addr);
@@ -355,6 +365,7 @@ void bucket_listeners_publish_idle(bucketed_config *conf,
         if (err != 0 && !conf->idle_publish_warned) {
             conf->idle_publish_warned = 1;
             ap_log_error(APLOG_MARK, APLOG_WARNING, err, ap_server_conf,
+                         BKLOGNO(00080)
                          "bucketed: cannot write bucket %d's idle count for "
                          "BucketSteering load", b);
         }
@@ -387,7 +398,8 @@ void bucket_listeners_child_steering(server_rec *s,
 #ifdef __linux__
     if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0) {
         int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00081)
+                                                        "bucketed: "
                      "sched_getaffinity in the child of bucket %d", bucket);
         return;
     }
@@ -403,7 +415,8 @@ void bucket_listeners_child_steering(server_rec *s,
     }
     if (sched_setaffinity(0, sizeof(mine), &mine) < 0) {
         int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00082)
+                                                        "bucketed: "
                      "sched_setaffinity in the child of bucket %d", bucket);
     }
 #else

@@ -86,7 +86,7 @@ static int bucketed_pre_config(apr_pool_t *pconf, apr_pool_t *plog,
                                        : APR_PROC_DETACH_DAEMONIZE);
         if (rv != APR_SUCCESS) {
             ap_log_error(APLOG_MARK, APLOG_CRIT, rv, NULL,
-                         "bucketed: apr_proc_detach failed");
+                         BKLOGNO(00083) "bucketed: apr_proc_detach failed");
             return HTTP_INTERNAL_SERVER_ERROR;
         }
     }
@@ -95,7 +95,7 @@ static int bucketed_pre_config(apr_pool_t *pconf, apr_pool_t *plog,
                            APR_LOCK_DEFAULT, 0);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_CRIT, rv, NULL,
-                     "bucketed: cannot register the %s mutex",
+                     BKLOGNO(00084) "bucketed: cannot register the %s mutex",
                      AP_ACCEPT_MUTEX_TYPE);
         return !OK;
     }
@@ -149,7 +149,7 @@ static void log_limit_warnings(server_rec *s, bucketed_retained *retained,
     for (i = 0; i < warnings->nelts; i++) {
         ap_log_error(APLOG_MARK, APLOG_WARNING
                      | (retained->mpm->module_loads == 1 ? APLOG_STARTUP : 0),
-                     0, s, "bucketed: %s",
+                     0, s, BKLOGNO(00085) "bucketed: %s",
                      APR_ARRAY_IDX(warnings, i, const char *));
     }
 }
@@ -183,6 +183,7 @@ static apr_int64_t soft_nofile_limit(server_rec *s)
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_WARNING | APLOG_STARTUP, err, s,
+                     BKLOGNO(00086)
                      "bucketed: getrlimit(RLIMIT_NOFILE); the plan's "
                      "descriptors are not checked against it");
         return PLAN_FD_UNLIMITED;
@@ -219,7 +220,7 @@ static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
     }
     if (err != NULL) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, 0, s,
-                     "bucketed: %s", err);
+                     BKLOGNO(00087) "bucketed: %s", err);
         return !OK;
     }
     if (!event) {
@@ -261,7 +262,7 @@ static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
     }
     if (err != NULL) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, 0, s,
-                     "bucketed: %s", err);
+                     BKLOGNO(00088) "bucketed: %s", err);
         return !OK;
     }
     return OK;
@@ -293,13 +294,15 @@ static void log_plan(server_rec *s, const bucketed_config *conf,
     apr_pool_t *p = s->process->pconf;
     int b;
 
-    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: %s",
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00089) "bucketed: %s",
                  kernel_features_describe(p, &conf->kernel));
-    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: %s",
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00090) "bucketed: %s",
                  describe_plan(p, conf, num_listeners));
-    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: steering: %s",
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00091)
+                                               "bucketed: steering: %s",
                  conf->steering.reason);
-    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, "bucketed: migration: %s%s",
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00092)
+                                               "bucketed: migration: %s%s",
                  conf->migration.reason, conf->migration_prog_id
                  ? apr_psprintf(p, "; per-group eBPF program id %u on %d "
                                 "reuseport group(s)", conf->migration_prog_id,
@@ -312,7 +315,7 @@ static void log_plan(server_rec *s, const bucketed_config *conf,
             addrs = apr_psprintf(p, "%s %pI", addrs, lr->bind_addr);
         }
         ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s,
-                     "bucketed: bucket %d:%s", b, addrs);
+                     BKLOGNO(00093) "bucketed: bucket %d:%s", b, addrs);
     }
 }
 
@@ -320,6 +323,7 @@ static void log_plan(server_rec *s, const bucketed_config *conf,
 static void bucketed_test_config(apr_pool_t *pconf, server_rec *s)
 {
     ap_log_error(APLOG_MARK, APLOG_NOTICE | APLOG_STARTUP, 0, s,
+                 BKLOGNO(00094)
                  "bucketed: %s", describe_plan(pconf, bucketed_get_config(s),
                                                count_listeners()));
 }
@@ -341,6 +345,7 @@ static apr_status_t unblock_signals_for_exec(void *data)
     if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_WARNING, err, ap_server_conf,
+                     BKLOGNO(00095)
                      "bucketed: sigprocmask before exec in pid %"
                      APR_PID_T_FMT, getpid());
         return err;
@@ -365,7 +370,8 @@ static int bucketed_drop_privileges(apr_pool_t *pool, server_rec *s)
         return DECLINED;
     }
     closed = bucket_listeners_close_for_helper(s, retained);
-    ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s, "bucketed: closed %d "
+    ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s, BKLOGNO(00096)
+                                                "bucketed: closed %d "
                  "descriptor(s) of the MPM in pid %" APR_PID_T_FMT ", "
                  "a process forked for another purpose", closed, getpid());
     return DECLINED;
@@ -385,6 +391,7 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
     num_listeners = ap_setup_listeners(s);
     if (num_listeners < 1) {
         ap_log_error(APLOG_MARK, APLOG_ALERT | APLOG_STARTUP, 0, NULL,
+                     BKLOGNO(00097)
                      "bucketed: no listening sockets available, "
                      "shutting down");
         return !OK;
@@ -392,7 +399,7 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
     err = make_plan(pconf, conf, num_listeners);
     if (err != NULL) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, 0, s,
-                     "bucketed: %s", err);
+                     BKLOGNO(00098) "bucketed: %s", err);
         return !OK;
     }
     if (bucket_listeners_open(pconf, s, conf, retained) != OK) {

@@ -49,6 +49,7 @@ static void signal_all(parent_context *pc, int sig)
         if (pid != 0 && kill(pid, sig) < 0 && errno != ESRCH) {
             int err = errno;
             ap_log_error(APLOG_MARK, APLOG_WARNING, err, pc->s,
+                         BKLOGNO(00099)
                          "bucketed: kill(%" APR_PID_T_FMT ", %d)", pid, sig);
         }
     }
@@ -83,7 +84,8 @@ static void stop_children_now(parent_context *pc)
     reap_until(pc, apr_time_now()
                    + apr_time_from_sec(BUCKETED_REAP_TIMEOUT_SEC), 0);
     if (live_children(pc->retained) > 0) {
-        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, "bucketed: %d "
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, BKLOGNO(00100)
+                                                          "bucketed: %d "
                      "child(ren) ignored SIGTERM, sending SIGKILL",
                      live_children(pc->retained));
         signal_all(pc, SIGKILL);
@@ -139,8 +141,8 @@ static void start_generation(parent_context *pc)
                                    pc->num_buckets, pc->limits->max_workers);
     for (slot = 0; slot < wanted; slot++) {
         if (retained->slots[slot].pid == 0
-            && parent_spawn_child(pc, slot, bucket_of_slot(slot, pc->num_buckets))
-               < 0) {
+            && parent_spawn_child(pc, slot,
+                                  bucket_of_slot(slot, pc->num_buckets)) < 0) {
             break;
         }
     }
@@ -148,9 +150,11 @@ static void start_generation(parent_context *pc)
 
 static void log_started(parent_context *pc)
 {
-    ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, pc->s, "%s configured -- "
+    ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, pc->s, BKLOGNO(00101)
+                                                     "%s configured -- "
                  "resuming normal operations", ap_get_server_description());
-    ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, "Server built: %s",
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00102)
+                                                   "Server built: %s",
                  ap_get_server_built());
     ap_log_command_line(pc->pconf, pc->s);
     ap_log_mpm_common(pc->s);
@@ -240,12 +244,12 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
         mpm->mpm_state = AP_MPMQ_STOPPING;
         if (mpm->is_ungraceful) {
             ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,
-                         "caught SIGTERM, shutting down");
+                         BKLOGNO(00103) "caught SIGTERM, shutting down");
             stop_children_now(&pc);
         }
         else {
             ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,
-                         "caught " AP_SIG_GRACEFUL_STOP_STRING
+                         BKLOGNO(00104) "caught " AP_SIG_GRACEFUL_STOP_STRING
                          ", shutting down gracefully");
             graceful_stop(&pc);
         }
@@ -258,13 +262,13 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     mpm->was_graceful = !mpm->is_ungraceful;
     if (mpm->is_ungraceful) {
         ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,
-                     "SIGHUP received.  Attempting to restart");
+                     BKLOGNO(00105) "SIGHUP received.  Attempting to restart");
         stop_children_now(&pc);
     }
     else {
         ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,
-                     AP_SIG_GRACEFUL_STRING " received.  Doing graceful "
-                     "restart");
+                     BKLOGNO(00106) AP_SIG_GRACEFUL_STRING
+                     " received.  Doing graceful restart");
     }
     mpm->restart_pending = 0;
     mpm->is_ungraceful = 0;

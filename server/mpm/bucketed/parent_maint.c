@@ -88,16 +88,15 @@ static slot_view view_slot(const parent_context *pc, int slot)
 static int take_census(parent_context *pc)
 {
     int slot, num_slots = pc->retained->max_daemons_limit;
+    int max_workers = pc->limits->max_workers;
 
     for (slot = 0; slot < num_slots; slot++) {
         pc->slot_views[slot] = view_slot(pc, slot);
     }
-    return bucket_census_tally(pc->slot_views, num_slots,
-                               pc->limits->max_workers, pc->num_buckets,
-                               child_units(pc), pc->census) + (pc->limits->max_workers
-                                              > num_slots
-                                              ? pc->limits->max_workers
-                                                - num_slots : 0);
+
+    return bucket_census_tally(pc->slot_views, num_slots, max_workers,
+                               pc->num_buckets, child_units(pc), pc->census)
+           + (max_workers > num_slots ? max_workers - num_slots : 0);
 }
 
 /* The highest slot whose child of this bucket is ready to accept, every
@@ -151,7 +150,8 @@ static void carry_out(parent_context *pc, int bucket,
     int i, slot;
 
     if (d->report_busy) {
-        ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00107)
+                                                       "bucketed: "
                      "bucket %d seems busy (you may need to increase "
                      "StartServers, or Min/MaxSpareServers), adding %d "
                      "children, there are %d idle, and %d total children",
@@ -189,7 +189,8 @@ static void note_stalls(parent_context *pc, apr_time_t now)
         if (v == STALL_BEGAN
             && now - pc->stall_logged[b] >= STALL_LOG_INTERVAL) {
             pc->stall_logged[b] = now;
-            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, "bucketed: "
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, BKLOGNO(00108)
+                                                              "bucketed: "
                          "bucket %d stalled: %u connection(s) wait in its "
                          "accept queue and none was accepted for %"
                          APR_TIME_T_FMT " ms (its children are hung, or at "
@@ -199,7 +200,8 @@ static void note_stalls(parent_context *pc, apr_time_t now)
                                                                   now)));
         }
         else if (v == STALL_ENDED) {
-            ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, "bucketed: "
+            ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00109)
+                                                           "bucketed: "
                          "bucket %d accepts again after a stall of %"
                          APR_TIME_T_FMT " ms", b,
                          apr_time_as_msec(watch->lasted));
@@ -247,7 +249,8 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
         int slot = idle_child_of(pc, m->from, !pc->census[m->to].stalled);
 
         if (slot >= 0) {
-            ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, pc->s, "bucketed: "
+            ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, pc->s, BKLOGNO(00110)
+                                                            "bucketed: "
                          "child %" APR_PID_T_FMT " of bucket %d moves to "
                          "bucket %d (%u connection(s) open)",
                          pc->retained->slots[slot].pid, m->from, m->to,
@@ -256,7 +259,8 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
         }
     }
     if (starved && !retained->maxclients_reported) {
-        ap_log_error(APLOG_MARK, APLOG_ERR, 0, pc->s, "bucketed: server "
+        ap_log_error(APLOG_MARK, APLOG_ERR, 0, pc->s, BKLOGNO(00111)
+                                                      "bucketed: server "
                      "reached MaxRequestWorkers setting (%d children over %d "
                      "buckets, none idle to move), consider raising the "
                      "MaxRequestWorkers setting", pc->limits->max_workers,

@@ -31,7 +31,7 @@ void parent_sigprocmask(parent_context *pc, int how,
     if (sigprocmask(how, set, old) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_ERR, err, pc->s,
-                     "bucketed: sigprocmask in the parent");
+                     BKLOGNO(00112) "bucketed: sigprocmask in the parent");
     }
 }
 
@@ -65,7 +65,7 @@ void parent_wait_for_child(parent_context *pc, apr_interval_time_t timeout,
             && errno != EINTR) {
             int err = errno;
             ap_log_error(APLOG_MARK, APLOG_ERR, err, pc->s,
-                         "bucketed: sigtimedwait(SIGCHLD)");
+                         BKLOGNO(00113) "bucketed: sigtimedwait(SIGCHLD)");
             apr_sleep(timeout);
         }
         if (!APR_STATUS_IS_CHILD_DONE(apr_proc_wait_all_procs(
@@ -89,7 +89,8 @@ static void *parent_only_memory(server_rec *s, apr_size_t size)
 
     if (mem == MAP_FAILED) {
         int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, "bucketed: mmap of "
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00114)
+                                                        "bucketed: mmap of "
                      "%" APR_SIZE_T_FMT " bytes for the slot table; using "
                      "inherited memory", size);
         return apr_pcalloc(s->process->pool, size);
@@ -98,6 +99,7 @@ static void *parent_only_memory(server_rec *s, apr_size_t size)
     if (madvise(mem, size, MADV_DONTFORK) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_WARNING, err, s,
+                     BKLOGNO(00115)
                      "bucketed: madvise(MADV_DONTFORK) on the slot table");
     }
 #endif
@@ -176,7 +178,8 @@ int parent_spawn_child(parent_context *pc, int slot, int bucket)
          * parent sleeping through every other bucket's needs. */
         hold = child_exit_note(&pc->retained->health[bucket],
                                CHILD_EXIT_SICK, apr_time_now());
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, pc->s, "bucketed: fork: "
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, pc->s, BKLOGNO(00116)
+                                                        "bucketed: fork: "
                      "unable to start a child for slot %d (bucket %d); the "
                      "bucket's next child in %" APR_TIME_T_FMT " s", slot,
                      bucket, apr_time_sec(hold));
@@ -210,7 +213,8 @@ void parent_ask_to_leave(parent_context *pc, int slot, int replace_into)
 
     if (kill(cs->pid, AP_SIG_GRACEFUL) < 0 && errno != ESRCH) {
         int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, pc->s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, pc->s, BKLOGNO(00117)
+                                                            "bucketed: "
                      "kill(%" APR_PID_T_FMT ", SIGUSR1)", cs->pid);
     }
     cs->exit_requested = apr_time_now();
@@ -239,12 +243,14 @@ static int note_exit(parent_context *pc, const child_slot *cs,
         pc->retained->spawn_rate[cs->bucket] = 1;
     }
     if (kind == CHILD_EXIT_CRASH_SERVING) {
-        ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, "bucketed: child "
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00118)
+                                                       "bucketed: child "
                      "%" APR_PID_T_FMT " of bucket %d crashed while serving; "
                      "replaced at once", pid, cs->bucket);
     }
     if (hold > 0) {
-        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, "bucketed: child "
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, BKLOGNO(00119)
+                                                          "bucketed: child "
                      "%" APR_PID_T_FMT " of bucket %d %s; %d such exit(s) in "
                      "a row in this bucket, its next child in %" APR_TIME_T_FMT
                      " s", pid, cs->bucket,
@@ -355,7 +361,8 @@ void parent_reap_one(parent_context *pc, apr_proc_t *proc,
     if (processed == APEXIT_CHILDFATAL
         && slot >= 0 && retained->slots[slot].generation == pc->generation) {
         /* A child of the current configuration cannot run at all. */
-        ap_log_error(APLOG_MARK, APLOG_ALERT, 0, pc->s, "bucketed: child "
+        ap_log_error(APLOG_MARK, APLOG_ALERT, 0, pc->s, BKLOGNO(00120)
+                                                        "bucketed: child "
                      "%" APR_PID_T_FMT " exited with a fatal error, "
                      "shutting down", proc->pid);
         retained->mpm->shutdown_pending = 1;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * policy_accept_queue.c: accept-queue history of one listening socket, from the
- * parent's samples. See policy_accept_queue.h.
+ * policy_accept_queue.c: accept-queue history of one listening socket,
+ * from the parent's samples. See policy_accept_queue.h.
  */
 #include "policy_accept_queue.h"
 

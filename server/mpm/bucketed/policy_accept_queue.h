@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * policy_accept_queue: what the parent's once-a-second samples of one listening
- * socket's accept queue add up to: the highest depth seen, whether the
- * queue has stayed full, and when that deserves a (rate-limited) warning.
+ * policy_accept_queue: what the parent's once-a-second samples of one
+ * listening socket's accept queue add up to: the highest depth seen, whether
+ * the queue has stayed full, and when that deserves a (rate-limited) warning.
  * Pure: the samples come in, the verdict goes out; no sockets, no logs.
  */
 #ifndef POLICY_ACCEPT_QUEUE_H

@@ -83,17 +83,17 @@ int event_may_accept(int connections, int idle_workers, int threads_per_child,
                      int async_factor_scaled);
 
 /* How many of its idle keep-alive connections (keepalive_idle of them) an
- * event child closes when its bucket is stalled (event_should_reclaim())
- * with `waiting` connections in the bucket's accept queue and `children`
- * children in the bucket: its share of the waiting ones, rounded up.
- * Each closed one is swapped for a waiting one (event_swapping()), so the
- * bucket closes about as many as wait, not what each child would need to
- * get back under its own limit (which falls with every busy worker, so
- * that closed far more than waited: docs/design.md). 0 when nothing waits or the child has no idle worker
- * (closing connections frees no worker). A connection waiting for a
- * client's next request is worth less than one a client is waiting to
- * have accepted: the client of a closed keep-alive connection reconnects
- * without a user noticing, one in an accept queue is a user waiting. */
+ * event child closes when its bucket is stalled (event_should_reclaim()) with
+ * `waiting` connections in the bucket's accept queue and `children` children
+ * in the bucket: its share of the waiting ones, rounded up. Each closed one is
+ * swapped for a waiting one (event_swapping()), so the bucket closes about as
+ * many as wait, not what each child would need to get back under its own limit
+ * (which falls with every busy worker, so that closed far more than waited:
+ * docs/design.md). 0 when nothing waits or the child has no idle worker
+ * (closing connections frees no worker). A connection waiting for a client's
+ * next request is worth less than one a client is waiting to have accepted:
+ * the client of a closed keep-alive connection reconnects without a user
+ * noticing, one in an accept queue is a user waiting. */
 int event_reclaim_share(apr_uint32_t waiting, int children, int idle_workers,
                         int keepalive_idle);
 

@@ -61,8 +61,8 @@ void kernel_features_from_version(kernel_features *kf)
 const char *kernel_features_describe(apr_pool_t *p, const kernel_features *kf)
 {
     return apr_psprintf(p, "kernel %d.%d.%d: SO_REUSEPORT %s, "
-                        "EPOLLEXCLUSIVE %s, SO_INCOMING_CPU %s, reuseport BPF %s, "
-                        "tcp_migrate_req %s",
+                        "EPOLLEXCLUSIVE %s, SO_INCOMING_CPU %s, "
+                        "reuseport BPF %s, tcp_migrate_req %s",
                         kf->major, kf->minor, kf->patch,
                         kf->reuseport ? "yes"
                             : apr_psprintf(p, "no (%s)",

@@ -113,22 +113,20 @@ bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
                                        int bucket, int num_buckets);
 
 /*
- * One pass over every bucket. A bucket short of idle children gains up to
- * its spawn rate (which doubles per pass while it stays short, as in
- * prefork): from free slots first, buckets with no idle child served
- * first; once the slots run out, by moving idle children from other
- * buckets, but only from a bucket left with at least as many idle children
- * as the one it gives to, and only a child that holds no connection unless
- * the bucket it goes to is stalled: a move for a mere imbalance never
- * closes a client's connection (an HTTP/2 client that gets GOAWAY loses
- * the requests it had not sent). A bucket above its spare maximum stops one idle
- * child. Idle counts are in units; a bucket's spare maximum is kept at
- * least one child's units above its minimum, so that stopping a child
- * never makes a bucket short. spawn_rate (per bucket, in and out) starts at 1. In a rescue
- * pass, a bucket with no idle child gains one the same way, and nothing
- * else happens.
- * decisions has num_buckets entries; moves room for max_moves. Returns
- * the number of moves written.
+ * One pass over every bucket. A bucket short of idle children gains up to its
+ * spawn rate (which doubles per pass while it stays short, as in prefork):
+ * from free slots first, buckets with no idle child served first; once the
+ * slots run out, by moving idle children from other buckets, but only from a
+ * bucket left with at least as many idle children as the one it gives to, and
+ * only a child that holds no connection unless the bucket it goes to is
+ * stalled: a move for a mere imbalance never closes a client's connection (an
+ * HTTP/2 client that gets GOAWAY loses the requests it had not sent). A bucket
+ * above its spare maximum stops one idle child. Idle counts are in units; a
+ * bucket's spare maximum is kept at least one child's units above its minimum,
+ * so that stopping a child never makes a bucket short. spawn_rate (per bucket,
+ * in and out) starts at 1. In a rescue pass, a bucket with no idle child gains
+ * one the same way, and nothing else happens. decisions has num_buckets
+ * entries; moves room for max_moves. Returns the number of moves written.
  */
 int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,
                         bucket_decision *decisions, bucket_move *moves,

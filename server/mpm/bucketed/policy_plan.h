@@ -55,7 +55,8 @@ typedef struct {
     int num_buckets;
     bucket_def *buckets;
     int max_sockets_per_bucket;
-    int num_duplicates;           /* SO_REUSEPORT sockets beyond the originals */
+    int num_duplicates;           /* SO_REUSEPORT sockets beyond the
+                                   * originals */
     int capped;                   /* fewer buckets than asked, to leave every
                                    * bucket BUCKET_MIN_CHILDREN slots */
 } bucket_plan;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * policy_steering.c: reuseport decisions from the kernel trials' outcomes. Pure.
+ * policy_steering.c: reuseport decisions from the kernel trials'
+ * outcomes. Pure.
  */
 #include "policy_steering.h"
 
@@ -118,8 +119,9 @@ migration_choice migration_choose(apr_pool_t *p,
     c.mechanism = MIGRATION_NONE;
     c.reason = apr_psprintf(p, "none: %s%s%s; " RESET_CONSEQUENCE,
                             trial_failure(p, with_program),
-                            sysctl == 1 ? ", nor did net.ipv4.tcp_migrate_req=1"
-                                          " migrate" : "",
+                            sysctl == 1
+                            ? ", nor did net.ipv4.tcp_migrate_req=1 migrate"
+                            : "",
                             drain_failure(p, drain));
     return c;
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * policy_steering: what bucketed does with a reuseport group beyond the kernel's
- * hash, decided from what the kernel was seen to do. Pure: the trials are
- * run by sys_bpf.c; this file only reads their outcome.
+ * policy_steering: what bucketed does with a reuseport group beyond the
+ * kernel's hash, decided from what the kernel was seen to do. Pure: the trials
+ * are run by sys_bpf.c; this file only reads their outcome.
  *
  *  - migration: when a plan change closes a socket of a group, whether its
  *    queued and half-open connections move to the group's other sockets

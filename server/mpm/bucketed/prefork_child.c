@@ -91,7 +91,7 @@ static void install_handler(int sig, void (*handler)(int),
     if (sigaction(sig, &sa, NULL) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_ERR, err, ap_server_conf,
-                     "bucketed: sigaction(%d) in child", sig);
+                     BKLOGNO(00121) "bucketed: sigaction(%d) in child", sig);
     }
 }
 
@@ -149,13 +149,15 @@ static int serve(child_life *life, int *clean)
     rv = apr_pool_create(&ptrans, life->pchild);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rv, life->s,
+                     BKLOGNO(00122)
                      "bucketed: apr_pool_create for connections");
         return APEXIT_CHILDSICK;
     }
     apr_pool_tag(ptrans, "transaction");
     bucket_alloc = apr_bucket_alloc_create(life->pchild);
 
-    while (!CHILD_LIFE_IS(life, leaving) && child_life_may_serve_more(served)) {
+    while (!CHILD_LIFE_IS(life, leaving)
+           && child_life_may_serve_more(served)) {
         apr_socket_t *csd = NULL;
         conn_rec *c;
 

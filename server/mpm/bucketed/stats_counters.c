@@ -32,6 +32,7 @@ static void *shared_zeroed(apr_pool_t *pool, server_rec *s, apr_size_t size,
 
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
+                     BKLOGNO(00123)
                      "bucketed: cannot create %" APR_SIZE_T_FMT " bytes of "
                      "anonymous shared memory for %s", size, what);
         return NULL;

@@ -90,13 +90,15 @@ apr_status_t bucket_queue_init(apr_pool_t *pconf, server_rec *s,
     if (state == MAP_FAILED) {
         apr_status_t rv = errno;
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
+                     BKLOGNO(00124)
                      "bucketed: mmap of %" APR_SIZE_T_FMT " bytes for the "
                      "accept-queue sampling state", size);
         return rv;
     }
 #ifdef MADV_DONTFORK
     if (madvise(state, size, MADV_DONTFORK) < 0) {
-        ap_log_error(APLOG_MARK, APLOG_WARNING, errno, s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_WARNING, errno, s, BKLOGNO(00125)
+                                                          "bucketed: "
                      "madvise(MADV_DONTFORK) on the accept-queue sampling "
                      "state");
     }
@@ -216,7 +218,8 @@ static apr_uint32_t sample_one(server_rec *s, socket_state *st,
 
     if (rv != 0) {
         if (!st->error_reported) {
-            ap_log_error(APLOG_MARK, APLOG_ERR, rv, s, "bucketed: cannot "
+            ap_log_error(APLOG_MARK, APLOG_ERR, rv, s, BKLOGNO(00126)
+                                                       "bucketed: cannot "
                          "read the accept queue of bucket %d (%pI) with "
                          "getsockopt(TCP_INFO); not sampling it", bucket,
                          lr->bind_addr);
@@ -228,7 +231,8 @@ static apr_uint32_t sample_one(server_rec *s, socket_state *st,
         return qs.depth;
     }
     if (drops_errno != 0 && !st->drops_reported) {
-        ap_log_error(APLOG_MARK, APLOG_DEBUG, drops_errno, s, "bucketed: "
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, drops_errno, s, BKLOGNO(00127)
+                                                              "bucketed: "
                      "no per-socket drop count for bucket %d (%pI): "
                      "getsockopt(SO_MEMINFO) needs Linux 4.6", bucket,
                      lr->bind_addr);
@@ -241,7 +245,8 @@ static apr_uint32_t sample_one(server_rec *s, socket_state *st,
             apr_snprintf(dropped, sizeof(dropped), ", %u packet(s) dropped "
                          "meanwhile", v.dropped);
         }
-        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, "bucketed: the accept "
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, BKLOGNO(00128)
+                                                      "bucketed: the accept "
                      "queue of bucket %d (%pI) has been full for %d s: %u "
                      "connection(s) waiting, backlog %u%s; the bucket's "
                      "children do not keep up (raise MaxRequestWorkers, or "
