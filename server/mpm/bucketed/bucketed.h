@@ -235,83 +235,6 @@ int bucketed_one_process(void);
 extern const command_rec bucketed_cmds[];
 void *bucketed_create_server_config(apr_pool_t *p, server_rec *s);
 
-/* listen_sockets.c: one socket list per bucket from the plan. */
-int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
-                          bucketed_config *conf, bucketed_retained *retained);
-void bucket_listeners_keep_only(bucketed_config *conf, int bucket);
-/* Sockets bucket's children accept on: its planned ones, and any being
- * drained into it. */
-int bucket_listeners_count(const bucketed_config *conf, int bucket);
-void bucket_listeners_close_all(bucketed_retained *retained);
-/* In a process forked for another purpose: closes every descriptor the
- * retained data holds (duplicates, socket and idle maps, the event
- * model's per-bucket eventfds) and forgets them. Returns how many. */
-int bucket_listeners_close_for_helper(server_rec *s,
-                                      bucketed_retained *retained);
-/* BucketSteering for this plan (runs the CPU trial once per generation
- * when cpu is asked for); NULL or the error. */
-const char *bucket_listeners_choose_steering(apr_pool_t *p,
-                                             bucketed_config *conf,
-                                             int online_cpus);
-/* In the parent, after each census: BucketSteering load's idle counts. */
-void bucket_listeners_publish_idle(bucketed_config *conf,
-                                   bucketed_retained *retained,
-                                   const bucket_census *census,
-                                   int num_buckets);
-/* In a child: what steering needs of it (CPU affinity; no map
- * descriptors). */
-void bucket_listeners_child_steering(server_rec *s,
-                                     const bucketed_config *conf,
-                                     bucketed_retained *retained, int bucket);
-
-/* stats_counters.c: the shared counters and the published segment. */
-apr_status_t bucket_stats_init(apr_pool_t *pconf, server_rec *s,
-                               bucketed_config *conf,
-                               bucketed_retained *retained);
-void bucket_stats_reset(bucketed_retained *retained);
-void bucket_stats_count_accept(bucketed_retained *retained, int bucket);
-void bucket_stats_count_reclaimed(bucketed_retained *retained, int bucket,
-                                  int n);
-apr_uint32_t bucket_stats_reclaimed(const bucketed_retained *retained,
-                                    int bucket);
-apr_uint32_t bucket_stats_accepted(const bucketed_retained *retained,
-                                   int bucket);
-/* Parent: its per-bucket census (maintain_buckets) for display, whether
- * each bucket could get another child (can_grow), how long each has been
- * stalled at `now` (stall) and the connections waiting in its accept
- * queues (queued), per bucket. */
-void bucket_stats_publish_census(bucketed_config *conf,
-                                 const bucket_census *census,
-                                 const int *can_grow,
-                                 const stall_watch *stall,
-                                 const apr_uint32_t *queued, int num_buckets,
-                                 apr_time_t now);
-/* Children: whether the parent's last pass could have given their bucket
- * another child (0 before the first pass). */
-int bucket_stats_can_grow(const bucketed_config *conf, int bucket);
-/* Children: how long the bucket had been stalled at the parent's last
- * pass (0: it was not, or no pass yet). */
-apr_interval_time_t bucket_stats_stalled_for(const bucketed_config *conf,
-                                             int bucket);
-/* Children: the connections waiting in the bucket's accept queues and its
- * children, at the parent's last pass (0 before it). */
-apr_uint32_t bucket_stats_waiting(const bucketed_config *conf, int bucket);
-int bucket_stats_children(const bucketed_config *conf, int bucket);
-/* Children: when the parent's last pass was (0: none yet). */
-apr_time_t bucket_stats_census_at(const bucketed_config *conf);
-
-/* stats_queue.c: the parent's sampling of every bucket socket. */
-apr_status_t bucket_queue_init(apr_pool_t *pconf, server_rec *s,
-                               bucketed_config *conf);
-/* Every pass: the connections waiting in each bucket's sockets into
- * queued (plan.num_buckets entries); about once a second also the
- * published sample and the full-queue warning. */
-void bucket_queue_sample(server_rec *s, bucketed_config *conf,
-                         apr_uint32_t *queued);
-
-/* stats_report.c: the bucketed_get_status optional function. */
-void bucket_report_register(void);
-
 /* event_child.c: one eventfd per bucket for the bucket's children to
  * wake each other (ChildModel event), kept across restarts so that old
  * and new children of a bucket share it. */
@@ -325,8 +248,5 @@ apr_status_t event_register_timed_callback(bucketed_retained *retained,
                                            apr_time_t t,
                                            ap_mpm_callback_fn_t *fn,
                                            void *baton);
-
-/* parent.c */
-int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s);
 
 #endif /* BUCKETED_H */

@@ -25,6 +25,7 @@
 #include "scoreboard.h"
 
 #include "policy_exit.h"
+#include "listen_sockets.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 

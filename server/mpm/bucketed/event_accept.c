@@ -28,6 +28,7 @@ APLOG_USE_MODULE(mpm_bucketed);
 #if BUCKETED_HAS_EVENT_MODEL
 
 #include "event_child.h"
+#include "stats.h"
 
 /* Whether one more connection may be accepted, with `idle` workers free
  * for it (under mutex). */

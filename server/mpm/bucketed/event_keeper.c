@@ -45,6 +45,7 @@ APLOG_USE_MODULE(mpm_bucketed);
 #if BUCKETED_HAS_EVENT_MODEL
 
 #include "event_child.h"
+#include "stats.h"
 
 /* The keeper looks at its flags at least this often. */
 #define EVENT_TICK apr_time_from_msec(100)

@@ -50,6 +50,7 @@ APLOG_USE_MODULE(mpm_bucketed);
 #if BUCKETED_HAS_EVENT_MODEL
 
 #include "event_child.h"
+#include "stats.h"
 
 apr_status_t ev_epoll_create(event_child_ctx *ctx, const char *what,
                              int *fd)

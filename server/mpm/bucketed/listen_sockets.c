@@ -12,6 +12,8 @@
  * being drained (policy_steering.h, MIGRATION_DRAIN) is appended to one
  * bucket's list after its planned ones.
  */
+#include "listen_sockets.h"
+
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -59,6 +59,9 @@
 #include "bucketed.h"
 #include "mpm_default.h"
 #include "sys_bpf.h"
+#include "listen_sockets.h"
+#include "parent.h"
+#include "stats.h"
 
 /* -X and -DONE_PROCESS serve from the parent itself; -DDEBUG implies it. */
 int bucketed_one_process(void)

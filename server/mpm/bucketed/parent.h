@@ -77,4 +77,7 @@ void parent_reap_one(parent_context *pc, apr_proc_t *proc,
 void parent_maintain_buckets(parent_context *pc, int rescue_only);
 void parent_repeat_leave_requests(parent_context *pc);
 
+/* The MPM's run in the parent (the mpm hook). */
+int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s);
+
 #endif /* PARENT_H */

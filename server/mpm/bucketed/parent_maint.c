@@ -11,6 +11,8 @@
 #include "http_log.h"
 #include "http_main.h"
 #include "mpm_common.h"
+#include "listen_sockets.h"
+#include "stats.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 

@@ -27,6 +27,8 @@
 #include "bucketed.h"
 #include "child_accept.h"
 #include "child_life.h"
+#include "listen_sockets.h"
+#include "stats.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 

@@ -12,6 +12,8 @@
  *
  * Nothing here feeds a decision of the parent. stats_report.c reads it.
  */
+#include "stats.h"
+
 #include <string.h>
 
 #include "apr_atomic.h"

@@ -25,6 +25,8 @@
  * display; the history (highest depth, how long full, when last warned)
  * stays in memory only the parent maps (policy_accept_queue.h decides).
  */
+#include "stats.h"
+
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>

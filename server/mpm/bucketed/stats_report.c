@@ -8,6 +8,8 @@
  * children and accept queues from what the parent published
  * (stats_counters.c). It never counts anything itself.
  */
+#include "stats.h"
+
 #include "apr_atomic.h"
 #include "apr_strings.h"
 
