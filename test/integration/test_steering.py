@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from httpd_fixture import (INDEX_BODY, NOREUSEPORT_SO, TOP, BackgroundGet,
-                           children_of, http_get, need_build, wait_until)
+from httpd_fixture import (CHILD_MODELS, INDEX_BODY, NOREUSEPORT_SO, TOP,
+                           BackgroundGet, children_of, http_get, need_build,
+                           wait_until)
 
 BPFTOOL = "/usr/sbin/bpftool"
 REQUESTS = 30
@@ -78,9 +79,16 @@ def two_cpus():
     return cpus[:2]
 
 
-def test_cpu_steering_sends_each_cpu_to_its_bucket(make_httpd, two_cpus):
-    server = make_httpd(directives="BucketCount 2\nBucketSteering cpu\n"
-                                   "StartServers 4\nMinSpareServers 2")
+# Spare children in each model's own terms.
+CPU_SPARES = {"prefork": "MinSpareServers 2\n",
+              "event": "ThreadsPerChild 4\nMinSpareThreads 8\n"}
+
+
+def test_cpu_steering_sends_each_cpu_to_its_bucket(make_httpd, two_cpus,
+                                                    child_model):
+    server = make_httpd(directives=CHILD_MODELS[child_model]
+                        + "BucketCount 2\nBucketSteering cpu\n"
+                        "StartServers 4\n" + CPU_SPARES[child_model])
     server.start()
     log = server.error_log()
     assert "steering: cpu (BucketSteering cpu)" in log, log
@@ -111,11 +119,13 @@ def test_cpu_steering_sends_each_cpu_to_its_bucket(make_httpd, two_cpus):
 
 
 def test_hash_steering_spreads_and_leaves_children_free(make_httpd,
-                                                        two_cpus):
+                                                        two_cpus,
+                                                        child_model):
     """The control: with the hash a pinned client reaches both buckets,
     and no child is pinned."""
-    server = make_httpd(directives="BucketCount 2\nBucketSteering hash\n"
-                                   "StartServers 4")
+    server = make_httpd(directives=CHILD_MODELS[child_model]
+                        + "BucketCount 2\nBucketSteering hash\n"
+                        "StartServers 4\n" + CPU_SPARES[child_model])
     server.start()
     assert "steering: hash (BucketSteering hash)" in server.error_log()
     deltas = pinned_deltas(server.ports[0], two_cpus[0])
