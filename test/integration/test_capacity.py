@@ -13,11 +13,22 @@ import time
 
 import pytest
 
-from httpd_fixture import (APACHE_MODULES, LOOPBACK, NOREUSEPORT_SO, Load,
-                           children_of, http_get, need_build, wait_until)
+from httpd_fixture import (APACHE_MODULES, CHILD_MODELS, LOOPBACK,
+                           NOREUSEPORT_SO, Load, children_of, http_get,
+                           need_build, wait_until)
 from event_server import get_index, open_keepalive
 
 MAX_WORKERS = 16
+# The children of each model for MAX_WORKERS workers, with a bucket's
+# spares: prefork 16 children, event 8 of 2 threads.
+CAPACITY = {
+    "prefork": (f"MaxRequestWorkers {MAX_WORKERS}\nServerLimit {MAX_WORKERS}\n"
+                "StartServers 4\nMinSpareServers 2\nMaxSpareServers 4\n"),
+    "event": (f"ThreadsPerChild 2\nMaxRequestWorkers {MAX_WORKERS}\n"
+              f"ServerLimit {MAX_WORKERS // 2}\nStartServers 4\n"
+              "MinSpareThreads 2\nMaxSpareThreads 8\n"),
+}
+CHILDREN = {"prefork": MAX_WORKERS, "event": MAX_WORKERS // 2}
 # Seconds the slow CGI takes: long enough that the load keeps every child
 # of the busy address occupied.
 CGI_SECONDS = "0.3"
@@ -42,7 +53,7 @@ def served_by(server):
     return pids
 
 
-def busy_children(server):
+def busy_workers(server):
     return sum(b["busy"] for b in server.status(server.ports[1])
                ["buckets_list"])
 
@@ -54,16 +65,16 @@ def skewed_load(server):
                 body=CGI_BODY)
 
 
-def run_skewed(server, buckets, until):
+def run_skewed(server, child_model, buckets, until):
     """Loads port 0 until the children serving it exceed one bucket's even
-    share and nearly every child is busy; the quiet port keeps answering.
+    share and nearly every worker is busy; the quiet port keeps answering.
     Returns the first status page (asked on the quiet port) for which
     until(status) holds, waited for while the load runs."""
-    even_share = MAX_WORKERS // buckets
+    even_share = CHILDREN[child_model] // buckets
     load = skewed_load(server).start()
     try:
-        wait_until(lambda: busy_children(server) >= MAX_WORKERS - 2, 60,
-                   what=f"at least {MAX_WORKERS - 2} busy children")
+        wait_until(lambda: busy_workers(server) >= MAX_WORKERS - 2, 60,
+                   what=f"at least {MAX_WORKERS - 2} busy workers")
         wait_until(lambda: len(served_by(server)[server.ports[0]])
                    > even_share, 60,
                    what=f"more than {even_share} children to serve the "
@@ -84,28 +95,33 @@ def until_status(server, until):
     return status if until(status) else None
 
 
-def capacity_config(server_root, extra=""):
-    return (f"MaxRequestWorkers {MAX_WORKERS}\nServerLimit {MAX_WORKERS}\n"
-            f"StartServers 4\nMinSpareServers 2\nMaxSpareServers 4\n"
+def capacity_config(server_root, child_model, extra=""):
+    return (CHILD_MODELS[child_model] + CAPACITY[child_model]
             + access_log_lines(server_root) + extra)
 
 
-def test_busy_port_uses_every_bucket_with_reuseport(make_httpd):
+def test_busy_port_uses_every_bucket_with_reuseport(make_httpd, child_model):
     server = make_httpd(listens=2, cgi=True)
-    server.write_config(capacity_config(server.root, "BucketCount 2\n"))
+    server.write_config(capacity_config(server.root, child_model,
+                                        "BucketCount 2\n"))
     server.start()
     assert server.status()["strategy"] == "reuseport"
     # Both buckets' children served the busy port.
-    status = run_skewed(server, 2, lambda st: all(
+    status = run_skewed(server, child_model, 2, lambda st: all(
         b["accepted"] > 0 for b in st["buckets_list"]))
     print(f"served the busy port: {len(served_by(server)[server.ports[0]])} "
           f"children; buckets {status['buckets_list']}")
 
 
-def test_children_move_to_busy_bucket_without_reuseport(make_httpd):
+def test_children_move_to_busy_bucket_without_reuseport(make_httpd,
+                                                       child_model):
+    """One bucket per Listen: the busy address's bucket gets the free
+    slots, then children moved from the quiet bucket, which keeps one
+    idle worker and keeps serving; the children moved held no
+    connection."""
     need_build(NOREUSEPORT_SO)
     server = make_httpd(listens=2, cgi=True, preload=NOREUSEPORT_SO)
-    server.write_config(capacity_config(server.root))
+    server.write_config(capacity_config(server.root, child_model))
     server.start()
     status = server.status()
     assert status["strategy"] == "listen"
@@ -118,11 +134,13 @@ def test_children_move_to_busy_bucket_without_reuseport(make_httpd):
         busy_bucket, quiet_bucket = busy_and_quiet(st)
         # More than its even share in the busy bucket; the quiet bucket
         # gave children away but kept one idle.
-        return (busy_bucket["children"] > MAX_WORKERS // 2
+        return (busy_bucket["children"] > CHILDREN[child_model] // 2
                 and quiet_bucket["idle"] >= 1)
-    status = run_skewed(server, 2, moved)
+    status = run_skewed(server, child_model, 2, moved)
     print("busy bucket {}, quiet bucket {}".format(*busy_and_quiet(status)))
-    assert re.search(r"children move between buckets", server.error_log())
+    log = server.error_log()
+    assert "children move between buckets" in log
+    assert re.search(r"moves to bucket \d \(0 connection\(s\) open\)", log)
 
 
 def test_event_child_holding_keepalive_connections_is_not_moved(
@@ -178,12 +196,22 @@ def test_event_child_holding_keepalive_connections_is_not_moved(
 PROXY_PORTS = 8
 
 
-def self_proxy_config(server, max_workers):
+# (workers, threads per child) of each model's proxy tests.
+PROXY_SIZES = {"prefork": [(2, 1), (3, 1), (7, 1)],
+               "event": [(4, 2), (6, 2), (8, 4)]}
+
+
+def self_proxy_config(server, child_model, workers, threads):
     """mod_proxy sends /proxied/ on the first port to the last port of the
     same server, as httpd's own test framework configures prefork."""
     target = server.ports[-1]
-    return (f"MaxRequestWorkers {max_workers}\nServerLimit {max_workers}\n"
-            f"StartServers 2\nMinSpareServers 1\nMaxSpareServers 3\n"
+    children = workers // threads
+    sizing = (f"MinSpareServers 1\nMaxSpareServers 3\nStartServers 2\n"
+              if child_model == "prefork" else
+              f"ThreadsPerChild {threads}\nStartServers {children}\n"
+              "MinSpareThreads 1\nMaxSpareThreads 64\n")
+    return (CHILD_MODELS[child_model] + sizing
+            + f"MaxRequestWorkers {workers}\nServerLimit {children}\n"
             f"Timeout 20\n"
             f"LoadModule proxy_module {APACHE_MODULES}/mod_proxy.so\n"
             f"LoadModule proxy_http_module "
@@ -191,22 +219,30 @@ def self_proxy_config(server, max_workers):
             f"ProxyPass /proxied/ http://{LOOPBACK}:{target}/ timeout=20\n")
 
 
-@pytest.mark.parametrize("max_workers", [2, 3, 7])
+@pytest.mark.parametrize("size", [0, 1, 2])
 @pytest.mark.parametrize("reuseport", [True, False])
-def test_request_proxied_to_own_server_is_served(make_httpd, max_workers,
-                                                 reuseport):
+def test_request_proxied_to_own_server_is_served(make_httpd, child_model,
+                                                 size, reuseport):
+    """Each proxied request holds two workers, its own and the inner
+    request's: the inner one must go to a worker that is free (or that the
+    bucket gets), never wait behind its own proxy for Timeout and a 502.
+    An event child with no idle worker stops accepting; a prefork child
+    serves one connection."""
+    workers, threads = PROXY_SIZES[child_model][size]
     if not reuseport:
         need_build(NOREUSEPORT_SO)
     server = make_httpd(listens=PROXY_PORTS,
                         preload=None if reuseport else NOREUSEPORT_SO)
-    server.write_config(self_proxy_config(server, max_workers))
+    server.write_config(self_proxy_config(server, child_model, workers,
+                                          threads))
     server.start()
     status = server.status()
-    print(f"MaxRequestWorkers {max_workers}: {status['strategy']}, "
-          f"{status['buckets']} buckets")
+    print(f"{child_model}, MaxRequestWorkers {workers} of {threads} "
+          f"thread(s): {status['strategy']}, {status['buckets']} buckets")
     # Buckets of at least two children each.
-    assert status["buckets"] <= max(1, max_workers // 2)
-    concurrency = max(1, max_workers // 2 - 1)
+    assert status["buckets"] <= max(1, workers // threads // 2)
+    # Prefork leaves one pair of children spare.
+    concurrency = max(1, workers // 2 - (threads == 1))
     load = Load([server.ports[0]], count=60, threads=concurrency,
                 path="/proxied/index.html")
     started = time.monotonic()

@@ -5,8 +5,8 @@ test_signals.py, both models): a graceful restart switches the child
 model; a graceful stop finishes a slow request and closes idle keep-alive
 connections cleanly; a killed child is replaced in its bucket;
 MaxConnectionsPerChild recycles children without a failed request; a
-request proxied to its own server is served; a stuck child gets an extra
-worker; children move to a busy bucket.
+stuck child gets an extra worker. (A request proxied to its own server
+and children moving to a busy bucket: test_capacity.py, both models.)
 """
 import http.client
 import os
@@ -16,12 +16,11 @@ import socket
 import pytest
 
 from httpd_fixture import (BackgroundGet, CGI_BODY, HTTP_TIMEOUT, INDEX_BODY,
-                           LOOPBACK, Load, NOREUSEPORT_SO, STOP_TIMEOUT,
-                           alive, children_of, connection_refused,
-                           http_get, listening_inodes, need_build,
-                           per_bucket, socket_inodes_of, wait_until)
-from event_server import (EVENT, event_server, get_index, module_line,
-                          open_keepalive, sized)
+                           LOOPBACK, Load, STOP_TIMEOUT, alive, children_of,
+                           connection_refused, listening_inodes, per_bucket,
+                           socket_inodes_of, wait_until)
+from event_server import (EVENT, event_server, get_index, open_keepalive,
+                          sized)
 from test_signals import wait_generation
 
 
@@ -160,33 +159,6 @@ def test_killed_child_replaced_in_its_bucket(make_httpd):
     assert Load(server.ports, count=200, threads=4).run().failed == 0
 
 
-@pytest.mark.parametrize("threads,children", [(2, 2), (2, 3), (4, 2)])
-def test_request_proxied_to_own_server_is_served(make_httpd, threads,
-                                                 children):
-    """A worker proxying to its own server waits for another worker: a
-    child with no idle worker stops accepting, so the inner request goes
-    to a child that has one (or one the bucket gets) instead of waiting
-    behind its own proxy for Timeout and a 502."""
-    server = make_httpd(listens=8)
-    target = server.ports[-1]
-    server.write_config(
-        EVENT + f"ThreadsPerChild {threads}\n"
-        f"MaxRequestWorkers {threads * children}\n"
-        f"ServerLimit {children}\nStartServers {children}\n"
-        "MinSpareThreads 1\nMaxSpareThreads 64\nTimeout 20\n"
-        + module_line("proxy", "mod_proxy.so") + "\n"
-        + module_line("proxy_http", "mod_proxy_http.so") + "\n"
-        f"ProxyPass /proxied/ http://{LOOPBACK}:{target}/ timeout=20\n")
-    server.start()
-    # Each proxied request takes two workers.
-    concurrency = threads * children // 2
-    result = Load([server.ports[0]], count=60, threads=concurrency,
-                  path="/proxied/index.html").run()
-    print(f"{threads} threads x {children} children: {result}")
-    assert result.failed == 0, result.errors
-    assert result.ok == 60
-
-
 def test_keepalive_request_in_a_stuck_child_gets_an_extra_worker(make_httpd):
     """A kept-alive connection's next request comes while every worker of
     its child is busy and none finishes (what a child proxying to itself
@@ -217,40 +189,3 @@ def test_keepalive_request_in_a_stuck_child_gets_an_extra_worker(make_httpd):
     # Retired: the child is back to the threads it started with.
     wait_until(lambda: len(os.listdir(f"/proc/{child}/task")) == threads, 20,
                what="the extra worker to retire")
-
-
-def test_children_move_to_busy_bucket_without_reuseport(make_httpd):
-    """One bucket per Listen (no SO_REUSEPORT): with every thread of the
-    busy address's bucket taken, that bucket gets children beyond its
-    share: the four free slots, then one moved from the quiet bucket
-    (which keeps one, and keeps serving)."""
-    need_build(NOREUSEPORT_SO)
-    server = make_httpd(listens=2, cgi=True, preload=NOREUSEPORT_SO)
-    server.write_config(EVENT + "ThreadsPerChild 2\nMaxRequestWorkers 16\n"
-                        "ServerLimit 8\nStartServers 4\n"
-                        "MinSpareThreads 2\nMaxSpareThreads 8\n")
-    server.start()
-    status = server.status()
-    assert status["strategy"] == "listen" and status["buckets"] == 2
-    load = Load([server.ports[0]], count=10 ** 6, threads=24, seconds=60,
-                path="/cgi-bin/slow.cgi?0.3", body=(CGI_BODY + "\n").encode())
-    load.start()
-    try:
-        def busy_bucket_grew():
-            buckets = server.status(server.ports[1])["buckets_list"]
-            busy = [b for b in buckets
-                    if f"{LOOPBACK}:{server.ports[0]}" in b["listen"]][0]
-            return busy["children"] >= 7 and busy
-        busy = wait_until(busy_bucket_grew, 60,
-                          what="the busy bucket to get 7 of the 8 children")
-        # The quiet address still answers.
-        assert http_get(server.ports[1]) == (200, INDEX_BODY)
-        quiet = [b for b in server.status(server.ports[1])["buckets_list"]
-                 if b is not busy and b["bucket"] != busy["bucket"]][0]
-        assert quiet["children"] >= 1
-    finally:
-        result = load.stop()
-    print(f"busy bucket {busy}; {result}")
-    assert result.failed == 0, result.errors
-    # Moved: the quiet bucket's children held no connection.
-    assert "(0 connection(s) open)" in server.error_log()

@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-HTTP/2 (h2c, mod_http2) on the event child model: idle HTTP/2 connections
-leave room for new requests at small limits, and many short connections
-with several streams each all complete. The model answers
-AP_MPMQ_CAN_WAITIO 1, so mod_http2 may hand a connection back to wait for
-I/O without a worker (CONN_STATE_ASYNC_WAITIO).
+HTTP/2 (h2c, mod_http2): served under both child models; on the event
+child model idle HTTP/2 connections leave room for new requests at small
+limits, and many short connections with several streams each all
+complete. The event model answers AP_MPMQ_CAN_WAITIO 1, so mod_http2 may
+hand a connection back to wait for I/O without a worker
+(CONN_STATE_ASYNC_WAITIO).
 """
 import shutil
 import socket
@@ -12,8 +13,8 @@ import subprocess
 
 import pytest
 
-from httpd_fixture import (APACHE_MODULES, INDEX_BODY, LOOPBACK, http_get,
-                           recv_exactly)
+from httpd_fixture import (APACHE_MODULES, CHILD_MODELS, INDEX_BODY, LOOPBACK,
+                           http_get, recv_exactly)
 
 H2 = (f"LoadModule http2_module {APACHE_MODULES}/mod_http2.so\n"
       "Protocols h2c http/1.1\n")
@@ -82,9 +83,10 @@ def h2load(server, requests, *args):
 
 
 @NEEDS_H2LOAD
-def test_h2c_through_mod_http2(make_httpd):
-    server = make_httpd(directives="ChildModel event\nThreadsPerChild 8\n"
-                                   "MaxRequestWorkers 32\n" + H2)
+def test_h2c_through_mod_http2(make_httpd, child_model):
+    threads = "ThreadsPerChild 8\n" if child_model == "event" else ""
+    server = make_httpd(directives=CHILD_MODELS[child_model] + threads
+                        + "MaxRequestWorkers 32\n" + H2)
     server.start()
     assert "h2c" in h2load(server, 5000, "-c", "10", "-m", "10")
 

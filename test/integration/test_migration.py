@@ -35,11 +35,15 @@ COUNTS = (2, 4)
 # closes them, 2 -> 4 opens new ones. Listening sockets after each step:
 DRAIN_COUNTS = (2, 4, 2)
 DRAIN_SOCKETS = (2, 4, 4)
-SERVER_DIRECTIVES = ("StartServers 8\nMinSpareServers 4\n"
-                     "MaxSpareServers 16\nMaxRequestWorkers 64")
-EVENT_DIRECTIVES = ("ChildModel event\nThreadsPerChild 8\nStartServers 4\n"
-                    "MaxRequestWorkers 64\nMinSpareThreads 8\n"
-                    "MaxSpareThreads 64")
+# Each child model with 64 workers.
+MODEL_DIRECTIVES = {
+    "prefork": ("ChildModel prefork\nStartServers 8\nMinSpareServers 4\n"
+                "MaxSpareServers 16\nMaxRequestWorkers 64"),
+    "event": ("ChildModel event\nThreadsPerChild 8\nStartServers 4\n"
+              "MaxRequestWorkers 64\nMinSpareThreads 8\n"
+              "MaxSpareThreads 64"),
+}
+SERVER_DIRECTIVES = MODEL_DIRECTIVES["prefork"]
 # Enough client threads that the buckets' queues are seldom empty.
 LOAD_THREADS = 24
 PROGRAM_LOG = re.compile(r"per-group eBPF program id (\d+) on 1 reuseport")
@@ -103,8 +107,7 @@ def sysctl_untouched():
 
 
 def test_plan_changes_lose_nothing(make_httpd, sysctl_untouched, child_model):
-    settings = (EVENT_DIRECTIVES if child_model == "event"
-                else SERVER_DIRECTIVES)
+    settings = MODEL_DIRECTIVES[child_model]
     server = make_httpd(directives=directives(2, model=settings))
     server.start()
     log = server.error_log()
@@ -125,16 +128,17 @@ def test_plan_changes_lose_nothing(make_httpd, sysctl_untouched, child_model):
 
 @pytest.mark.parametrize("mode,counts", [("cpu", (1, 2)), ("load", COUNTS)])
 def test_plan_changes_under_steering_lose_nothing(make_httpd, sysctl_untouched,
-                                                  mode, counts):
+                                                  mode, counts, child_model):
     """BucketSteering cpu and load: the steering program migrates too, and
     each generation's socket map takes the sockets back from the last
     one. (cpu allows no more buckets than the 2 CPUs here.)"""
     steer = f"BucketSteering {mode}"
-    server = make_httpd(directives=directives(counts[0], steer))
+    settings = MODEL_DIRECTIVES[child_model]
+    server = make_httpd(directives=directives(counts[0], steer, settings))
     server.start()
     result = restart_alternating(server, RESTARTS, counts=counts,
-                                 extra=steer)
-    print(f"{mode} steering: {RESTARTS} restarts, {result}")
+                                 extra=steer, model=settings)
+    print(f"{mode} steering ({child_model}): {RESTARTS} restarts, {result}")
     assert result.failed == 0, result.errors
     log = server.error_log()
     assert log.count(f"steering: {mode} (BucketSteering {mode})") \
@@ -199,8 +203,7 @@ def test_without_migration_plan_changes_drain(make_httpd, sysctl_untouched,
     kind of restarts under load lose nothing, and the log shows each
     removed socket drained and later closed."""
     need_build(NOREUSEPORT_SO)
-    settings = (EVENT_DIRECTIVES if child_model == "event"
-                else SERVER_DIRECTIVES)
+    settings = MODEL_DIRECTIVES[child_model]
     server = make_httpd(directives=directives(2, model=settings),
                         preload=NOREUSEPORT_SO,
                         environ={"BUCKETED_SHIM_KERNEL": "5.13"})
@@ -239,13 +242,14 @@ def test_without_migration_or_drain_plan_changes_reset(make_httpd,
     assert result.failed > 0, result
 
 
-def test_draining_sockets_show_where_operators_look(make_httpd):
+def test_draining_sockets_show_where_operators_look(make_httpd, child_model):
     """The status page says what a dropped socket becomes (migration=drain)
     and which bucket drains it; the next restart closes it."""
     need_build(NOREUSEPORT_SO)
     metrics = "<Location /metrics>\n    SetHandler bucketed-metrics\n" \
               "</Location>"
-    server = make_httpd(directives=directives(4, metrics),
+    settings = MODEL_DIRECTIVES[child_model]
+    server = make_httpd(directives=directives(4, metrics, settings),
                         preload=NOREUSEPORT_SO,
                         environ={"BUCKETED_SHIM_KERNEL": "5.13"})
     server.start()
@@ -254,7 +258,7 @@ def test_draining_sockets_show_where_operators_look(make_httpd):
     generation = server.status()["generation"]
     for step, (count, listening, draining) in enumerate(
             [(2, 4, 2), (2, 2, 0)], start=1):
-        server.write_config(directives(count, metrics))
+        server.write_config(directives(count, metrics, settings))
         server.signal(signal.SIGUSR1)
         wait_until(lambda: server.status()["generation"] == generation + step,
                    30, what=f"generation {generation + step}")

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from httpd_fixture import (APACHE_MODULES, CGI_BODY, HTTP_TIMEOUT, LOOPBACK,
-                           STATUS_SO, BackgroundGet, Load, free_ports,
+from httpd_fixture import (APACHE_MODULES, CGI_BODY, CHILD_MODELS,
+                           HTTP_TIMEOUT, LOOPBACK, STATUS_SO, BackgroundGet, Load, free_ports,
                            http_get, processes_mentioning, wait_until)
 
 STATUS_DIRECTIVES = f"""
@@ -41,14 +41,18 @@ LoadModule status_module {APACHE_MODULES}/mod_status.so
 # idle child the parent moves one over from a bucket with two idle children
 # more than it has (policy_maint.c), once here; slow CGIs keep that one busy
 # too.
+# The event model's children get one thread each, so that a slow CGI makes
+# one of them busy as it makes a prefork child busy.
 TWO_CHILDREN_PER_PORT = """
 BucketStrategy listen
 ServerLimit 4
 MaxRequestWorkers 4
 StartServers 4
-MinSpareServers 2
-MaxSpareServers 4
 """
+SPARES_OF_ONE_THREAD = {
+    "prefork": "MinSpareServers 2\nMaxSpareServers 4\n",
+    "event": "ThreadsPerChild 1\nMinSpareThreads 2\nMaxSpareThreads 4\n",
+}
 
 WAIT = 20          # bound of every wait on the parent's samples, seconds
 CGI_SECONDS = 8    # how long the slow CGI holds a child
@@ -185,17 +189,15 @@ class HeldConnections:
 
 # ---------------------------------------------------------------- tests
 
-MODEL_DIRECTIVES = {
-    "prefork": "",
-    "event": "ChildModel event\nThreadsPerChild 4\n",
-}
-# Workers per child: the census counts children, idle and busy workers.
-MODEL_THREADS = {"prefork": 1, "event": 4}
+# Threads per child: the census counts children, idle and busy workers.
+THREADS = {"prefork": "", "event": "ThreadsPerChild 4\n"}
+WORKERS_PER_CHILD = {"prefork": 1, "event": 4}
 
 
-@pytest.mark.parametrize("model", sorted(MODEL_DIRECTIVES))
-def test_mod_status_shows_every_bucket_and_counts_add_up(make_httpd, model):
-    server = make_httpd(directives=MODEL_DIRECTIVES[model]
+def test_mod_status_shows_every_bucket_and_counts_add_up(make_httpd,
+                                                         child_model):
+    server = make_httpd(directives=CHILD_MODELS[child_model]
+                        + THREADS[child_model]
                         + "BucketCount 3\nStartServers 6\n"
                         + STATUS_DIRECTIVES)
     server.start()
@@ -207,7 +209,7 @@ def test_mod_status_shows_every_bucket_and_counts_add_up(make_httpd, model):
     assert before["BucketedBuckets"] == "3"
     for number, bucket in buckets.items():
         assert bucket["Sockets"] == 1
-        assert bucket["Children"] * MODEL_THREADS[model] \
+        assert bucket["Children"] * WORKERS_PER_CHILD[child_model] \
             == bucket["IdleWorkers"] + bucket["BusyWorkers"]
         entry = bucket["sockets"][0]
         assert entry["Listen"] == f"{LOOPBACK}:{port}"
@@ -238,7 +240,7 @@ def test_mod_status_shows_every_bucket_and_counts_add_up(make_httpd, model):
     rows = html_bucket_rows(html)
     assert [row[0] for row in rows] == [0, 1, 2]
     assert sum(row[4] for row in rows) == total_accepted(buckets) + 1
-    assert all(row[1] * MODEL_THREADS[model] == row[2] + row[3]
+    assert all(row[1] * WORKERS_PER_CHILD[child_model] == row[2] + row[3]
                for row in rows)
     assert "n/a (AcceptFilter)" in html
     assert "<th>Srv</th><th>PID</th>" in html          # mod_status's table
@@ -246,9 +248,12 @@ def test_mod_status_shows_every_bucket_and_counts_add_up(make_httpd, model):
     assert "accept queue of bucket" not in server.error_log()
 
 
-def test_busy_bucket_shows_its_queue(make_httpd):
+def test_busy_bucket_shows_its_queue(make_httpd, child_model):
     server = make_httpd(listens=2, cgi=True,
-                        directives=TWO_CHILDREN_PER_PORT + STATUS_DIRECTIVES)
+                        directives=CHILD_MODELS[child_model]
+                        + TWO_CHILDREN_PER_PORT
+                        + SPARES_OF_ONE_THREAD[child_model]
+                        + STATUS_DIRECTIVES)
     server.start()
     busy_port, status_port = server.ports
     _, buckets = sampled(status_port, 2)
@@ -291,13 +296,15 @@ def test_busy_bucket_shows_its_queue(make_httpd):
     assert entry["MaxQueueDepth"] >= 3
 
 
-def test_overflowing_backlog_counts_drops_and_warns(make_httpd):
+def test_overflowing_backlog_counts_drops_and_warns(make_httpd, child_model):
     """ListenBacklog 1 admits two connections; with the bucket's children
     busy, the kernel drops the SYNs of the others (and their retries) and counts
     them on the socket (SO_MEMINFO). Without TCP_DEFER_ACCEPT (AcceptFilter
     none) nothing else is counted there."""
     server = make_httpd(listens=2, cgi=True,
-                        directives=TWO_CHILDREN_PER_PORT + STATUS_DIRECTIVES
+                        directives=CHILD_MODELS[child_model]
+                        + TWO_CHILDREN_PER_PORT
+                        + SPARES_OF_ONE_THREAD[child_model] + STATUS_DIRECTIVES
                         + "ListenBacklog 1\nAcceptFilter http none\n")
     server.start()
     busy_port, status_port = server.ports
@@ -343,11 +350,11 @@ def test_overflowing_backlog_counts_drops_and_warns(make_httpd):
                           server.error_log())) == 1
 
 
-def test_metrics_pass_promtool(make_httpd):
+def test_metrics_pass_promtool(make_httpd, child_model):
     promtool = shutil.which("promtool")
     assert promtool, "promtool not found: scripts/deps.sh installs prometheus"
-    server = make_httpd(listens=2, directives="BucketCount 3\n"
-                                              + STATUS_DIRECTIVES)
+    server = make_httpd(listens=2, directives=CHILD_MODELS[child_model]
+                        + "BucketCount 3\n" + STATUS_DIRECTIVES)
     server.start()
     sampled(server.ports[0], 3)
     status, body = http_get(server.ports[0], "/metrics")
@@ -440,11 +447,11 @@ class Prometheus:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-@pytest.mark.parametrize("model", sorted(MODEL_DIRECTIVES))
-def test_prometheus_scrapes_bucket_metrics(make_httpd, model):
+def test_prometheus_scrapes_bucket_metrics(make_httpd, child_model):
     assert shutil.which("prometheus"), \
         "prometheus not found: scripts/deps.sh installs it"
-    server = make_httpd(directives=MODEL_DIRECTIVES[model] + "BucketCount 2\n"
+    server = make_httpd(directives=CHILD_MODELS[child_model]
+                        + THREADS[child_model] + "BucketCount 2\n"
                         + STATUS_DIRECTIVES)
     server.start()
     port = server.ports[0]
@@ -473,14 +480,16 @@ def test_prometheus_scrapes_bucket_metrics(make_httpd, model):
         prometheus.stop()
 
 
-def test_graceful_restart_to_a_bigger_plan(make_httpd):
+def test_graceful_restart_to_a_bigger_plan(make_httpd, child_model):
     """The published segment is sized per generation: a restart to more
     buckets and sockets shows all of them."""
-    server = make_httpd(listens=2, directives="BucketCount 2\n"
-                                              + STATUS_DIRECTIVES)
+    server = make_httpd(listens=2, directives=CHILD_MODELS[child_model]
+                        + "BucketCount 2\n" + STATUS_DIRECTIVES)
     server.start()
     sampled(server.ports[0], 2)
-    server.write_config("BucketCount 5\nStartServers 5\n" + STATUS_DIRECTIVES)
+    server.write_config(CHILD_MODELS[child_model]
+                        + "BucketCount 5\nStartServers 5\n"
+                        + STATUS_DIRECTIVES)
     server.signal(signal.SIGUSR1)
     auto, buckets = sampled(server.ports[0], 5)
     assert auto["BucketedGeneration"] == "1"

@@ -188,12 +188,20 @@ def test_bucket_steering_bad_value(make_httpd):
 
 # ---------------------------------------------------------------- load
 
-# Three children for two buckets (bucket 0 gets two, bucket 1 one), all
-# slots used: once the slow requests hold one bucket's children busy and
-# the other has one idle child, maintenance cannot move a child between
-# them (the donor would be left with none idle), so the state holds.
-LOAD_DIRECTIVES = ("BucketCount 2\nServerLimit 3\nMaxRequestWorkers 3\n"
-                   "StartServers 3\nMinSpareServers 1\nMaxSpareServers 3\n")
+# Two buckets, all slots used, in each model's terms: prefork has three
+# children (bucket 0 gets two, bucket 1 one) and two slow requests, event
+# two children of one thread and one slow request. Once the slow requests
+# hold one bucket's workers busy and the other has one idle, maintenance
+# cannot move a child between them (the donor would be left with none
+# idle), so the state holds.
+LOAD_DIRECTIVES = {
+    "prefork": ("BucketCount 2\nServerLimit 3\nMaxRequestWorkers 3\n"
+                "StartServers 3\nMinSpareServers 1\nMaxSpareServers 3\n"),
+    "event": ("BucketCount 2\nServerLimit 2\nThreadsPerChild 1\n"
+              "MaxRequestWorkers 2\nStartServers 2\nMinSpareThreads 1\n"
+              "MaxSpareThreads 2\n"),
+}
+LOAD_WORKERS = {"prefork": 3, "event": 2}
 SLOW_SECONDS = 15
 QUICK = 10
 
@@ -238,8 +246,8 @@ def one_bucket_all_busy(map_id):
     return None
 
 
-def test_load_steering_avoids_a_busy_bucket(make_httpd):
-    """Two slow requests hold one bucket's children; while the other has
+def test_load_steering_avoids_a_busy_bucket(make_httpd, child_model):
+    """Slow requests hold one bucket's workers; while the other has
     an idle child, no new connection goes to the busy one. A connection
     steered there would wait in its queue until a slow request ends, so
     the state would end and the busy bucket's accepted count grow. (With
@@ -247,21 +255,23 @@ def test_load_steering_avoids_a_busy_bucket(make_httpd):
     there.)"""
     if not Path(BPFTOOL).exists():
         pytest.skip("bpftool is not installed (scripts/deps.sh)")
-    server = make_httpd(cgi=True, directives=LOAD_DIRECTIVES
+    server = make_httpd(cgi=True, directives=CHILD_MODELS[child_model]
+                        + LOAD_DIRECTIVES[child_model]
                         + "BucketSteering load")
+    workers = LOAD_WORKERS[child_model]
     server.start()
     log = server.error_log()
     assert "steering: load (BucketSteering load)" in log, log
     idle_map = idle_map_of(server)
-    wait_until(lambda: sum(idle_counts(idle_map)) == 3, 10,
-               what="every child idle")
+    wait_until(lambda: sum(idle_counts(idle_map)) == workers, 10,
+               what="every worker idle")
     slow = []
-    for held in (1, 2):
+    for held in range(1, workers):
         # The answer comes after SLOW_SECONDS of silence: wait longer.
         slow.append(BackgroundGet(server.ports[0],
                                   f"/cgi-bin/slow.cgi?{SLOW_SECONDS}",
                                   timeout=SLOW_SECONDS + 30))
-        wait_until(lambda: sum(idle_counts(idle_map)) == 3 - held, 10,
+        wait_until(lambda: sum(idle_counts(idle_map)) == workers - held, 10,
                    what=f"{held} slow request(s) in progress")
     busy, _ = wait_until(lambda: one_bucket_all_busy(idle_map), 10,
                          what="one bucket all busy")
