@@ -51,6 +51,9 @@ static apr_status_t setup_threads_sync(event_child_ctx *ctx)
     if (rv == APR_SUCCESS) {
         rv = apr_thread_cond_create(&ctx->gone, ctx->pchild);
     }
+    if (rv == APR_SUCCESS) {
+        rv = apr_thread_cond_create(&ctx->follow, ctx->pchild);
+    }
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rv, ctx->s,
                      BKLOGNO(00026)
@@ -94,7 +97,9 @@ static int stop_workers(event_child_ctx *ctx, worker_info *workers)
 
     ev_lock(ctx);
     ctx->stop_workers = 1;
-    /* Level-triggered and never read: it wakes every waiting worker. */
+    /* The workers waiting their turn see stop_workers; the one in the
+     * epoll set sees the eventfd, level-triggered and never read. */
+    apr_thread_cond_broadcast(ctx->follow);
     if (write(ctx->stop_fd, &one, sizeof(one)) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,

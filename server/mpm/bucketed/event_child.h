@@ -11,8 +11,8 @@
  *                   exit
  *   event_keeper.c  the keeper thread: timeouts, leaving, reclaiming,
  *                   the scoreboard's connection counts
- *   event_worker.c  the worker threads: wait in the epoll set, run what
- *                   it reports until it waits again
+ *   event_worker.c  the worker threads: wait in the epoll set in turn, run
+ *                   what it reports until they wait again
  *   event_work.c    timed callbacks, suspended connections, a worker's
  *                   take from the work queue
  *   event_accept.c  accepting: the accept rule's reservation, taking
@@ -164,12 +164,15 @@ typedef struct event_child_ctx {
     /* Under mutex. */
     apr_thread_mutex_t *mutex;
     apr_thread_cond_t *gone;         /* a worker exited */
+    apr_thread_cond_t *follow;       /* the waiting worker left the epoll
+                                      * set (event_worker.c) */
+    int leading;                     /* a worker waits in the epoll set */
     int listening;                   /* listeners in the epoll set */
     int listeners_closed;            /* ev_close_listeners_locked() ran */
     timeout_list timeouts[NUM_WAITS]; /* by wait_e */
     ev_conn *queue_head, *queue_tail;  /* the work queue */
     int queued;
-    int idle_workers;                /* waiting in the epoll set */
+    int idle_workers;                /* waiting for work */
     apr_uint64_t waits;              /* times a worker came to wait */
     int running_workers;
     int stop_workers;

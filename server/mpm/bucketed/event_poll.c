@@ -111,7 +111,8 @@ apr_status_t ev_setup_epoll(event_child_ctx *ctx)
     /* Level-triggered: every queued unit wakes a worker in turn. */
     rv = ev_add_eventfd(ctx, ctx->epoll_fd, &ctx->work_fd, &ctx->work_kind,
                         EV_WORK, EFD_SEMAPHORE, EPOLLIN, "work queue");
-    /* Level-triggered and never read: every worker sees it. */
+    /* Level-triggered and never read: every worker that waits in the set
+     * after it is written sees it. */
     if (rv == APR_SUCCESS) {
         rv = ev_add_eventfd(ctx, ctx->epoll_fd, &ctx->stop_fd,
                             &ctx->stop_kind, EV_STOP, 0, EPOLLIN, "stop");

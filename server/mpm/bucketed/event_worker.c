@@ -293,8 +293,13 @@ static void conn_ready(event_child_ctx *ctx, ev_conn *ec, int thread_num,
     serve_conn(ctx, ec, thread_num, thd);
 }
 
-/* Waits in the epoll set for one event; with the lock held on return
- * (NULL: stop, or an extra worker's retirement once it served). */
+/* Waits for one event; with the lock held on return (NULL: stop, or an
+ * extra worker's retirement once it served). One idle worker at a time
+ * waits in the epoll set, the others wait their turn: a ready connection
+ * wakes a worker only when one gets the CPU to take it, so on a busy
+ * machine connections wait in the epoll set's ready list, first come first
+ * served, not as woken threads in the run queue, where the scheduler can
+ * leave one behind for hundreds of milliseconds while others run. */
 static void *wait_for_event(event_child_ctx *ctx, worker_info *wi, int first)
 {
     struct epoll_event ev;
@@ -310,10 +315,20 @@ static void *wait_for_event(event_child_ctx *ctx, worker_info *wi, int first)
         ctx->idle_workers++;
         ctx->waits++;
         ev_update_listening_locked(ctx);
+        while (ctx->leading && !ctx->stop_workers) {
+            apr_thread_cond_wait(ctx->follow, ctx->mutex);
+        }
+        if (ctx->stop_workers) {
+            ctx->idle_workers--;
+            return NULL;
+        }
+        ctx->leading = 1;
         ev_unlock(ctx);
         n = epoll_wait(ctx->epoll_fd, &ev, 1, -1);
         err = n < 0 ? errno : 0;
         ev_lock(ctx);
+        ctx->leading = 0;
+        apr_thread_cond_signal(ctx->follow);
         ctx->idle_workers--;
         if (n > 0) {
             return ev.data.ptr;
