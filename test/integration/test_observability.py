@@ -7,23 +7,17 @@ depth, drops of an overflowing backlog) and its warning about a queue that
 stays full.
 """
 import errno
-import json
 import re
 import shutil
 import signal
 import socket
 import subprocess
-import tempfile
-import time
-import urllib.parse
 import urllib.request
-from pathlib import Path
-
-import pytest
 
 from httpd_fixture import (APACHE_MODULES, CGI_BODY, CHILD_MODELS,
-                           HTTP_TIMEOUT, LOOPBACK, STATUS_SO, BackgroundGet, Load, free_ports,
-                           http_get, processes_mentioning, wait_until)
+                           HTTP_TIMEOUT, LOOPBACK, STATUS_SO, BackgroundGet,
+                           Load, http_get, processes_mentioning, wait_until)
+from prometheus_server import Prometheus
 
 STATUS_DIRECTIVES = f"""
 LoadModule status_module {APACHE_MODULES}/mod_status.so
@@ -382,69 +376,6 @@ def test_metrics_pass_promtool(make_httpd, child_model):
         r'^bucketed_listener_backlog_connections\{bucket="\d+",'
         r'listen="([^"]+)"\} 511$', text, re.M))
     assert listens == {f"{LOOPBACK}:{p}" for p in server.ports}
-
-
-PROMETHEUS_CONFIG = """
-global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: bucketed
-    metrics_path: /metrics
-    static_configs:
-      - targets: ['{target}']
-"""
-
-
-class Prometheus:
-    """A real Prometheus server on a loopback port, scraping one target
-    every second, with its storage in a directory of its own."""
-
-    def __init__(self, target):
-        self.dir = Path(tempfile.mkdtemp(prefix="bucketed-prom-"))
-        self.port = free_ports(1)[0]
-        config = self.dir / "prometheus.yml"
-        config.write_text(PROMETHEUS_CONFIG.format(target=target))
-        self.log = open(self.dir / "prometheus.log", "wb")
-        self.proc = subprocess.Popen(
-            [shutil.which("prometheus"), f"--config.file={config}",
-             f"--storage.tsdb.path={self.dir / 'data'}",
-             f"--web.listen-address={LOOPBACK}:{self.port}"],
-            stdin=subprocess.DEVNULL, stdout=self.log,
-            stderr=subprocess.STDOUT)
-
-    def get(self, path):
-        url = f"http://{LOOPBACK}:{self.port}{path}"
-        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT) as resp:
-            return resp.status, resp.read()
-
-    def wait_ready(self):
-        def ready():
-            assert self.proc.poll() is None, self.output()
-            return self.get("/-/ready")[0] == 200
-        wait_until(ready, 60, interval=0.2, what="Prometheus to be ready")
-
-    def query(self, expr):
-        """The result vector of an instant query."""
-        status, body = self.get("/api/v1/query?"
-                                + urllib.parse.urlencode({"query": expr}))
-        answer = json.loads(body)
-        assert status == 200 and answer["status"] == "success", answer
-        return answer["data"]["result"]
-
-    def output(self):
-        return (self.dir / "prometheus.log").read_text(errors="replace")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def test_prometheus_scrapes_bucket_metrics(make_httpd, child_model):
