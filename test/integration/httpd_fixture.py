@@ -41,6 +41,35 @@ from bucketbench.procfs import (  # noqa: F401 (re-exported)
     proc_listening_inodes, processes_mentioning, socket_inodes_of,
     ss_listening, stop_process, uids)
 
+# x86_64 system call numbers, as /proc/<tid>/syscall shows them: the waits
+# an event child's threads make, and the sleeps of a sanitizer's own
+# thread (TSan's background thread), which httpd's threads never make.
+SYSCALL_NAMES = {"35": "nanosleep", "128": "rt_sigtimedwait", "202": "futex",
+                 "230": "clock_nanosleep", "232": "epoll_wait",
+                 "281": "epoll_pwait"}
+SANITIZER_SLEEPS = {"nanosleep", "clock_nanosleep"}
+
+
+def waiting_in(pid):
+    """How many of a process's threads wait in each system call (by name
+    where SYSCALL_NAMES has it; "running" for a thread on a CPU)."""
+    counts = collections.Counter()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            call = Path(f"/proc/{pid}/task/{tid}/syscall").read_text()
+        except FileNotFoundError:
+            continue
+        call = call.split()[0]
+        counts[SYSCALL_NAMES.get(call, call)] += 1
+    return counts
+
+
+def server_threads(pid):
+    """A server process's threads, a sanitizer's own not counted."""
+    return sum(n for call, n in waiting_in(pid).items()
+               if call not in SANITIZER_SLEEPS)
+
+
 TOP = Path(os.environ.get("BUCKETED_TOP")
            or Path(__file__).resolve().parent.parent.parent)
 BUILD = Path(os.environ.get("BUCKETED_BUILD") or TOP)

@@ -18,7 +18,7 @@ import pytest
 from httpd_fixture import (BackgroundGet, CGI_BODY, HTTP_TIMEOUT, INDEX_BODY,
                            LOOPBACK, Load, STOP_TIMEOUT, alive, children_of,
                            connection_refused, listening_inodes, per_bucket,
-                           socket_inodes_of, wait_until)
+                           server_threads, socket_inodes_of, wait_until)
 from event_server import (EVENT, event_server, get_index, open_keepalive,
                           sized)
 from test_signals import wait_generation
@@ -29,7 +29,7 @@ def thread_counts(server):
     counts = {}
     for child in children_of(server.pid):
         try:
-            counts[child] = len(os.listdir(f"/proc/{child}/task"))
+            counts[child] = server_threads(child)
         except FileNotFoundError:
             pass
     return counts
@@ -171,7 +171,7 @@ def test_keepalive_request_in_a_stuck_child_gets_an_extra_worker(make_httpd):
     server.start()
     port = server.ports[0]
     child = children_of(server.pid)[0]
-    threads = len(os.listdir(f"/proc/{child}/task"))
+    threads = server_threads(child)
     kept = open_keepalive(port, 1)
     slow = [BackgroundGet(port, "/cgi-bin/slow.cgi?20", timeout=60)
             for _ in range(2)]
@@ -187,5 +187,5 @@ def test_keepalive_request_in_a_stuck_child_gets_an_extra_worker(make_httpd):
     for request in slow:
         assert request.result(timeout=60) == (200, CGI_BODY.encode() + b"\n")
     # Retired: the child is back to the threads it started with.
-    wait_until(lambda: len(os.listdir(f"/proc/{child}/task")) == threads, 20,
+    wait_until(lambda: server_threads(child) == threads, 20,
                what="the extra worker to retire")

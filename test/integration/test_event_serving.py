@@ -7,20 +7,18 @@ served; keep-alive timeouts and limits, pipelining and write completion
 behave as under stock event; a full child stops accepting and its bucket
 covers; one idle worker at a time waits in the epoll set.
 """
-import collections
 import hashlib
 import os
 import platform
 import socket
 import time
 
-from pathlib import Path
-
 import pytest
 
 from httpd_fixture import (HTTP_TIMEOUT, INDEX_BODY, LOOPBACK, Load, Timeout,
                            alive, children_of, http_get, listening_inodes,
-                           read_response, socket_inodes_of, wait_until)
+                           read_response, server_threads, socket_inodes_of,
+                           wait_until, waiting_in)
 from event_server import (STATUS, event_server, get_index, open_keepalive,
                           sized, status_fields)
 
@@ -45,7 +43,7 @@ def test_serves_and_says_threaded(make_httpd):
     assert http_get(server.ports[0]) == (200, INDEX_BODY)
     # Children are threaded: the main thread, the keeper and four workers.
     child = children_of(server.pid)[0]
-    threads = len(os.listdir(f"/proc/{child}/task"))
+    threads = server_threads(child)
     assert threads == 1 + 1 + 4, threads
 
 
@@ -53,20 +51,6 @@ def test_prefork_model_says_not_threaded(make_httpd):
     server = make_httpd()
     version = server.command("-V")
     assert "threaded:     no" in version.output
-
-
-# x86_64 system call numbers, as /proc/<tid>/syscall shows them.
-SYSCALL_NAMES = {"128": "rt_sigtimedwait", "202": "futex", "232": "epoll_wait",
-                 "281": "epoll_pwait"}
-
-
-def waiting_in(pid):
-    """How many of a process's threads wait in each system call."""
-    counts = collections.Counter()
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        call = Path(f"/proc/{pid}/task/{tid}/syscall").read_text().split()[0]
-        counts[SYSCALL_NAMES.get(call, call)] += 1
-    return counts
 
 
 def test_one_idle_worker_at_a_time_waits_in_the_epoll_set(make_httpd):
@@ -83,7 +67,11 @@ def test_one_idle_worker_at_a_time_waits_in_the_epoll_set(make_httpd):
     assert http_get(server.ports[0]) == (200, INDEX_BODY)
     child = children_of(server.pid)[0]
     expected = {"rt_sigtimedwait": 1, "epoll_wait": 2, "futex": 3}
-    wait_until(lambda: waiting_in(child) == expected, 10,
+
+    def as_expected():
+        waiting = waiting_in(child)
+        return all(waiting[call] == n for call, n in expected.items())
+    wait_until(as_expected, 10,
                what=f"child {child}'s threads waiting as {expected}")
 
 
