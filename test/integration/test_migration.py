@@ -43,7 +43,6 @@ MODEL_DIRECTIVES = {
               "MaxRequestWorkers 64\nMinSpareThreads 8\n"
               "MaxSpareThreads 64"),
 }
-SERVER_DIRECTIVES = MODEL_DIRECTIVES["prefork"]
 # Enough client threads that the buckets' queues are seldom empty.
 LOAD_THREADS = 24
 PROGRAM_LOG = re.compile(r"per-group eBPF program id (\d+) on 1 reuseport")
@@ -53,12 +52,12 @@ def migrate_req():
     return MIGRATE_REQ.read_text().strip()
 
 
-def directives(count, extra="", model=SERVER_DIRECTIVES):
+def directives(count, extra="", model=MODEL_DIRECTIVES["prefork"]):
     return f"BucketCount {count}\n{model}\n{extra}"
 
 
 def restart_alternating(server, restarts, counts=COUNTS, extra="",
-                        model=SERVER_DIRECTIVES, sockets=None):
+                        model=MODEL_DIRECTIVES["prefork"], sockets=None):
     """Graceful restarts under load, BucketCount going round counts (the
     server starts with counts[0], restart i uses counts[i % len(counts)]),
     each waited on until the address has sockets[...] listening sockets

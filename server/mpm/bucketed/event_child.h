@@ -11,8 +11,8 @@
  *                   exit
  *   event_keeper.c  the keeper thread: timeouts, leaving, reclaiming,
  *                   the scoreboard's connection counts
- *   event_worker.c  the worker threads: wait in the epoll set in turn, run
- *                   what it reports until they wait again
+ *   event_worker.c  the worker threads: take turns waiting in the epoll
+ *                   set, run what it reports, wait again
  *   event_work.c    timed callbacks, suspended connections, a worker's
  *                   take from the work queue
  *   event_accept.c  accepting: the accept rule's reservation, taking
