@@ -99,6 +99,17 @@ static void plan_fields(apr_pool_t *p, const bucketed_status *st,
 
 /* ---------------------------------------------------------------- text */
 
+/* Sockets of the bucket passed in by the service manager. */
+static int inherited_sockets(const bucketed_bucket_status *bs)
+{
+    int k, n = 0;
+
+    for (k = 0; k < bs->sockets; k++) {
+        n += bs->socket[k].inherited;
+    }
+    return n;
+}
+
 static void text_report(request_rec *r, const bucketed_status *st)
 {
     plan_field fields[PLAN_FIELDS];
@@ -124,6 +135,9 @@ static void text_report(request_rec *r, const bucketed_status *st)
         }
         if (bs->draining > 0) {
             ap_rprintf(r, " draining=%d", bs->draining);
+        }
+        if (inherited_sockets(bs) > 0) {
+            ap_rprintf(r, " inherited=%d", inherited_sockets(bs));
         }
         ap_rputs("\n", r);
     }
@@ -334,6 +348,8 @@ static void status_auto(request_rec *r, const bucketed_status *st)
 
             ap_rprintf(r, "BucketedBucket[%d]Socket[%d]Listen: %s\n", b, k,
                        ss->listen);
+            ap_rprintf(r, "BucketedBucket[%d]Socket[%d]Inherited: %d\n", b,
+                       k, ss->inherited);
             if (!ss->sampled) {
                 continue;
             }

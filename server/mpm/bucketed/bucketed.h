@@ -185,6 +185,7 @@ typedef struct {
 #endif
 
 struct event_child_ctx;
+struct passed_socket;
 
 /* Survives the DSO unload/reload of every restart. */
 typedef struct {
@@ -217,6 +218,12 @@ typedef struct {
     struct event_child_ctx *event_child; /* in a ChildModel event child's
                                       * copy: its context, for the hook
                                       * that registers timed callbacks */
+    int activation_read;             /* LISTEN_* read (listen_activation.c) */
+    struct passed_socket *passed;    /* listening sockets a service manager
+                                      * passed in */
+    int num_passed;
+    const char *notify_socket;       /* NOTIFY_SOCKET, or NULL
+                                      * (sys_notify.c) */
 } bucketed_retained;
 
 /* The one symbol the MPM exports (the apxs build hides the others). */

@@ -34,6 +34,9 @@ typedef struct {
                                   * the kernel counts every connection's
                                   * handshake ACK as a drop, so drops are
                                   * not reported */
+    int inherited;               /* passed in by the service manager
+                                  * (socket activation), not bound by
+                                  * the server */
 } bucketed_socket_status;
 
 typedef struct {

@@ -21,6 +21,9 @@
  *   sys_trial.c           what the kernel does with them, at start-up
  *   listen_sockets.c      opening and keeping the per-bucket sockets
  *   listen_steering.c     their reuseport programs and socket maps
+ *   listen_activation.c   sockets a service manager passes in
+ *   policy_activation.c   what was passed, which Listen it serves (pure)
+ *   sys_notify.c          telling the service manager the state
  *   stats_counters.c      shared counters, the parent's published census
  *   stats_queue.c         the parent's accept-queue samples
  *   stats_report.c        the report for mod_bucketed_status
@@ -59,8 +62,10 @@
 #include "bucketed.h"
 #include "mpm_default.h"
 #include "sys_bpf.h"
+#include "listen_activation.h"
 #include "listen_sockets.h"
 #include "parent.h"
+#include "sys_notify.h"
 #include "stats.h"
 
 /* -X and -DONE_PROCESS serve from the parent itself; -DDEBUG implies it. */
@@ -325,6 +330,11 @@ static void log_plan(server_rec *s, const bucketed_config *conf,
 /* `apache2 -t`: the plan this configuration would run, in words. */
 static void bucketed_test_config(apr_pool_t *pconf, server_rec *s)
 {
+    /* For a socket unit's generator (dist/systemd/bucketed-socket-units):
+     * the Listen addresses as systemd spells them. */
+    if (ap_exists_config_define("BUCKETED_LISTEN_STREAMS")) {
+        listen_activation_print_streams(pconf);
+    }
     ap_log_error(APLOG_MARK, APLOG_NOTICE | APLOG_STARTUP, 0, s,
                  BKLOGNO(00094)
                  "bucketed: %s", describe_plan(pconf, bucketed_get_config(s),
@@ -391,6 +401,12 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
 
     (void)plog;
     (void)ptemp;
+    /* The first pass runs in the process the service manager started
+     * (the second may run in a detached copy): read what it passed then,
+     * and adopt it before core binds. */
+    listen_activation_read(s, retained);
+    notify_read(s, retained);
+    listen_activation_adopt(s, retained);
     num_listeners = ap_setup_listeners(s);
     if (num_listeners < 1) {
         ap_log_error(APLOG_MARK, APLOG_ALERT | APLOG_STARTUP, 0, NULL,

@@ -18,11 +18,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "apr_strings.h"
+
 #include "http_log.h"
 #include "http_main.h"
 #include "mpm_common.h"
 #include "listen_sockets.h"
 #include "stats.h"
+#include "sys_notify.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -219,6 +222,10 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     log_started(&pc);
     start_generation(&pc);
     mpm->mpm_state = AP_MPMQ_RUNNING;
+    notify_send(s, retained, apr_psprintf(pconf, "READY=1\nMAINPID=%"
+                                          APR_PID_T_FMT "\nSTATUS=serving, "
+                                          "generation %d", getpid(),
+                                          mpm->my_generation));
 
     while (!mpm->restart_pending && !mpm->shutdown_pending) {
         apr_exit_why_e why;
@@ -244,6 +251,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
 
     if (mpm->shutdown_pending) {
         mpm->mpm_state = AP_MPMQ_STOPPING;
+        notify_send(s, retained, "STOPPING=1\nSTATUS=stopping");
         if (mpm->is_ungraceful) {
             ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,
                          BKLOGNO(00103) "caught SIGTERM, shutting down");
@@ -260,6 +268,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     }
 
     /* Restart. */
+    notify_send(s, retained, "RELOADING=1\nSTATUS=restarting");
     mpm->my_generation++;
     mpm->was_graceful = !mpm->is_ungraceful;
     if (mpm->is_ungraceful) {

@@ -18,6 +18,8 @@
 
 #include "bucketed.h"
 #include "bucketed_status.h"
+#include "listen_activation.h"
+#include "listen_steering.h"
 
 /* How a new connection reaches one bucket rather than another. */
 static const char *steering_of(const bucketed_config *conf)
@@ -66,6 +68,8 @@ static void read_bucket(apr_pool_t *p, const bucketed_config *conf,
 
         ss->bucket = b;
         ss->listen = apr_psprintf(p, "%pI", lr->bind_addr);
+        ss->inherited = listen_activation_inherited(retained,
+                                                    listen_socket_fd(lr->sd));
         addrs = addrs ? apr_pstrcat(p, addrs, " ", ss->listen, NULL)
                       : ss->listen;
         if (pub->sockets != NULL && i < pub->num_sockets) {
