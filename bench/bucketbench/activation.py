@@ -19,10 +19,13 @@ import sys
 # rather than a shell, since a shell redirects only single-digit
 # descriptors.
 _EXEC_WITH_FDS = r"""
-import os, sys
+import fcntl, os, sys
 fds = [int(f) for f in sys.argv[1].split(",") if f]
-tmp = [os.dup(f) for f in fds]
-for i, f in enumerate(tmp):
+# Out of the way first: a passed descriptor may sit where another goes.
+high = [fcntl.fcntl(f, fcntl.F_DUPFD_CLOEXEC, 1024) for f in fds]
+for f in fds:
+    os.close(f)
+for i, f in enumerate(high):
     os.dup2(f, 3 + i, inheritable=True)
     os.close(f)
 os.environ["LISTEN_PID"] = str(os.getpid())

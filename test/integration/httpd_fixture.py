@@ -325,19 +325,24 @@ class Httpd:
 
     # -- running
 
-    def start(self, *extra_args, wait=True):
+    def start(self, *extra_args, wait=True, holder=None, **activation):
         """Starts httpd in the foreground (-DFOREGROUND) as our child, and
-        waits until every bucket has a child answering."""
+        waits until every bucket has a child answering. With holder (a
+        bucketbench.activation.Holder), httpd gets its sockets as systemd
+        passes them; activation: Holder.popen's listen_pid/listen_fds."""
+        argv = [HTTPD_BIN, "-f", str(self.conf), "-DFOREGROUND", *extra_args]
         assert self.proc is None, "already started"
-        out = open(self.stdout_path, "wb")
+        out = open(self.stdout_path, "ab")
         # Stock prefork and event stop by signalling their whole process
         # group, which would take pytest with them: they get a session of
         # their own.
-        self.proc = subprocess.Popen(
-            [HTTPD_BIN, "-f", str(self.conf), "-DFOREGROUND", *extra_args],
-            env=self.env(), stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=self.mpm != "bucketed")
+        popen = (subprocess.Popen if holder is None
+                 else lambda argv, env, **kw: holder.popen(argv, env,
+                                                           **activation,
+                                                           **kw))
+        self.proc = popen(argv, env=self.env(), stdout=out,
+                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                          start_new_session=self.mpm != "bucketed")
         out.close()
         if wait:
             self.wait_ready()

@@ -316,8 +316,7 @@ void listen_activation_adopt(server_rec *s, bucketed_retained *retained)
     }
     for (lr = ap_listeners; lr; lr = lr->next) {
         if (lr->active && is_wildcard_of(lr, APR_INET6)
-            && listen_activation_inherited(retained,
-                                           listen_socket_fd(lr->sd))) {
+            && listen_activation_serves(retained, lr->bind_addr)) {
             order_wildcard_twin(s, lr);
         }
     }
@@ -345,12 +344,17 @@ void listen_activation_adopt(server_rec *s, bucketed_retained *retained)
     }
 }
 
-int listen_activation_inherited(const bucketed_retained *retained, int fd)
+int listen_activation_serves(const bucketed_retained *retained,
+                             const apr_sockaddr_t *sa)
 {
+    socket_address a;
     int i;
 
+    address_from_apr(sa, &a);
     for (i = 0; i < retained->num_passed; i++) {
-        if (retained->passed[i].adopted && retained->passed[i].fd == fd) {
+        if (retained->passed[i].adopted
+            && activation_address_matches(&retained->passed[i].address,
+                                          &a)) {
             return 1;
         }
     }

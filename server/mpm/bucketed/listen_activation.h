@@ -23,9 +23,11 @@ void listen_activation_read(server_rec *s, bucketed_retained *retained);
  * keeps its own). */
 void listen_activation_adopt(server_rec *s, bucketed_retained *retained);
 
-/* Whether fd is a socket the service manager passed and the server
- * adopted. */
-int listen_activation_inherited(const bucketed_retained *retained, int fd);
+/* Whether the Listen address sa is served by a socket the service manager
+ * passed (its original socket, that is; the buckets' duplicates are the
+ * server's own). */
+int listen_activation_serves(const bucketed_retained *retained,
+                             const apr_sockaddr_t *sa);
 
 /* `apache2 -t -D BUCKETED_LISTEN_STREAMS`: one ListenStream= line per
  * Listen address, on standard output, for a socket unit. */

@@ -19,7 +19,6 @@
 #include "bucketed.h"
 #include "bucketed_status.h"
 #include "listen_activation.h"
-#include "listen_steering.h"
 
 /* How a new connection reaches one bucket rather than another. */
 static const char *steering_of(const bucketed_config *conf)
@@ -68,8 +67,10 @@ static void read_bucket(apr_pool_t *p, const bucketed_config *conf,
 
         ss->bucket = b;
         ss->listen = apr_psprintf(p, "%pI", lr->bind_addr);
-        ss->inherited = listen_activation_inherited(retained,
-                                                    listen_socket_fd(lr->sd));
+        /* Sockets being drained are duplicates, never passed in. */
+        ss->inherited = k < conf->plan.buckets[b].num_sockets
+                        && conf->plan.buckets[b].sockets[k].duplicate == 0
+                        && listen_activation_serves(retained, lr->bind_addr);
         addrs = addrs ? apr_pstrcat(p, addrs, " ", ss->listen, NULL)
                       : ss->listen;
         if (pub->sockets != NULL && i < pub->num_sockets) {
