@@ -52,6 +52,18 @@ FAULT_TITLES = {
                 f"MaxConnectionsPerChild {CRASH_EXIT_MCPC}",
 }
 
+# Issue 24's full restarts (restart.py runs them): how a server stops and
+# starts, and how its rows say it.
+RESTART_OWN = "unheld"
+RESTART_HELD = "held"
+RESTART_SWAP = "swap"
+RESTART_VARIANTS = {
+    RESTART_OWN: "stop + start binding its own sockets (control)",
+    RESTART_HELD: "sockets held (systemd-style), stop + start",
+    RESTART_SWAP: "sockets held, module file replaced by another build "
+                  "between stop and start",
+}
+
 # The skewed workloads fix wrk's threads at 10, so that each thread (and its
 # share of the connections) is 10 % of the load: 90/10 is then 9 threads on
 # one port and 1 on the other.
@@ -77,6 +89,13 @@ class Workload:
     # A fault injected while probes measure what clients meet (issue 18;
     # see faults.py): one of faults.FAULT_KINDS, or "".
     fault: str = ""
+    # A restart workload (issue 24): bucketed's variants (RESTART_*) beside
+    # the stock servers' stop + start; () for the others.
+    restart_variants: tuple = ()
+
+    @property
+    def restart(self):
+        return bool(self.restart_variants)
 
     @property
     def skewed(self):
@@ -122,6 +141,15 @@ WORKLOADS = {workload.name: workload for workload in (
     *(Workload(f"fault-{kind}", FAULT_TITLES[kind],
                listen_count=2 if kind == EMFILE else 1, keep_alive=False,
                fault=kind) for kind in FAULT_KINDS),
+    # Full restarts under load. The module swap and the control ride on
+    # the Connection: close load, where every request needs an accept.
+    Workload("restart-close", "full restarts (graceful-stop + start) "
+             "under a Connection: close load", listen_count=1,
+             keep_alive=False,
+             restart_variants=(RESTART_HELD, RESTART_SWAP, RESTART_OWN)),
+    Workload("restart-keepalive", "full restarts (graceful-stop + start) "
+             "under a keep-alive load", listen_count=1, keep_alive=True,
+             restart_variants=(RESTART_HELD,)),
 )}
 
 # Names that stand for several workloads on the command line.
@@ -129,6 +157,7 @@ WORKLOAD_GROUPS = {
     "skew": ("skew-all-static", "skew-90-static", "skew-even-static",
              "skew-all-slow", "skew-90-slow", "skew-even-slow"),
     "faults": tuple(f"fault-{kind}" for kind in FAULT_KINDS),
+    "restart": ("restart-close", "restart-keepalive"),
 }
 # What runs when --workloads is not given (the skewed and idle ones on
 # request).
@@ -148,6 +177,9 @@ class ServerSpec:
     handlers: tuple = (STATIC, SLOW)
     # bucketed's ChildModel; "" for the stock MPMs and nginx.
     child_model: str = ""
+    # How it restarts in a restart workload (RESTART_*; set by
+    # restart.expand), "" elsewhere.
+    restart: str = ""
 
     @property
     def one_connection_per_process(self):
@@ -259,10 +291,20 @@ FAULT_NOT_SUPPORTED = (
     "child models (" + ", ".join(FAULT_SERVERS) + ") only")
 
 
+# The servers of the restart workloads: as the faults', for the same
+# reasons; each bucketed one runs in every variant of the workload.
+RESTART_SERVERS = FAULT_SERVERS
+RESTART_NOT_SUPPORTED = (
+    "the restart workloads run stock prefork and event and bucketed in "
+    "both child models (" + ", ".join(RESTART_SERVERS) + ") only")
+
+
 def unsupported_reason(spec, workload):
     """Why a server sits a workload out, or None when it runs it."""
     if workload.fault and spec.name not in FAULT_SERVERS:
         return FAULT_NOT_SUPPORTED
+    if workload.restart and spec.name not in RESTART_SERVERS:
+        return RESTART_NOT_SUPPORTED
     reason = handler_skip_reason(spec, workload.handler)
     if reason:
         return reason

@@ -15,7 +15,8 @@ import sys
 import tempfile
 import time
 
-from . import environment, faults, idle, load, memory, overhead, report
+from . import (environment, faults, idle, load, memory, overhead, report,
+               restart)
 from .catalog import (DEFAULT_WORKLOADS, IDLE_NOT_SUPPORTED, KERNEL_LEVELS,
                       NATIVE, NO_REUSEPORT, PHP, SERVERS, USES_SLOW_HANDLER,
                       WORKLOAD_GROUPS, WORKLOADS, handler_skip_reason,
@@ -38,6 +39,10 @@ IDLE_DOCS_END = "<!-- bench/run --publish idle: generated tables end -->"
 FAULTS_DOCS_BEGIN = \
     "<!-- bench/run --publish faults: generated tables begin -->"
 FAULTS_DOCS_END = "<!-- bench/run --publish faults: generated tables end -->"
+RESTART_DOCS_BEGIN = \
+    "<!-- bench/run --publish restart: generated tables begin -->"
+RESTART_DOCS_END = \
+    "<!-- bench/run --publish restart: generated tables end -->"
 
 DEFAULTS = {"concurrency": [50, 400, 1000, 2000], "runs": 5, "duration": 2,
             "warmup": 1, "slots": 1024, "slow_slots": 64,
@@ -53,6 +58,9 @@ IDLE_DEFAULTS = {"connections": "10000", "concurrency": [150],
 # wrk's connections in the hang fault when --concurrency is not given and
 # only faults workloads run: a load two cores carry beside the probes.
 FAULTS_CONCURRENCY = [50]
+# The restart workloads' connections when --concurrency is not given and
+# only they run (issue 24's c=200).
+RESTART_CONCURRENCY = [restart.DEFAULT_CONCURRENCY]
 MEMORY_DEFAULTS = {"restarts": 100, "requests": 200, "slots": 64}
 MEMORY_MAX_SLOTS = 4096
 MEMORY_MAX_RESTARTS = 10000
@@ -148,8 +156,9 @@ def parse_args(argv):
                              f"for the skewed two-Listen workloads, "
                              f"'faults' for the fault workloads of "
                              f"issue 18)")
-    parser.add_argument("--levels", default=f"{NATIVE},{NO_REUSEPORT}",
-                        help="kernel feature levels (default: both)")
+    parser.add_argument("--levels",
+                        help=f"kernel feature levels (default: both; "
+                             f"{NATIVE} when only restart workloads run)")
     parser.add_argument("--concurrency",
                         help=f"comma-separated connection counts (default "
                              f"{DEFAULTS['concurrency']})")
@@ -194,6 +203,30 @@ def parse_args(argv):
                         default=os.path.join(REPO_DIR, "test", "modules"),
                         help="where scripts/build.sh left mod_test_fault.so "
                              "and emfile_shim.so (default: %(default)s)")
+    parser.add_argument("--restarts", type=int,
+                        default=restart.DEFAULT_RESTARTS,
+                        help="full restarts per run of the restart "
+                             "workloads (default %(default)s)")
+    parser.add_argument("--restart-interval", type=float,
+                        default=restart.DEFAULT_INTERVAL_S,
+                        help="seconds a restart workload's server serves "
+                             "between one restart and the next (default "
+                             "%(default)s)")
+    parser.add_argument("--restart-stop-timeout", type=float,
+                        default=restart.STOP_TIMEOUT_S,
+                        help="seconds a restart's graceful-stop may take "
+                             "before the parent is terminated (SIGTERM, "
+                             "then SIGKILL; the run counts the forced "
+                             "stops; default %(default)s)")
+    parser.add_argument("--swap-build", metavar="DIR",
+                        default=os.environ.get("BUCKETED_SWAP_BUILD"),
+                        help="a second build's directory (its "
+                             "mod_mpm_bucketed.so): restart-close then also "
+                             "runs bucketed with the module file replaced "
+                             "between every stop and start, this build and "
+                             "--build-dir's in turn (env "
+                             "BUCKETED_SWAP_BUILD; without it that variant "
+                             "is skipped)")
     parser.add_argument("--threads", type=int, default=2,
                         help="wrk threads (default 2; the skewed workloads "
                              "always use 10)")
@@ -224,6 +257,8 @@ def parse_args(argv):
                 "fault_seconds"):
         if getattr(args, key) is None:
             setattr(args, key, preset[key])
+    args.levels_given = args.levels is not None
+    args.levels = args.levels or f"{NATIVE},{NO_REUSEPORT}"
     args.concurrency_given = bool(args.concurrency)
     args.concurrency = _numbers(args.concurrency, "--concurrency") \
         if args.concurrency else preset["concurrency"]
@@ -243,6 +278,13 @@ def _validate(args):
         args.concurrency = list(FAULTS_CONCURRENCY)
     if any(WORKLOADS[name].fault for name in args.workloads):
         _validate_faults(args)
+    if all(WORKLOADS[name].restart for name in args.workloads):
+        if not args.concurrency_given:
+            args.concurrency = list(RESTART_CONCURRENCY)
+        if not args.levels_given:
+            args.levels = [NATIVE]
+    if any(WORKLOADS[name].restart for name in args.workloads):
+        _validate_restart(args)
     if args.runs < 1 or args.duration < 1 or args.warmup < 0:
         raise UsageError("--runs and --duration must be at least 1, "
                          "--warmup at least 0")
@@ -290,6 +332,21 @@ def _validate_faults(args):
     if missing:
         raise UsageError(f"the faults workloads need {', '.join(missing)}: "
                          f"run scripts/build.sh or pass --fault-modules")
+
+
+def _validate_restart(args):
+    """The restart workloads' counts and the second build."""
+    if args.restart_stop_timeout <= 0:
+        raise UsageError(f"--restart-stop-timeout must be above 0, got "
+                         f"{args.restart_stop_timeout}")
+    if args.restarts < 1 or args.restart_interval < 0:
+        raise UsageError(f"--restarts must be at least 1 and "
+                         f"--restart-interval at least 0, got "
+                         f"{args.restarts} and {args.restart_interval}")
+    if args.swap_build:
+        module = os.path.join(args.swap_build, "mod_mpm_bucketed.so")
+        if not os.path.exists(module):
+            raise UsageError(f"--swap-build: {module} not found")
 
 
 def _validate_idle(args):
@@ -374,6 +431,14 @@ def _select_servers(args, tools):
         for reason, names in left_out.items():
             skipped.append({"server": spec.name, "kernel_level": None,
                             "workloads": names, "reason": reason})
+    swapping = [name for name in args.workloads
+                if restart.RESTART_SWAP in WORKLOADS[name].restart_variants]
+    if swapping and not args.swap_build and any(
+            spec.mpm == "bucketed" for spec in runnable):
+        skipped.append({"server": "bucketed, module file replaced",
+                        "kernel_level": None, "workloads": swapping,
+                        "reason": "no second build: pass --swap-build DIR "
+                                  "(or BUCKETED_SWAP_BUILD)"})
     return by_level, skipped
 
 
@@ -499,7 +564,9 @@ def publish(out_dir):
         (lambda w: w.idle, IDLE_DOCS_BEGIN, IDLE_DOCS_END,
          report.idle_section, "Idle connections beside the active load"),
         (lambda w: w.fault, FAULTS_DOCS_BEGIN, FAULTS_DOCS_END,
-         faults.section, "Faults side by side"))
+         faults.section, "Faults side by side"),
+        (lambda w: w.restart, RESTART_DOCS_BEGIN, RESTART_DOCS_END,
+         restart.section, "Full restarts side by side"))
     for belongs, begin, end, section, title in sections:
         if all(belongs(WORKLOADS[name]) for name in options["workloads"]):
             text = "\n".join(report.context_lines(meta, "###")) + "\n" \
@@ -553,7 +620,11 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                 timeout_s=args.timeout, base_port=args.base_port,
                 slow_slots=args.slow_slots,
                 idle_counts=tuple(args.idle_connections),
-                limits=tuple(args.limits), fault_s=args.fault_seconds)
+                limits=tuple(args.limits), fault_s=args.fault_seconds,
+                restarts=args.restarts,
+                restart_interval_s=args.restart_interval,
+                swap_dir=args.swap_build,
+                restart_stop_timeout_s=args.restart_stop_timeout)
     runs_bucketed = any(spec.mpm == "bucketed"
                         for specs in by_level.values() for spec in specs)
     meta = {"started_at": time.strftime("%Y-%m-%d %H:%M:%S %z"),
@@ -566,7 +637,15 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                 "idle_connections": args.idle_connections,
                 "limits": args.limits, "fault_s": args.fault_seconds,
                 "wrk_threads": args.threads, "timeout_s": args.timeout,
-                "base_port": args.base_port, "quick": args.quick},
+                "base_port": args.base_port, "quick": args.quick,
+                "restarts": args.restarts,
+                "restart_interval_s": args.restart_interval,
+                "restart_stop_timeout_s": args.restart_stop_timeout,
+                "swap_build": args.swap_build,
+                "swap_module": restart.module_facts(args.swap_build)
+                if args.swap_build and any(WORKLOADS[name].restart
+                                           for name in args.workloads)
+                else None},
             "machine": environment.machine_facts(tools),
             "bucketed_modules": tools.freeze_bucketed(scratch_dir)
             if runs_bucketed else None,
@@ -712,8 +791,15 @@ def main(argv=None):
             # The idle workload runs every server once per --limits.
             per_server = len(args.limits) if any(
                 WORKLOADS[name].idle for name in args.workloads) else 1
+            # A restart workload runs bucketed in several variants.
+            restarting = max((len(restart.expand(specs, WORKLOADS[name],
+                                                 bool(args.swap_build)))
+                              for specs in by_level.values()
+                              for name in args.workloads
+                              if WORKLOADS[name].restart), default=0)
             _check_ports(args.base_port,
-                         max(map(len, by_level.values())) * per_server)
+                         max(max(map(len, by_level.values())) * per_server,
+                             restarting))
         args.out = args.out or os.path.join(
             BENCH_DIR, "results", time.strftime("%Y%m%d-%H%M%S"))
         if os.path.exists(os.path.join(args.out, "summary.json")):

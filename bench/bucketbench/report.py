@@ -4,7 +4,7 @@
 import json
 from collections import defaultdict
 
-from . import faults, idle, stats, steering
+from . import faults, idle, restart, stats, steering
 from .catalog import (IDLE_BASELINE, IDLE_TARGET_SERVERS, KERNEL_LEVELS,
                       NATIVE, RATIO_BASELINES, TARGET_SERVERS, WORKLOADS)
 
@@ -83,10 +83,26 @@ def _summarize_fault_point(runs):
     return point
 
 
+def _summarize_restart_point(runs):
+    """A restart workload's point: the head, the restarts' summary
+    (restart.summarize_runs), req/s for the same-round ratios."""
+    point = _point_head(runs)
+    good = [r for r in runs if r["ok"]]
+    point["restart_point"] = True
+    point["restart"] = restart.summarize_runs(runs)
+    point["rps"] = stats.summarize([r.get("rps") for r in good])
+    point["by_round"] = [{"round": r["round"], "rps": r.get("rps"),
+                          "p99": r["latency_ms"]["p99"]
+                          if r.get("latency_ms") else None} for r in good]
+    return point
+
+
 def _summarize_point(runs):
     first = runs[0]
     if WORKLOADS[first["workload"]].fault:
         return _summarize_fault_point(runs)
+    if WORKLOADS[first["workload"]].restart:
+        return _summarize_restart_point(runs)
     good = [r for r in runs if r["ok"]]
     point = {
         "kernel_level": first["kernel_level"],
@@ -221,6 +237,9 @@ def summarize(records):
             per_round = stats.round_ratios(mine, _by_round(theirs, _rps))
             point["ratios"][baseline] = {"median": stats.median(per_round),
                                          "per_round": per_round}
+            if point.get("restart_point") and baseline == "event":
+                point["p99_vs_event"] = restart.p99_ratios(grouped[key],
+                                                           theirs)
             if point.get("idle") and baseline == IDLE_BASELINE:
                 point["idle"]["vs_" + baseline] = _idle_ratios(
                     grouped[key], theirs)
@@ -758,7 +777,8 @@ def workload_groups(points, options):
     counts, which a sweep over concurrency cannot tell apart."""
     for level, workload, group in _groups(points, options, "workload",
                                           "workloads"):
-        if not (WORKLOADS[workload].fault or WORKLOADS[workload].idle):
+        if not (WORKLOADS[workload].fault or WORKLOADS[workload].idle
+                or WORKLOADS[workload].restart):
             yield level, workload, group
 
 
@@ -797,6 +817,12 @@ def context_lines(meta, heading="#"):
                         "every server was started fresh per workload, "
                         "without warm-up. --duration, --warmup and --slots "
                         "do not apply (see the faults section).", ""]
+    if all(WORKLOADS[name].restart for name in options["workloads"]):
+        return lines + ["", f"Each point ran {options['runs']} times, "
+                        "servers interleaved within each round; every "
+                        "server was started fresh per workload and warmed "
+                        f"up for {options['warmup_s']} s; --duration does "
+                        "not apply (see the restarts section).", ""]
     lines += ["", "Each point ran " f"{options['runs']} times for "
               f"{options['duration_s']} s, servers interleaved within each "
               "round; every server was started fresh per workload and "
@@ -826,6 +852,7 @@ def render_markdown(meta, points, plots, top_level=1):
     for section in (skew_section(points, options, h2),
                     idle_section(points, options, h2),
                     faults.section(points, options, h2),
+                    restart.section(points, options, h2),
                     steering.section(points, options, h2)):
         if section:
             lines += [section, ""]

@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import bucket_status, configs, faults, idle, load, procfs
+from . import bucket_status, configs, faults, idle, load, procfs, restart
 from .catalog import (MIXED, MIXED_SLOW_EVERY, SLOW, WORKLOADS,
                       server_label, unsupported_reason)
 from .net import free_ports
@@ -51,11 +51,21 @@ class Plan:
     idle_counts: tuple = ()
     limits: tuple = (idle.SLOTS_LIMITS,)
     fault_s: int = faults.DEFAULT_FAULT_S   # the faults' window
+    # The restart workloads: full restarts per run, seconds of serving
+    # between them, the second build's directory (None: no swap variant).
+    restarts: int = restart.DEFAULT_RESTARTS
+    restart_interval_s: float = restart.DEFAULT_INTERVAL_S
+    swap_dir: str = None
+    restart_stop_timeout_s: float = restart.STOP_TIMEOUT_S
 
     def servers_for(self, level, workload):
-        """The servers of a level that can serve the workload."""
-        return [spec for spec in self.servers[level]
-                if unsupported_reason(spec, workload) is None]
+        """The servers of a level that can serve the workload (a restart
+        workload's: each in its variants, restart.expand)."""
+        specs = [spec for spec in self.servers[level]
+                 if unsupported_reason(spec, workload) is None]
+        if workload.restart:
+            return restart.expand(specs, workload, self.swap_dir is not None)
+        return specs
 
     def slots_for(self, workload, default):
         """Request slots of every server in this workload: the slow handler
@@ -146,6 +156,8 @@ def _describe(record):
         return "FAILED: " + record["error"].splitlines()[0]
     if record.get("fault"):
         return faults.describe(record["fault"])
+    if record.get("restart"):
+        return restart.describe(record)
     errors = sum(record["errors"].values())
     p99 = record["latency_ms"]["p99"] if record["latency_ms"] else None
     p99_text = f"{p99:.1f} ms" if p99 is not None else "n/a"
@@ -202,12 +214,15 @@ class Runner:
             workdir = os.path.join(
                 self.scratch_dir,
                 f"{level}-{workload.name}-{spec.name}{suffix}")
-            server = Server(spec, level,
-                            self._ports(index, workload.listen_count),
-                            workdir, self.tools, slots=slots,
-                            handler=workload.handler,
-                            idle_connections=most_idle, limits=limits,
-                            fault=workload.fault)
+            kind, extra = (restart.RestartServer,
+                           {"swap_dir": self.plan.swap_dir}) \
+                if workload.restart else (Server, {})
+            server = kind(spec, level,
+                          self._ports(index, workload.listen_count),
+                          workdir, self.tools, slots=slots,
+                          handler=workload.handler,
+                          idle_connections=most_idle, limits=limits,
+                          fault=workload.fault, **extra)
             server.launch()
             self.running.append(server)
             servers.append(server)
@@ -329,6 +344,15 @@ class Runner:
             if server.alive() else 0
         return result
 
+    def _measure_restart(self, server, workload, concurrency):
+        """One run of a restart workload (restart.py): wrk across
+        --restarts full restarts of the server."""
+        def wrk_command(seconds):
+            return self._wrk_command(server, workload, concurrency, seconds)
+        return restart.measure(server, wrk_command, self.plan.restarts,
+                               self.plan.restart_interval_s, server.workdir,
+                               self.plan.restart_stop_timeout_s)
+
     def _fresh_start(self, server, workload):
         """The idle workload measures memory growth from a fresh server
         (started and warmed up, nothing more): after a run, a server keeps
@@ -410,6 +434,9 @@ class Runner:
             if workload.fault:
                 record.update(self._measure_fault(server, workload,
                                                   concurrency))
+            elif workload.restart:
+                record.update(self._measure_restart(server, workload,
+                                                    concurrency))
             elif workload.idle:
                 self.used.add(server)
                 record.update(self._measure_idle(server, workload,
