@@ -187,6 +187,15 @@ typedef struct {
 struct event_child_ctx;
 struct passed_socket;
 
+/* The layout of bucketed_retained and of everything it points to: a new
+ * number for every change to them, so that a graceful restart onto a build
+ * with another layout does not read one as the other (bucketed_data.c,
+ * policy_upgrade.h). Settable at build time only to build a second layout
+ * for the tests. */
+#ifndef BUCKETED_RETAINED_LAYOUT
+#define BUCKETED_RETAINED_LAYOUT 1
+#endif
+
 /* Survives the DSO unload/reload of every restart. */
 typedef struct {
     ap_unixd_mpm_retained_data *mpm;
@@ -224,6 +233,11 @@ typedef struct {
     int num_passed;
     const char *notify_socket;       /* NOTIFY_SOCKET, or NULL
                                       * (sys_notify.c) */
+    const char *takeover;            /* set by a graceful restart onto this
+                                      * build from one whose state it could
+                                      * not read: why; cleared once the
+                                      * parent has taken over what the old
+                                      * build left (parent_takeover.c) */
 } bucketed_retained;
 
 /* The one symbol the MPM exports (the apxs build hides the others). */
@@ -234,6 +248,9 @@ extern module AP_MODULE_DECLARE_DATA mpm_bucketed_module
  * retained data, created on first use. */
 bucketed_config *bucketed_get_config(server_rec *s);
 bucketed_retained *bucketed_get_retained(void);
+/* Records the scoreboard's size, fixed at the first start, where any later
+ * build finds it. */
+void bucketed_note_limits(bucketed_retained *retained);
 
 /* mod_mpm_bucketed.c */
 int bucketed_one_process(void);

@@ -6,6 +6,7 @@
  * each own their own listening sockets.
  *
  *   bucketed_data.c       the configuration and the retained data
+ *   policy_upgrade.c      whether this build can read the kept state (pure)
  *   directives.c          the command table
  *   policy_plan.c         the buckets and the sockets each owns    (pure)
  *   policy_maint.c        per-bucket idle maintenance decisions    (pure)
@@ -30,6 +31,7 @@
  *   parent.c              the parent: generations, stop, restarts
  *   parent_slots.c        its slot table: spawning, leaving, reaping
  *   parent_maint.c        its maintenance passes
+ *   parent_takeover.c     after a restart onto an incompatible build
  *   child_life.c          a child's life, the same in both models
  *   prefork_child.c       ChildModel prefork: one connection at a time
  *   child_accept.c        waiting for a connection, accepting one
@@ -241,6 +243,7 @@ static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
     if (retained->first_server_limit == 0) {
         retained->first_server_limit = conf->limits.server_limit;
         retained->first_thread_limit = conf->threads.thread_limit;
+        bucketed_note_limits(retained);
     }
     else {
         process_limits_keep_server_limit(ptemp, &conf->limits,
@@ -420,6 +423,9 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, 0, s,
                      BKLOGNO(00098) "bucketed: %s", err);
         return !OK;
+    }
+    if (retained->takeover != NULL) {
+        takeover_close_sockets(s, retained);
     }
     if (bucket_listeners_open(pconf, s, conf, retained) != OK) {
         return !OK;

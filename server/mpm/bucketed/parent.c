@@ -208,6 +208,9 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     }
     ap_scoreboard_image->global->running_generation = mpm->my_generation;
     parent_allocate_tables(retained, s);
+    if (retained->takeover != NULL) {
+        takeover_adopt_children(&pc);
+    }
     bucket_stats_reset(retained);
     retained->maxclients_reported = 0;
     ap_unixd_mpm_set_signals(pconf, one_process);

@@ -77,6 +77,17 @@ void parent_reap_one(parent_context *pc, apr_proc_t *proc,
 void parent_maintain_buckets(parent_context *pc, int rescue_only);
 void parent_repeat_leave_requests(parent_context *pc);
 
+/* parent_takeover.c: after a graceful restart onto this build from one
+ * whose state it could not read (retained->takeover set). Before the
+ * buckets' sockets are opened: closes the listening sockets the old build
+ * kept beside core's (its buckets' duplicates; their queues migrate or
+ * reset as on a plan change). Once the slot table exists: takes the old
+ * build's children, found in the scoreboard and checked to be this
+ * process's own, into it as an old generation, to be asked to leave and
+ * replaced as on any graceful restart. */
+void takeover_close_sockets(server_rec *s, bucketed_retained *retained);
+void takeover_adopt_children(parent_context *pc);
+
 /* The MPM's run in the parent (the mpm hook). */
 int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s);
 

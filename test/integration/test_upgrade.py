@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A graceful restart onto another build of the MPM (a package upgrade
+between two reloads): the new build loads into a parent whose kept state
+the old build wrote. With the same state layout it takes it over as on any
+graceful restart; with another layout it must not read it: it starts over,
+closes the old build's bucket sockets and asks the old children (taken from
+the scoreboard) to leave, and no request under load fails.
+
+The second build is this tree compiled again with another
+BUCKETED_RETAINED_LAYOUT, in a directory of the test's own."""
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from httpd_fixture import (CHILD_MODELS, MPM_SO, TOP, Load, children_of,
+                           http_get, listening_inodes, wait_until)
+
+MPM_DIR = TOP / "server" / "mpm" / "bucketed"
+BUCKETS = 3
+
+
+@pytest.fixture(scope="module")
+def other_layout_build():
+    """mod_mpm_bucketed.so of this tree with state layout 9999."""
+    work = Path(tempfile.mkdtemp(prefix="bucketed-layout-"))
+    wrappers = []
+    for source in sorted(MPM_DIR.glob("*.c")):
+        wrapper = work / source.name
+        wrapper.write_text(f'#include "{source}"\n')
+        wrappers.append(str(wrapper))
+    cp = subprocess.run(
+        ["apxs", "-c", "-o", str(work / "mod_mpm_bucketed.la"),
+         "-Wc,-std=gnu99", "-Wc,-fvisibility=hidden",
+         "-Wc,-DBUCKETED_RETAINED_LAYOUT=9999", *wrappers],
+        cwd=work, capture_output=True, text=True, timeout=600)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    yield work / ".libs" / "mod_mpm_bucketed.so"
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def install(build, path):
+    """build at path by rename: overwriting a loaded .so crashes it."""
+    tmp = path.with_suffix(".tmp")
+    shutil.copyfile(build, tmp)
+    os.replace(tmp, path)
+
+
+def graceful_restart(server, generation):
+    server.signal(signal.SIGUSR1)
+    wait_until(lambda: server.status()["generation"] == generation, 20,
+               what=f"generation {generation}")
+
+
+def test_graceful_restart_onto_another_layout(make_httpd, child_model,
+                                              other_layout_build):
+    sizing = ("ThreadsPerChild 4\nMaxRequestWorkers 32\nStartServers 3\n"
+              if child_model == "event" else "StartServers 6\n")
+    server = make_httpd(directives=CHILD_MODELS[child_model] + sizing
+                        + f"BucketCount {BUCKETS}\n")
+    loaded = server.root / "mod_mpm_bucketed.so"
+    shutil.copyfile(MPM_SO, loaded)
+    server.conf.write_text(server.conf.read_text().replace(
+        str(MPM_SO), str(loaded)))
+    server.start()
+    port = server.ports[0]
+    load = Load(server.ports, count=10 ** 6, threads=4, seconds=120,
+                minimum=500).start()
+    generation = server.status()["generation"]
+
+    for step, build in enumerate((other_layout_build, MPM_SO), 1):
+        old_children = set(children_of(server.pid))
+        old_sockets = listening_inodes(port)
+        before = load.done()
+        wait_until(lambda: load.done() > before + 100, 30,
+                   what="requests before the restart")
+        install(build, loaded)
+        graceful_restart(server, generation + step)
+        # The old build's children leave, and its sockets with them.
+        wait_until(lambda: not old_children & set(children_of(server.pid)),
+                   30, what="the old build's children to leave")
+        new_sockets = listening_inodes(port)
+        assert len(new_sockets) == BUCKETS
+        # Core's socket is kept; the old duplicates are gone.
+        assert len(new_sockets & old_sockets) == 1
+        log = server.error_log()
+        assert log.count("BK00142") == step, log[-3000:]
+        assert log.count("BK00143") == step
+        took = [line for line in log.splitlines() if "BK00143" in line][-1]
+        # Children come and go with the load: at least one was running.
+        assert int(took.split("took ")[1].split()[0]) >= 1, took
+        before = load.done()
+        wait_until(lambda: load.done() > before + 100, 30,
+                   what="requests after the restart")
+
+    result = load.stop()
+    assert result.failed == 0, result
+    assert http_get(port)[0] == 200
+    assert all(b["children"] >= 1 for b in server.status()["buckets_list"])
+
+
+def test_same_layout_takes_the_state_over(make_httpd):
+    """Another copy of the same build: an ordinary graceful restart, no
+    take-over, the same sockets."""
+    server = make_httpd(directives=f"BucketCount {BUCKETS}\n")
+    loaded = server.root / "mod_mpm_bucketed.so"
+    shutil.copyfile(MPM_SO, loaded)
+    server.conf.write_text(server.conf.read_text().replace(
+        str(MPM_SO), str(loaded)))
+    server.start()
+    sockets = listening_inodes(server.ports[0])
+    install(MPM_SO, loaded)
+    graceful_restart(server, server.status()["generation"] + 1)
+    assert listening_inodes(server.ports[0]) == sockets
+    assert "BK00142" not in server.error_log()
