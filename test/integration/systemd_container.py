@@ -6,7 +6,7 @@ there as a systemd service and writes what it measured to a JSON file.
 
 Host side (test_systemd_units.py): rootfs() builds the container's tree
 once with debootstrap and apt from the mirror apt already uses, and keeps it
-under /var/cache/bucketed/systemd-container (about 90 s to build, 400 MB;
+under /var/cache/bucketed/systemd-container (65-90 s to build, 530 MB;
 rebuilt only when the host's apache2 version or this file's SCHEMA
 changes). run() boots it with a private network (loopback only), a
 throwaway overlay over the cached tree, the staged files read-only at

@@ -78,7 +78,8 @@ class Load:
         self.addresses = addresses
         self.body = body
         self.threads = threads
-        self.deadline = time.monotonic() + limit
+        self.began = time.monotonic()
+        self.deadline = self.began + limit
         self.ok = 0
         self.failed = Counter()
         self.failure_times = []
@@ -106,7 +107,9 @@ class Load:
                     self.ok += 1
                 else:
                     self.failed[f"{host}:{port} {reason}"] += 1
-                    self.failure_times.append(time.monotonic())
+                    self.failure_times.append(
+                        (round(time.monotonic() - self.began, 3),
+                         f"{host}:{port} {reason}"))
 
     def start(self):
         for i in range(self.threads):
@@ -124,7 +127,9 @@ class Load:
         for t in self.workers:
             t.join(timeout=30)
         return {"ok": self.ok, "failed": sum(self.failed.values()),
-                "reasons": dict(self.failed)}
+                "reasons": dict(self.failed),
+                # When, from the load's start: set against the steps' times.
+                "failure_times": self.failure_times[:50]}
 
 
 class Scenario:
@@ -236,12 +241,14 @@ class Scenario:
     def restart_under_load(self, name, count, command="systemctl restart apache2"):
         load = Load(self.addresses, self.body).start()
         time.sleep(1.0)
-        durations, pids = [], [self.main_pid()]
+        durations, windows, pids = [], [], [self.main_pid()]
         try:
             for _ in range(count):
                 began = time.monotonic()
                 sh(command)
                 durations.append(round(time.monotonic() - began, 3))
+                windows.append((round(began - load.began, 3),
+                                round(time.monotonic() - load.began, 3)))
                 pids.append(self.main_pid())
                 # systemd refuses a 6th start within 10 s (its default
                 # StartLimitBurst=5 per StartLimitIntervalSec=10s, which
@@ -250,7 +257,7 @@ class Scenario:
         finally:
             counts = load.stop()
         self.step(name, restarts=count, command=command,
-                  seconds=durations, main_pids=pids,
+                  seconds=durations, windows=windows, main_pids=pids,
                   all_new_pids=len(set(pids)) == len(pids), **counts)
         return counts
 

@@ -15,9 +15,9 @@ the three Listen addresses; every request is counted. The container runs
 once per session (module-scoped fixture); each test checks one step of its
 result.
 
-Costs: the container tree is built once (debootstrap + apt, about 70-90 s,
+Costs: the container tree is built once (debootstrap + apt, 65-90 s,
 cached under /var/cache/bucketed/systemd-container, rebuilt when the host's
-apache2 changes); a run boots in about 2 s and takes about 2 minutes.
+apache2 changes); a run boots in about 2 s and takes 75-80 s.
 Environment: BUCKETED_TOP, BUCKETED_BUILD (as the other integration tests),
 BUCKETED_SYSTEMD_RESULTS (keep the container's results, journal included,
 in this directory). Needs root, systemd-nspawn and debootstrap
