@@ -225,7 +225,7 @@ SERVERS = {spec.name: spec for spec in (
                                 f"without SO_REUSEPORT there is no group "
                                 f"(and BucketStrategy reuseport refuses to "
                                 f"start)"})
-      for mode in ("cpu", "load")),
+      for mode in ("hash", "cpu", "load")),
     ServerSpec("nginx", "nginx, listen reuseport (reference ceiling)",
                "nginx", handlers=(STATIC,)),
 )}

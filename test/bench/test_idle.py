@@ -203,7 +203,7 @@ def test_prefork_models_sit_the_idle_workload_out():
            if catalog.unsupported_reason(spec, workload)}
     assert out == {"prefork", "prefork-lcbr1", "bucketed-reuseport",
                    "bucketed-listen", "bucketed-single", "bucketed-auto",
-                   "bucketed-cpu", "bucketed-load"}
+                   "bucketed-hash", "bucketed-cpu", "bucketed-load"}
     assert catalog.unsupported_reason(SERVERS["prefork"], workload) \
         == catalog.IDLE_NOT_SUPPORTED
     plan = Plan(levels=["native"], workloads=["idle"],

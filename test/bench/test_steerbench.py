@@ -23,11 +23,11 @@ from bucketbench.server import Server
 PORT = 8080
 PREFORK_MODEL = ("prefork", "prefork-lcbr1", "bucketed-reuseport",
                  "bucketed-listen", "bucketed-single", "bucketed-auto",
-                 "bucketed-cpu", "bucketed-load")
+                 "bucketed-hash", "bucketed-cpu", "bucketed-load")
 THREADED = ("event", "event-lcbr1", "bucketed-event")
 
 
-@pytest.mark.parametrize("mode", ["cpu", "load"])
+@pytest.mark.parametrize("mode", ["hash", "cpu", "load"])
 def test_steering_rows_are_reuseport_buckets_with_their_directive(mode):
     spec = SERVERS[f"bucketed-{mode}"]
     assert spec.mpm == "bucketed" and spec.child_model == ""
@@ -38,7 +38,7 @@ def test_steering_rows_are_reuseport_buckets_with_their_directive(mode):
     assert "SK_REUSEPORT" in spec.not_applicable[NO_REUSEPORT]
     text = _httpd_config(spec, php=False)
     assert f"\nBucketSteering {mode}\n" in text
-    # The hash row stays as it was: the kernel's default steering.
+    # The reuseport row runs the default steering (auto).
     assert not any(d.startswith("BucketSteering")
                    for d in SERVERS["bucketed-reuseport"].directives)
 

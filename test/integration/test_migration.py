@@ -180,9 +180,9 @@ def test_program_is_loaded_and_attached(make_httpd):
                            capture_output=True, text=True, timeout=30)
     assert shown.returncode == 0, shown.stderr
     assert "sk_reuseport" in shown.stdout, shown.stdout
-    # The hash's choice through a map of this generation's sockets, so
-    # a socket that goes gets nothing new.
-    assert "bucketed_hash" in shown.stdout, shown.stdout
+    # The default steering (auto: load) through a map of this
+    # generation's sockets, so a socket that goes gets nothing new.
+    assert "bucketed_load" in shown.stdout, shown.stdout
     server.stop()
     # The group went with the server's sockets, and the program with it.
     wait_until(lambda: subprocess.run(

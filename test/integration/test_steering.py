@@ -134,10 +134,11 @@ def test_hash_steering_spreads_and_leaves_children_free(make_httpd,
     assert all(len(a) > 1 for a in allowed), allowed
 
 
-def test_auto_is_hash(make_httpd):
+def test_auto_is_load_where_the_kernel_runs_it(make_httpd):
     server = make_httpd(directives="BucketCount 2")
     server.start()
-    assert "steering: hash (BucketSteering auto" in server.error_log()
+    assert "steering: load (BucketSteering auto)" in server.error_log()
+    assert server.status()["steering"] == "load"
 
 
 @pytest.mark.parametrize("mode", ["cpu", "load"])

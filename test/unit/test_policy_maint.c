@@ -28,6 +28,7 @@ typedef struct {
     bucket_decision d[MAX_B];
     bucket_move moves[MAX_B * BUCKET_MAX_SPAWN_RATE];
     int num_moves;
+    const int *covers;        /* NULL: no bucket covers another */
 } pass_t;
 
 static void setup_pass(pass_t *p, int nb, const int *idle, const int *busy)
@@ -60,6 +61,7 @@ static void run_any_pass(pass_t *p, int min_spare, int max_spare,
     in.max_spare = max_spare;
     in.free_slots = free_slots;
     in.rescue_only = rescue_only;
+    in.covers = p->covers;
     p->num_moves = bucket_maint_decide(&in, p->rate, p->d, p->moves,
                                        MAX_B * BUCKET_MAX_SPAWN_RATE);
 }
@@ -580,6 +582,50 @@ static void test_stalled_bucket_is_rescued(void **state)
     assert_int_equal(p.moves[0].to, 0);
 }
 
+static void test_stalled_bucket_takes_the_last_idle_child(void **state)
+{
+    /* Two buckets on one address: each covers the other. */
+    static const int idle[] = { 0, 1 }, busy[] = { 3, 2 };
+    static const int same_address[] = { 1, 1, 1, 1 };
+    static const int other_address[] = { 1, 0, 0, 1 };
+    pass_t p;
+    int rescue;
+
+    (void)state;
+    /* MaxRequestWorkers reached (no free slot), one idle child in all, in
+     * bucket 1, and a client waiting in bucket 0: the child goes where the
+     * client waits, though bucket 1 is then short of its spare minimum. */
+    for (rescue = 0; rescue < 2; rescue++) {
+        setup_pass(&p, 2, idle, busy);
+        p.covers = same_address;
+        bucket_census_stalled(&p.census[0]);
+        run_any_pass(&p, 4, 8, 0, rescue);
+        CASE_CHECK(rescue ? "rescue pass" : "full pass", p.num_moves == 1);
+        assert_int_equal(p.moves[0].from, 1);
+        assert_int_equal(p.moves[0].to, 0);
+        assert_int_equal(p.d[0].starved, 0);
+    }
+    /* Not for a mere imbalance: nobody waits in bucket 0. */
+    setup_pass(&p, 2, idle, busy);
+    p.covers = same_address;
+    run_any_pass(&p, 4, 8, 0, 0);
+    assert_int_equal(p.num_moves, 0);
+    /* Nor from a bucket that is stalled itself. */
+    setup_pass(&p, 2, idle, busy);
+    p.covers = same_address;
+    bucket_census_stalled(&p.census[0]);
+    bucket_census_stalled(&p.census[1]);
+    run_any_pass(&p, 4, 8, 0, 1);
+    assert_int_equal(p.num_moves, 0);
+    /* Nor from a bucket on another address, whose own clients could not
+     * be sent anywhere else: it keeps its last idle child. */
+    setup_pass(&p, 2, idle, busy);
+    p.covers = other_address;
+    bucket_census_stalled(&p.census[0]);
+    run_any_pass(&p, 4, 8, 0, 1);
+    assert_int_equal(p.num_moves, 0);
+}
+
 static void test_floor_limit_gives_one_child(void **state)
 {
     static const int idle[] = { 0, 5 };
@@ -752,6 +798,7 @@ int main(void)
         POOL_TEST(test_census_tally),
         POOL_TEST(test_census_threads),
         POOL_TEST(test_stalled_bucket_is_rescued),
+        POOL_TEST(test_stalled_bucket_takes_the_last_idle_child),
         POOL_TEST(test_floor_limit_gives_one_child),
         POOL_TEST(test_threads_spawn_and_stop),
         POOL_TEST(test_threads_no_flip_flop),

@@ -581,9 +581,31 @@ static void test_slot_mapping_round_robin(void **state)
     assert_int_equal(bucket_of_slot(5, 0), 0);
 }
 
+static void test_plan_covers(void **state)
+{
+    /* Bucket 0 on addresses 0 and 1, bucket 1 on address 1, bucket 2 on
+     * address 0 (a duplicate). */
+    bucket_socket s0[] = { { 0, 0 }, { 1, 0 } }, s1[] = { { 1, 1 } },
+                  s2[] = { { 0, 2 } };
+    bucket_def defs[] = { { 2, s0 }, { 1, s1 }, { 1, s2 } };
+    bucket_plan plan;
+
+    (void)state;
+    memset(&plan, 0, sizeof(plan));
+    plan.num_buckets = 3;
+    plan.buckets = defs;
+    assert_true(bucket_plan_covers(&plan, 0, 1));
+    assert_true(bucket_plan_covers(&plan, 0, 2));
+    assert_false(bucket_plan_covers(&plan, 1, 0));
+    assert_false(bucket_plan_covers(&plan, 1, 2));
+    assert_false(bucket_plan_covers(&plan, 2, 1));
+    assert_true(bucket_plan_covers(&plan, 2, 2));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        POOL_TEST(test_plan_covers),
         POOL_TEST(test_plan_table),
         POOL_TEST(test_reuseport_two_listeners_five_buckets),
         POOL_TEST(test_listen_five_listeners_two_workers),

@@ -260,13 +260,28 @@ static void test_steering_auto_and_hash(void **state)
     steering_input in = steering_in(STEERING_AUTO);
     steering_choice c;
 
-    /* auto is the hash, whatever the kernel offers. */
+    /* auto is load where the kernel runs its program... */
+    assert_null(steering_choose(*state, &in, &c));
+    assert_int_equal(c.mode, STEERING_LOAD);
+    assert_contains(c.reason, "load (BucketSteering auto)");
+    /* ...and the hash, never an error, where it does not. */
+    in.trial_err = EPERM;
+    in.trial_step = "BPF_PROG_LOAD of an SK_REUSEPORT program";
     assert_null(steering_choose(*state, &in, &c));
     assert_int_equal(c.mode, STEERING_HASH);
-    assert_contains(c.reason, "BucketSteering auto");
-    in.trial_err = EINVAL;
+    assert_contains(c.reason, "hash (BucketSteering auto; load steering "
+                              "needs");
+    assert_contains(c.reason, "BPF_PROG_LOAD");
+    in = steering_in(STEERING_AUTO);
+    in.num_buckets = STEERING_MAX_LOAD_BUCKETS + 1;
     assert_null(steering_choose(*state, &in, &c));
     assert_int_equal(c.mode, STEERING_HASH);
+    assert_contains(c.reason, "at most");
+    in = steering_in(STEERING_AUTO);
+    in.reuseport_groups = 0;
+    assert_null(steering_choose(*state, &in, &c));
+    assert_int_equal(c.mode, STEERING_HASH);
+    assert_contains(c.reason, "nothing to steer");
     in = steering_in(STEERING_HASH);
     assert_null(steering_choose(*state, &in, &c));
     assert_int_equal(c.mode, STEERING_HASH);

@@ -333,11 +333,14 @@ const char *bucket_listeners_choose_steering(apr_pool_t *p,
 {
     steering_input in;
 
-    if ((conf->steering_requested == STEERING_CPU
-         || conf->steering_requested == STEERING_LOAD)
-        && !conf->steer_trial_done) {
+    /* auto tries load, and falls back to the hash if the kernel refuses;
+     * only where there is something to steer. */
+    if (conf->steering_requested != STEERING_HASH
+        && conf->plan.num_duplicates > 0 && !conf->steer_trial_done) {
         conf->steer_trial_err = reuseport_bpf_steering_trial(
-            conf->steering_requested, &conf->steer_trial_step);
+            conf->steering_requested == STEERING_CPU ? STEERING_CPU
+                                                     : STEERING_LOAD,
+            &conf->steer_trial_step);
         conf->steer_trial_done = 1;
     }
     in.requested = conf->steering_requested;

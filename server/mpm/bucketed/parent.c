@@ -165,6 +165,21 @@ static void log_started(parent_context *pc)
     ap_log_mpm_common(pc->s);
 }
 
+/* Which bucket covers which (bucket_plan_covers), for every pass of this
+ * generation. */
+static const int *plan_covers(apr_pool_t *p, const bucket_plan *plan)
+{
+    int n = plan->num_buckets, to, from;
+    int *covers = apr_palloc(p, sizeof(int) * n * n);
+
+    for (to = 0; to < n; to++) {
+        for (from = 0; from < n; from++) {
+            covers[to * n + from] = bucket_plan_covers(plan, to, from);
+        }
+    }
+    return covers;
+}
+
 int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
 {
     bucketed_config *conf = bucketed_get_config(s);
@@ -191,6 +206,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     pc.stall = apr_pcalloc(pconf, sizeof(stall_watch) * pc.num_buckets);
     pc.stall_logged = apr_pcalloc(pconf, sizeof(apr_time_t)
                                          * pc.num_buckets);
+    pc.covers = plan_covers(pconf, &conf->plan);
     pc.max_moves = pc.num_buckets * BUCKET_MAX_SPAWN_RATE;
     pc.moves = apr_pcalloc(pconf, sizeof(bucket_move) * pc.max_moves);
     pc.slot_views = apr_pcalloc(pconf, sizeof(slot_view)

@@ -36,6 +36,8 @@ typedef struct {
     apr_uint32_t *queued;            /* per bucket, reused every pass */
     stall_watch *stall;              /* per bucket */
     apr_time_t *stall_logged;        /* per bucket: last stall warning */
+    const int *covers;               /* per pair of buckets: see
+                                      * bucket_maint_input */
     bucket_move *moves;              /* room for every move of a pass */
     int max_moves;
     slot_view *slot_views;           /* per slot, reused every pass */

@@ -229,6 +229,7 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
     in.free_slots = take_census(pc);
     note_stalls(pc, now);
     in.rescue_only = rescue_only;
+    in.covers = pc->covers;
     for (b = 0; b < pc->num_buckets; b++) {
         pc->grow_limit[b] = bucket_health_grow_limit(
             &retained->health[b], pc->census[b].children, now);

@@ -146,22 +146,38 @@ static int unmet(const bucket_maint_input *in, const int *spawn_rate,
     return wanted(in, spawn_rate, b) - d[b].spawn - d[b].moved_in;
 }
 
-/* The bucket with the most idle children that can give one to bucket `to`
- * and still have at least as many as `to` will then have, and has a child
- * to give that holds no connection unless `to` is stalled; -1 if none. */
+/* Whether bucket b can give bucket `to` an idle child: b wants none
+ * itself, keeps at least as many idle children as `to` will then have,
+ * and has one that holds no connection unless `to` is stalled. A stalled
+ * `to` that covers b may also take b's last idle child (b's clients can
+ * be sent to `to`, which a single accept queue would do), from any b that
+ * is not stalled itself. */
+static int can_give(const bucket_maint_input *in, const int *spawn_rate,
+                    const bucket_decision *d, int b, int to)
+{
+    if (b == to) {
+        return 0;
+    }
+    if (in->census[to].stalled && in->covers != NULL
+        && in->covers[to * in->num_buckets + b]) {
+        return !in->census[b].stalled && d[b].idle_after >= unit_of(in);
+    }
+    return wanted(in, spawn_rate, b) <= 0
+           && d[b].idle_after >= d[to].idle_after + 2 * unit_of(in)
+           && (in->census[to].stalled
+               || in->census[b].movable > d[b].moved_out);
+}
+
+/* The bucket with the most idle children that can give one to bucket
+ * `to`; -1 if none. */
 static int find_donor(const bucket_maint_input *in, const int *spawn_rate,
                       const bucket_decision *d, int to)
 {
     int b, best = -1;
 
     for (b = 0; b < in->num_buckets; b++) {
-        if (b == to || wanted(in, spawn_rate, b) > 0
-            || d[b].idle_after < d[to].idle_after + 2 * unit_of(in)
-            || (!in->census[to].stalled
-                && in->census[b].movable <= d[b].moved_out)) {
-            continue;
-        }
-        if (best < 0 || d[b].idle_after > d[best].idle_after) {
+        if (can_give(in, spawn_rate, d, b, to)
+            && (best < 0 || d[b].idle_after > d[best].idle_after)) {
             best = b;
         }
     }

@@ -71,6 +71,10 @@ typedef struct {
     int rescue_only;              /* a quick pass between full ones: only a
                                    * bucket with no idle child gains, one
                                    * child; no stops, spawn rates kept */
+    const int *covers;            /* num_buckets x num_buckets, or NULL:
+                                   * covers[to * num_buckets + from] when
+                                   * bucket to has every address bucket
+                                   * from has (bucket_plan_covers) */
 } bucket_maint_input;
 
 typedef struct {
@@ -120,7 +124,11 @@ bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
  * bucket left with at least as many idle children as the one it gives to, and
  * only a child that holds no connection unless the bucket it goes to is
  * stalled: a move for a mere imbalance never closes a client's connection (an
- * HTTP/2 client that gets GOAWAY loses the requests it had not sent). A bucket
+ * HTTP/2 client that gets GOAWAY loses the requests it had not sent). A
+ * stalled bucket also takes the last idle child of a bucket it covers (every
+ * address of the giver is one of its own, so the giver's clients can be sent
+ * to it): at MaxRequestWorkers the free child goes where a client waits, as
+ * with one accept queue. A bucket
  * above its spare maximum stops one idle child. Idle counts are in units; a
  * bucket's spare maximum is kept at least one child's units above its minimum,
  * so that stopping a child never makes a bucket short. spawn_rate (per bucket,

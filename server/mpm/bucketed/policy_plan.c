@@ -288,3 +288,28 @@ const char *bucket_plan_describe(apr_pool_t *p, const bucket_plan *plan,
             : apr_psprintf(p, "up to %d children (MaxRequestWorkers)",
                            max_workers));
 }
+
+static int has_listener(const bucket_def *def, int listener)
+{
+    int k;
+
+    for (k = 0; k < def->num_sockets; k++) {
+        if (def->sockets[k].listener == listener) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int bucket_plan_covers(const bucket_plan *plan, int to, int from)
+{
+    const bucket_def *src = &plan->buckets[from];
+    int k;
+
+    for (k = 0; k < src->num_sockets; k++) {
+        if (!has_listener(&plan->buckets[to], src->sockets[k].listener)) {
+            return 0;
+        }
+    }
+    return 1;
+}

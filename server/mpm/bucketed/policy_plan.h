@@ -87,6 +87,10 @@ const char *bucket_plan_describe(apr_pool_t *p, const bucket_plan *plan,
  * Maintenance may later move capacity from bucket to bucket. */
 int bucket_of_slot(int slot, int num_buckets);
 
+/* Whether bucket `to` has a socket on every address bucket `from` has: a
+ * client of `from` could as well have been sent to `to`. */
+int bucket_plan_covers(const bucket_plan *plan, int to, int from);
+
 const char *bucket_strategy_name(bucket_strategy_e strategy);
 
 #endif /* POLICY_PLAN_H */

@@ -233,15 +233,50 @@ const char *steering_parse(apr_pool_t *p, const char *directive,
                         directive, arg);
 }
 
+#define LOAD_RULE "a connection goes to the hash's bucket while it has an " \
+                  "idle child, else to the next bucket that has one, else " \
+                  "where the hash says; idle counts from the parent's " \
+                  "census, ten times a second"
+
+/* BucketSteering auto: load where the kernel runs its program, as it is
+ * the hash while every bucket has an idle child and, when one has none,
+ * gives the connection to a bucket that has (at MaxRequestWorkers, the
+ * last free child serves whichever bucket the client came to, as one
+ * accept queue would); the hash where it cannot. */
+static const char *choose_auto(apr_pool_t *p, const steering_input *in,
+                               steering_choice *out)
+{
+    if (!in->reuseport_groups || in->num_buckets < 2) {
+        out->reason = "hash (BucketSteering auto; no bucket has an "
+                      "SO_REUSEPORT duplicate: nothing to steer)";
+    }
+    else if (in->trial_err != 0) {
+        out->reason = apr_psprintf(p, "hash (BucketSteering auto; load "
+                                   "steering needs an SK_REUSEPORT eBPF "
+                                   "program, Linux 4.19+ and CAP_BPF or root, "
+                                   "and this kernel refused %s: %s)",
+                                   in->trial_step ? in->trial_step
+                                   : "the trial", strerror(in->trial_err));
+    }
+    else if (in->num_buckets > STEERING_MAX_LOAD_BUCKETS) {
+        out->reason = apr_psprintf(p, "hash (BucketSteering auto; load "
+                                   "steering handles at most %d buckets, "
+                                   "not %d)", STEERING_MAX_LOAD_BUCKETS,
+                                   in->num_buckets);
+    }
+    else {
+        out->mode = STEERING_LOAD;
+        out->reason = "load (BucketSteering auto): " LOAD_RULE;
+    }
+    return NULL;
+}
+
 const char *steering_choose(apr_pool_t *p, const steering_input *in,
                             steering_choice *out)
 {
     out->mode = STEERING_HASH;
     if (in->requested == STEERING_AUTO) {
-        out->reason = "hash (BucketSteering auto: the kernel's hash; cpu and "
-                      "load steering only when asked for, as neither beat "
-                      "the hash in the benchmarks)";
-        return NULL;
+        return choose_auto(p, in, out);
     }
     if (in->requested == STEERING_HASH) {
         out->reason = "hash (BucketSteering hash)";
@@ -272,11 +307,7 @@ const char *steering_choose(apr_pool_t *p, const steering_input *in,
                                 STEERING_MAX_LOAD_BUCKETS);
         }
         out->mode = STEERING_LOAD;
-        out->reason = "load (BucketSteering load): a connection goes to the "
-                      "hash's bucket while it has an idle child, else to the "
-                      "next bucket that has one, else where the hash says; "
-                      "idle counts from the parent's census, ten times a "
-                      "second";
+        out->reason = "load (BucketSteering load): " LOAD_RULE;
         return NULL;
     }
     if (in->num_buckets > in->online_cpus) {
