@@ -434,8 +434,21 @@ def test_purge_while_enabled(built, machine):
         run(["a2dismod", before_mpm])
         run(["a2enmod", "mpm_bucketed"])
     assert enabled_mpms() == ["mpm_bucketed"]
+    # With the socket activation units on: prerm takes them out (with no
+    # systemd running here, without asking it).
+    units = [Path("/etc/systemd/system/apache2.socket"),
+             Path("/etc/systemd/system/apache2.service.d/"
+                  "bucketed-socket.conf")]
+    try:
+        run(["bucketed-socket-units", "enable"],
+            env={**os.environ, "BUCKETED_SYSTEMCTL": "true"})
+        assert all(u.exists() for u in units), units
 
-    purge_and_check_gone()
+        purge_and_check_gone()
+        assert not any(u.exists() for u in units), units
+    finally:
+        for u in units:
+            u.unlink(missing_ok=True)
     # The maintscript helper restarts apache2 through invoke-rc.d when the
     # configuration passes (and policy-rc.d allows it): stop it again.
     pid = running_apache2()
