@@ -100,7 +100,10 @@ def test_graceful_restart_onto_another_layout(make_httpd, child_model,
     result = load.stop()
     assert result.failed == 0, result
     assert http_get(port)[0] == 200
-    assert all(b["children"] >= 1 for b in server.status()["buckets_list"])
+    # The census is the parent's, once a second or so.
+    wait_until(lambda: all(b["children"] >= 1
+                           for b in server.status()["buckets_list"]), 20,
+               what="a child in every bucket")
 
 
 def test_same_layout_takes_the_state_over(make_httpd):
