@@ -327,6 +327,78 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
     }
 }
 
+/*
+ * Why at a stop: the duplicates close one by one as the children holding
+ * them leave, and each close migrates its queue with the generation's
+ * program, which picks among the group's sockets still listening: other
+ * duplicates, about to close themselves. A connection migrated onto a
+ * duplicate that is closing at that very moment (on the other CPU), or
+ * whose handshake completes on one as it closes, is reset by the kernel
+ * (inet_csk_reqsk_queue_add() finds it no longer listening). The original
+ * is the one socket of the group that does not close (a socket unit holds
+ * it), so from here on every pick goes to it: slot 0 of the address's map,
+ * by the hash program over one slot.
+ */
+void listen_steering_stop(server_rec *s, const bucketed_config *conf,
+                          bucketed_retained *retained)
+{
+    ap_listen_rec *lr;
+    int n = 0;
+
+    if (conf->migration.mechanism != MIGRATION_EBPF) {
+        return;
+    }
+    for (lr = ap_listeners; lr; lr = lr->next) {
+        char key[128];
+        retained_map *rm;
+        int prog, err;
+
+        if (lr->sd == NULL || !in_reuseport_group(lr)) {
+            continue;
+        }
+        apr_snprintf(key, sizeof(key), "%pI", lr->bind_addr);
+        for (rm = retained->steer_maps; rm; rm = rm->next) {
+            if (strcmp(rm->key, key) == 0) {
+                break;
+            }
+        }
+        if (rm == NULL || rm->fd < 0) {
+            continue;
+        }
+        prog = reuseport_bpf_hash_load(rm->fd, 1, 1, &err);
+        if (prog < 0) {
+            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00144)
+                         "bucketed: cannot load the stop program for %s",
+                         key);
+            continue;
+        }
+        err = reuseport_bpf_attach(listen_socket_fd(lr->sd), prog);
+        if (err != 0) {
+            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00145)
+                         "bucketed: cannot attach the stop program to the "
+                         "reuseport group of %s", key);
+        }
+        else {
+            n++;
+        }
+        close_program(s, prog);
+    }
+    ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s, BKLOGNO(00146)
+                 "bucketed: stopping: %d reuseport group(s) now send "
+                 "everything to their original socket", n);
+}
+
+void listen_steering_release(bucketed_retained *retained)
+{
+    retained_map *rm;
+
+    for (rm = retained->steer_maps; rm; rm = rm->next) {
+        if (rm->fd >= 0) {
+            reuseport_bpf_sockarray_clear(rm->fd, rm->entries);
+        }
+    }
+}
+
 const char *bucket_listeners_choose_steering(apr_pool_t *p,
                                              bucketed_config *conf,
                                              int online_cpus)

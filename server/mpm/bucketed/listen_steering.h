@@ -27,4 +27,17 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
                             ap_listen_rec **originals, int num_listeners,
                             int *group_migrates, int *group_drains);
 
+/* At a stop, before any socket is closed: every reuseport group whose
+ * program migrates gets one that sends everything (new connections, and
+ * the queues of the duplicates as they close) to its original socket, the
+ * one a socket unit holds across the restart. */
+void listen_steering_stop(server_rec *s, const bucketed_config *conf,
+                          bucketed_retained *retained);
+
+/* At the end of a stop, every socket gone but those a socket unit holds:
+ * empties the socket maps, so that the held sockets can go into the next
+ * server's maps (a socket can be in one map only; while it is in this
+ * one, the next server's slot for it stays empty). */
+void listen_steering_release(bucketed_retained *retained);
+
 #endif /* LISTEN_STEERING_H */

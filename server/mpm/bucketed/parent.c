@@ -24,6 +24,7 @@
 #include "http_main.h"
 #include "mpm_common.h"
 #include "listen_sockets.h"
+#include "listen_steering.h"
 #include "stats.h"
 #include "sys_notify.h"
 
@@ -107,6 +108,8 @@ static void graceful_stop(parent_context *pc)
         deadline = apr_time_now()
                    + apr_time_from_sec(ap_graceful_shutdown_timeout);
     }
+    /* Before any socket closes (listen_steering.c says why). */
+    listen_steering_stop(pc->s, pc->conf, pc->retained);
     /* New connections get refused as soon as the last child leaves; the
      * parent holds no socket open past that. */
     ap_close_listeners();
@@ -124,6 +127,7 @@ static void graceful_stop(parent_context *pc)
     if (live_children(pc->retained) > 0) {
         stop_children_now(pc);
     }
+    listen_steering_release(pc->retained);
 }
 
 /* The first pass of a new generation: old children leave (each replaced
@@ -274,7 +278,9 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
         if (mpm->is_ungraceful) {
             ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,
                          BKLOGNO(00103) "caught SIGTERM, shutting down");
+            listen_steering_stop(s, conf, retained);
             stop_children_now(&pc);
+            listen_steering_release(retained);
         }
         else {
             ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,
