@@ -185,6 +185,7 @@ typedef struct {
 #endif
 
 struct event_child_ctx;
+struct child_life;
 struct passed_socket;
 
 /* The layout of bucketed_retained and of everything it points to: a new
@@ -193,7 +194,7 @@ struct passed_socket;
  * policy_upgrade.h). Settable at build time only to build a second layout
  * for the tests. */
 #ifndef BUCKETED_RETAINED_LAYOUT
-#define BUCKETED_RETAINED_LAYOUT 1
+#define BUCKETED_RETAINED_LAYOUT 2
 #endif
 
 /* Survives the DSO unload/reload of every restart. */
@@ -224,6 +225,9 @@ typedef struct {
                                       * anything else that runs the
                                       * drop_privileges hook is a helper
                                       * (mod_cgid's daemon) */
+    struct child_life *child_life;   /* in a child's copy: its life, for
+                                      * the state httpd asks it
+                                      * (child_life_mpm_state) */
     struct event_child_ctx *event_child; /* in a ChildModel event child's
                                       * copy: its context, for the hook
                                       * that registers timed callbacks */

@@ -84,6 +84,17 @@ apr_status_t child_pool_with_allocator(apr_pool_t **p, apr_pool_t *parent,
     return APR_SUCCESS;
 }
 
+int child_life_mpm_state(const bucketed_retained *retained)
+{
+    child_life *life = retained->child_life;
+
+    if (life != NULL && (CHILD_LIFE_IS(life, leaving)
+                         || CHILD_LIFE_IS(life, dying))) {
+        return AP_MPMQ_STOPPING;
+    }
+    return retained->mpm->mpm_state;
+}
+
 void child_life_exit(child_life *life, int code, int clean)
 {
     CHILD_LIFE_SET(life, exiting);
@@ -148,6 +159,7 @@ void child_life_run(const child_model *model, server_rec *s,
     life.model = apr_pcalloc(s->process->pool, model->context_size);
     model->take_signals(&life);
     retained->mpm->mpm_state = AP_MPMQ_STARTING;
+    retained->child_life = &life;
 
     rv = child_pool_with_allocator(&life.pchild, s->process->pconf, "pchild");
     if (rv != APR_SUCCESS) {

@@ -55,6 +55,13 @@ void child_life_run(const child_model *model, server_rec *s,
                     int slot, int bucket, pid_t parent)
     __attribute__((noreturn));
 
+/* AP_MPMQ_MPM_STATE as this process answers it: STOPPING in a child that
+ * is leaving or dying, so that http_core ends a keep-alive connection after
+ * the response in progress and every response says "Connection: close" (a
+ * client then sends nothing more on a connection the child is about to
+ * close); the parent's state elsewhere. Any thread. */
+int child_life_mpm_state(const bucketed_retained *retained);
+
 /* Ends the process: child_stopping hooks, then, when clean, the pool's
  * cleanups (buffered logs written). Sets `exiting` first: a stop signal's
  * handler that lands in the exit sees it and leaves the exit alone. */

@@ -201,6 +201,7 @@ static int wait_ms_locked(event_child_ctx *ctx, apr_time_t now)
 /* What the keeper remembers between passes. */
 typedef struct {
     int stopping;
+    apr_time_t stopping_since;
     apr_uint64_t waits;              /* ctx->waits when stuck_since was set */
     apr_time_t stuck_since;          /* 0: a worker was idle or done */
 } keeper_state;
@@ -302,9 +303,11 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
     else {
         if (CHILD_LIFE_IS(ctx->life, leaving) && !ks->stopping) {
             ks->stopping = 1;
+            ks->stopping_since = now;
             ap_get_scoreboard_process(ctx->slot)->quiescing = 1;
         }
-        if (ks->stopping) {
+        if (ks->stopping
+            && now - ks->stopping_since >= EVENT_STOP_KEEPALIVE_GRACE) {
             /* Also those that started waiting after the last pass. */
             end_all_locked(ctx, WAIT_KEEPALIVE, WAIT_KEEPALIVE);
         }

@@ -217,7 +217,11 @@ static void serve_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
                         EVENT_NEXT_PROCESS);
             return;
         case EVENT_NEXT_KEEPALIVE:
-            if (ev_closing_down(ctx)) {
+            /* Also in a leaving child: a response that went out before it
+             * learned so promised keep-alive, and the client's next
+             * request may be on its way; the keeper closes what waits
+             * once EVENT_STOP_KEEPALIVE_GRACE is over. */
+            if (CHILD_LIFE_IS(ctx->life, dying)) {
                 ec->short_linger = 1;
                 ec->step = EVENT_NEXT_LINGER;
                 continue;

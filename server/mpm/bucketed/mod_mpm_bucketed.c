@@ -62,6 +62,7 @@
 #include "util_mutex.h"
 
 #include "bucketed.h"
+#include "child_life.h"
 #include "mpm_default.h"
 #include "sys_bpf.h"
 #include "listen_activation.h"
@@ -514,7 +515,7 @@ static int bucketed_query(int query_code, int *result, apr_status_t *rv)
         *result = lim ? lim->max_workers : DEFAULT_SERVER_LIMIT;
         break;
     case AP_MPMQ_MPM_STATE:
-        *result = retained->mpm->mpm_state;
+        *result = child_life_mpm_state(retained);
         break;
     case AP_MPMQ_GENERATION:
         *result = retained->mpm->my_generation;
