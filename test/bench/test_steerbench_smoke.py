@@ -97,7 +97,8 @@ def _map_types(pid):
 
 @pytest.mark.parametrize("name, steering", [
     ("prefork", None),
-    ("bucketed-reuseport", "hash"),
+    ("bucketed-reuseport", "load"),     # BucketSteering auto
+    ("bucketed-hash", "hash"),
     ("bucketed-cpu", "cpu"),
     ("bucketed-load", "load"),
 ])

@@ -107,15 +107,15 @@ static void test_fd_kinds(void **state)
         passed_fd_kind kind;
         const char *why;     /* NULL: usable */
     } cases[] = {
-        { { 1, AF_INET,  SOCK_STREAM, 1 }, NULL },
-        { { 1, AF_INET6, SOCK_STREAM, 1 }, NULL },
-        { { 0, 0, 0, 0 },                  "not a socket" },
-        { { 1, AF_UNIX,  SOCK_STREAM, 1 }, "a unix socket, not TCP" },
-        { { 1, AF_INET,  SOCK_DGRAM,  0 }, "a UDP socket, not TCP" },
-        { { 1, AF_INET6, SOCK_SEQPACKET, 1 }, "not a stream socket" },
-        { { 1, AF_INET,  SOCK_STREAM, 0 }, "a TCP socket that is not "
-                                           "listening" },
-        { { 1, AF_PACKET, SOCK_RAW, 0 },   "not an IPv4 or IPv6 socket" },
+        { { 1, AF_INET,  SOCK_STREAM, 1, 0 }, NULL },
+        { { 1, AF_INET6, SOCK_STREAM, 1, 1 }, NULL },
+        { { 0, 0, 0, 0, 0 },                  "not a socket" },
+        { { 1, AF_UNIX,  SOCK_STREAM, 1, 0 }, "a unix socket, not TCP" },
+        { { 1, AF_INET,  SOCK_DGRAM,  0, 1 }, "a UDP socket, not TCP" },
+        { { 1, AF_INET6, SOCK_SEQPACKET, 1, 0 }, "not a stream socket" },
+        { { 1, AF_INET,  SOCK_STREAM, 0, 1 }, "a TCP socket that is not "
+                                              "listening" },
+        { { 1, AF_PACKET, SOCK_RAW, 0, 0 },   "not an IPv4 or IPv6 socket" },
     };
     apr_size_t i;
 

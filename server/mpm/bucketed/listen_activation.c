@@ -74,8 +74,7 @@ static int int_option(int fd, int level, int name, int *value)
     return getsockopt(fd, level, name, value, &len);
 }
 
-/* What kind of descriptor fd is; errno-style status (EBADF: not open). */
-static apr_status_t inspect_fd(int fd, passed_fd_kind *kind)
+apr_status_t listen_inspect_fd(int fd, passed_fd_kind *kind)
 {
     struct stat st;
 
@@ -89,7 +88,8 @@ static apr_status_t inspect_fd(int fd, passed_fd_kind *kind)
     }
     if (int_option(fd, SOL_SOCKET, SO_DOMAIN, &kind->domain) < 0
         || int_option(fd, SOL_SOCKET, SO_TYPE, &kind->type) < 0
-        || int_option(fd, SOL_SOCKET, SO_ACCEPTCONN, &kind->listening) < 0) {
+        || int_option(fd, SOL_SOCKET, SO_ACCEPTCONN, &kind->listening) < 0
+        || int_option(fd, SOL_SOCKET, SO_REUSEPORT, &kind->reuseport) < 0) {
         return errno;
     }
     return APR_SUCCESS;
@@ -117,7 +117,7 @@ static int take_passed(server_rec *s, apr_pool_t *p, int fd,
     const char *why;
     apr_status_t rv;
 
-    rv = inspect_fd(fd, &kind);
+    rv = listen_inspect_fd(fd, &kind);
     why = rv == EBADF ? "not an open descriptor"
           : rv != APR_SUCCESS ? "its kind could not be read"
           : activation_fd_unusable(&kind);
@@ -135,9 +135,7 @@ static int take_passed(server_rec *s, apr_pool_t *p, int fd,
     ps->fd = fd;
     ps->name = apr_pstrdup(p, name);
     address_from_sockaddr(&ss, &ps->address);
-    if (int_option(fd, SOL_SOCKET, SO_REUSEPORT, &ps->reuseport) < 0) {
-        ps->reuseport = 0;
-    }
+    ps->reuseport = kind.reuseport;
     return 1;
 }
 

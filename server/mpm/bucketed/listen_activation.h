@@ -10,6 +10,7 @@
 #define LISTEN_ACTIVATION_H
 
 #include "bucketed.h"
+#include "policy_activation.h"
 
 /* In the process the service manager started, once, before anything else
  * opens a descriptor: reads LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES,
@@ -28,6 +29,11 @@ void listen_activation_adopt(server_rec *s, bucketed_retained *retained);
  * server's own). */
 int listen_activation_serves(const bucketed_retained *retained,
                              const apr_sockaddr_t *sa);
+
+/* What the kernel says descriptor fd is (fstat, SO_DOMAIN, SO_TYPE,
+ * SO_ACCEPTCONN, SO_REUSEPORT): APR_SUCCESS, or the errno (EBADF: not
+ * open). */
+apr_status_t listen_inspect_fd(int fd, passed_fd_kind *kind);
 
 /* `apache2 -t -D BUCKETED_LISTEN_STREAMS`: one ListenStream= line per
  * Listen address, on standard output, for a socket unit. */

@@ -16,37 +16,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "http_log.h"
 #include "scoreboard.h"
 
+#include "listen_activation.h"
 #include "listen_steering.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
-
-static int int_option(int fd, int level, int name)
-{
-    int value = 0;
-    socklen_t len = sizeof(value);
-
-    return getsockopt(fd, level, name, &value, &len) < 0 ? 0 : value;
-}
 
 /* A listening TCP socket with SO_REUSEPORT on: what bucketed's
  * duplicates are, and core's sockets are not unless duplicated. */
 static int is_reuseport_listener(int fd)
 {
-    struct stat st;
+    passed_fd_kind kind;
 
-    return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)
-           && int_option(fd, SOL_SOCKET, SO_ACCEPTCONN)
-           && int_option(fd, SOL_SOCKET, SO_TYPE) == SOCK_STREAM
-           && int_option(fd, SOL_SOCKET, SO_REUSEPORT)
-           && (int_option(fd, SOL_SOCKET, SO_DOMAIN) == AF_INET
-               || int_option(fd, SOL_SOCKET, SO_DOMAIN) == AF_INET6);
+    return listen_inspect_fd(fd, &kind) == APR_SUCCESS
+           && activation_fd_unusable(&kind) == NULL && kind.reuseport;
 }
 
 static int is_core_listener(int fd)

@@ -50,6 +50,7 @@ typedef struct {
     int domain;               /* SO_DOMAIN: AF_INET, AF_INET6, AF_UNIX... */
     int type;                 /* SO_TYPE: SOCK_STREAM, SOCK_DGRAM... */
     int listening;            /* SO_ACCEPTCONN */
+    int reuseport;            /* SO_REUSEPORT */
 } passed_fd_kind;
 
 /* NULL when the descriptor is a listening TCP socket over IPv4 or IPv6,
