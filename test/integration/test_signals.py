@@ -134,7 +134,6 @@ def signals_pending(pid):
     return mask
 
 
-@pytest.mark.skipif(shutil.which("gdb") is None, reason="needs gdb")
 def test_graceful_stop_when_request_lands_before_accept(make_httpd):
     """A child checks whether it was asked to leave, then calls accept(); a
     request arriving in between is handled only after the check, and the

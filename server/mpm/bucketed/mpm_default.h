@@ -7,7 +7,8 @@
 #ifndef APACHE_MPM_DEFAULT_H
 #define APACHE_MPM_DEFAULT_H
 
-/* Children to start at launch (at least one per bucket is started). */
+/* Children to start at launch (at least BUCKET_MIN_CHILDREN, 2, per bucket
+ * are started). */
 #ifndef DEFAULT_START_DAEMON
 #define DEFAULT_START_DAEMON 5
 #endif
