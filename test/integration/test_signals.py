@@ -5,7 +5,6 @@ and keep-alive load, in both child models, restart
 (SIGHUP), graceful stop (SIGWINCH) with a request in flight, stop
 (SIGTERM), `-k start` / `-k stop`, and one-process mode (-X).
 """
-import shutil
 import signal
 import subprocess
 
