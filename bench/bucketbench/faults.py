@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from . import configs, load, procfs, stats
+from . import configs, load, markdown, procfs, stats
 from .catalog import (CRASH, CRASH_EXIT, CRASH_EXIT_MCPC, CRASH_RATE, EMFILE,
                       FAULT_BUCKETS, FAULT_TITLES, HANG)
 from .net import http_get
@@ -544,10 +544,7 @@ def fault_table(points):
     header = ["Configuration", "probes", "p50 ms", "p99 ms",
               "max ms (worst run)", "timeouts (per run)",
               "other errors (per run)"] + EXTRA_HEADERS[kind]
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return markdown.table(header, rows)
 
 
 def section(points, options, heading="##",

@@ -4,7 +4,7 @@
 import json
 from collections import defaultdict
 
-from . import faults, idle, restart, stats, steering
+from . import faults, idle, markdown, restart, stats, steering
 from .catalog import (IDLE_BASELINE, IDLE_TARGET_SERVERS, KERNEL_LEVELS,
                       NATIVE, RATIO_BASELINES, TARGET_SERVERS, WORKLOADS)
 
@@ -283,14 +283,6 @@ def _fmt_ratio(point, baseline):
     return f"{ratio['median']:.2f}x"
 
 
-def _table(header, rows):
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |"
-              for row in rows]
-    return "\n".join(lines)
-
-
 def _label(point):
     notes = []
     failed = point["runs"] - point["ok_runs"]
@@ -308,7 +300,7 @@ def throughput_table(points):
              _fmt(p["rps"]["max"]), _fmt(p["rps"]["stddev"]),
              _fmt_ratio(p, "prefork"), _fmt_ratio(p, "event")]
             for p in points]
-    return _table(["Configuration", "Min", "Median", "Max", "Std dev",
+    return markdown.table(["Configuration", "Min", "Median", "Max", "Std dev",
                    "vs prefork", "vs event"], rows)
 
 
@@ -322,7 +314,7 @@ def detail_table(points):
                        _fmt(p["server_cpu_s_per_1k"], 3),
                        _fmt(p["client_cpu_s_per_1k"], 3),
                        _fmt(p["server_pss_mb"], 1)])
-    return _table(["Configuration", "p50 ms", "p90 ms", "p99 ms",
+    return markdown.table(["Configuration", "p50 ms", "p90 ms", "p99 ms",
                    "p99.9 ms", "max ms", "ok requests",
                    "errors c/r/w/t/non-2xx", "server CPU s/1k req",
                    "client CPU s/1k req", "server PSS MB at end"], rows)
@@ -346,7 +338,7 @@ def bucket_table(points):
                      accepted, "n/a" if spread is None else f"{spread:.1%}"])
     if not rows:
         return ""
-    return _table(["Configuration", "strategy", "buckets",
+    return markdown.table(["Configuration", "strategy", "buckets",
                    "accepted per bucket (all runs)",
                    "spread (max-min)/mean, median"], rows)
 
@@ -361,7 +353,7 @@ def sweep_table(points, concurrencies, cell):
     for label, by_c in by_server.items():
         rows.append([label] + [cell(by_c[c]) if c in by_c else "–"
                                for c in concurrencies])
-    return _table(["Configuration"] + [f"c={c}" for c in concurrencies],
+    return markdown.table(["Configuration"] + [f"c={c}" for c in concurrencies],
                   rows)
 
 
@@ -514,7 +506,7 @@ def idle_table(points):
             _fmt(held["open_s"], 1)])
     kind = next((p["idle"]["memory_kind"].upper() for p in points
                  if p["idle"]), "PSS")
-    return _table(["idle", "Configuration", "active req/s", "active p99 ms",
+    return markdown.table(["idle", "Configuration", "active req/s", "active p99 ms",
                    "errors / ok responses",
                    "idle open after opening / at end (fewest)",
                    f"{kind} before MB", f"{kind} with idle MB",
@@ -539,7 +531,7 @@ def idle_side_by_side(points):
             _fmt_idle_ratio(against.get("p99")), _errors_by_kind(p),
             f"{held['opened_min']:,} / {held['connections']:,}",
             _closed_cell(held)])
-    return _table(["idle", "Configuration", "active req/s",
+    return markdown.table(["idle", "Configuration", "active req/s",
                    "req/s vs stock event", "req/s vs own at 0 idle",
                    "active p99 ms", "p99 vs stock event",
                    "wrk errors c/r/w/t/non-2xx / ok",
@@ -730,7 +722,7 @@ def _cross_table(points, workloads, cell):
     rows = [[label] + [cell(by_w[w]) if w in by_w else "–"
                        for w in workloads]
             for label, by_w in by_label.items()]
-    return _table(["Configuration"] + list(workloads), rows)
+    return markdown.table(["Configuration"] + list(workloads), rows)
 
 
 def _log_block(tail):

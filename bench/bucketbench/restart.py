@@ -31,7 +31,7 @@ import subprocess
 import time
 from dataclasses import replace
 
-from . import activation, configs, load, procfs, stats
+from . import activation, configs, load, markdown, procfs, stats
 from .catalog import (RESTART_HELD, RESTART_OWN, RESTART_SWAP,
                       RESTART_VARIANTS, WORKLOADS)
 from .environment import BUCKETED_MODULES
@@ -458,10 +458,7 @@ def restart_table(points):
             _span(s["rps"]), _ratio(p["ratios"].get("prefork")),
             _ratio(p["ratios"].get("event")), _span(s["p99_ms"], 1),
             _ratio(p.get("p99_vs_event"))])
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return markdown.table(header, rows)
 
 
 def section(points, options, heading="##",
