@@ -21,7 +21,8 @@ import subprocess
 import threading
 import time
 
-from httpd_fixture import (CHILD_MODELS, STOP_TIMEOUT, Load, connection_refused,
+from httpd_fixture import (CHILD_MODELS, LOOPBACK, STOP_TIMEOUT, Load,
+                           connection_refused,
                            http_get, wait_until)
 
 # Generous for CI noise: before the fix the prefork model took 12.6 s.
@@ -113,3 +114,50 @@ def test_graceful_stop_under_load_is_quick_and_stops_serving(make_httpd,
                    what=f"port {port} to close")
     assert not server.leftovers()
     assert "caught SIGWINCH, shutting down gracefully" in server.error_log()
+
+
+def test_keepalive_client_does_not_hold_a_graceful_stop(make_httpd,
+                                                         child_model):
+    """A client that never stops sending on its keep-alive connection
+    (MaxKeepAliveRequests 0): on a graceful stop its child answers the
+    next request with Connection: close and leaves; the client sees no
+    error, and the server is gone. (A prefork-model child keeps the leave
+    signal blocked while it serves: the parent's mark on its slot tells
+    it.)"""
+    server = make_httpd(directives=CHILD_MODELS[child_model]
+                        + "KeepAlive On\nMaxKeepAliveRequests 0\n"
+                        "KeepAliveTimeout 30\n")
+    server.start()
+    port = server.ports[0]
+    outcome = {"answers": 0, "closed_by_server": False, "error": None}
+    stop = threading.Event()
+
+    def client():
+        conn = http.client.HTTPConnection(LOOPBACK, port, timeout=10)
+        deadline = time.monotonic() + 60
+        try:
+            while not stop.is_set() and time.monotonic() < deadline:
+                conn.request("GET", "/")
+                resp = conn.getresponse()
+                resp.read()
+                outcome["answers"] += 1
+                if resp.getheader("Connection", "").lower() == "close":
+                    outcome["closed_by_server"] = True
+                    return
+        except (OSError, http.client.HTTPException) as e:
+            outcome["error"] = repr(e)
+        finally:
+            conn.close()
+
+    worker = threading.Thread(target=client, daemon=True)
+    worker.start()
+    wait_until(lambda: outcome["answers"] >= 50, 20,
+               what="the keep-alive client's first answers")
+    server.signal(signal.SIGWINCH)
+    try:
+        assert server.wait_exit() == 0
+    finally:
+        stop.set()
+        worker.join(15)
+    assert outcome["error"] is None, outcome
+    assert outcome["closed_by_server"], outcome

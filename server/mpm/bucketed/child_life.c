@@ -88,8 +88,14 @@ int child_life_mpm_state(const bucketed_retained *retained)
 {
     child_life *life = retained->child_life;
 
+    /* A prefork-model child keeps the leave signal blocked while it
+     * serves, so its flag is not set during a keep-alive connection; the
+     * parent marks the slot quiescing when it asks (read, never trusted:
+     * a child can only make itself close its own connections early). */
     if (life != NULL && (CHILD_LIFE_IS(life, leaving)
-                         || CHILD_LIFE_IS(life, dying))) {
+                         || CHILD_LIFE_IS(life, dying)
+                         || ap_get_scoreboard_process(life->slot)
+                                ->quiescing)) {
         return AP_MPMQ_STOPPING;
     }
     return retained->mpm->mpm_state;
