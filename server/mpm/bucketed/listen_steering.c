@@ -339,14 +339,14 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
  * it), so from here on every pick goes to it: slot 0 of the address's map,
  * by the hash program over one slot.
  */
-void listen_steering_stop(server_rec *s, const bucketed_config *conf,
-                          bucketed_retained *retained)
+int listen_steering_stop(server_rec *s, const bucketed_config *conf,
+                         bucketed_retained *retained)
 {
     ap_listen_rec *lr;
     int n = 0;
 
     if (conf->migration.mechanism != MIGRATION_EBPF) {
-        return;
+        return 0;
     }
     for (lr = ap_listeners; lr; lr = lr->next) {
         char key[128];
@@ -386,6 +386,7 @@ void listen_steering_stop(server_rec *s, const bucketed_config *conf,
     ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s, BKLOGNO(00146)
                  "bucketed: stopping: %d reuseport group(s) now send "
                  "everything to their original socket", n);
+    return n;
 }
 
 void listen_steering_release(bucketed_retained *retained)

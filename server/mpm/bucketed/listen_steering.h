@@ -30,9 +30,10 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
 /* At a stop, before any socket is closed: every reuseport group whose
  * program migrates gets one that sends everything (new connections, and
  * the queues of the duplicates as they close) to its original socket, the
- * one a socket unit holds across the restart. */
-void listen_steering_stop(server_rec *s, const bucketed_config *conf,
-                          bucketed_retained *retained);
+ * one a socket unit holds across the restart. Returns how many groups got
+ * it. */
+int listen_steering_stop(server_rec *s, const bucketed_config *conf,
+                         bucketed_retained *retained);
 
 /* At the end of a stop, every socket gone but those a socket unit holds:
  * empties the socket maps, so that the held sockets can go into the next

@@ -99,6 +99,9 @@ static void stop_children_now(parent_context *pc)
     }
 }
 
+/* See graceful_stop(). */
+#define STOP_HANDSHAKE_SETTLE apr_time_from_msec(100)
+
 static void graceful_stop(parent_context *pc)
 {
     apr_time_t deadline = 0;
@@ -108,8 +111,14 @@ static void graceful_stop(parent_context *pc)
         deadline = apr_time_now()
                    + apr_time_from_sec(ap_graceful_shutdown_timeout);
     }
-    /* Before any socket closes (listen_steering.c says why). */
-    listen_steering_stop(pc->s, pc->conf, pc->retained);
+    /* Before any socket closes (listen_steering.c says why); then a
+     * moment for the handshakes already under way on a duplicate to
+     * finish there, so that none completes as it closes (the kernel
+     * resets those): well under a millisecond on an idle loopback, tens
+     * on a busy machine. */
+    if (listen_steering_stop(pc->s, pc->conf, pc->retained) > 0) {
+        apr_sleep(STOP_HANDSHAKE_SETTLE);
+    }
     /* New connections get refused as soon as the last child leaves; the
      * parent holds no socket open past that. */
     ap_close_listeners();
