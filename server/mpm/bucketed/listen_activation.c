@@ -342,6 +342,18 @@ void listen_activation_adopt(server_rec *s, bucketed_retained *retained)
     }
 }
 
+int listen_activation_held(const bucketed_retained *retained)
+{
+    int i;
+
+    for (i = 0; i < retained->num_passed; i++) {
+        if (retained->passed[i].adopted) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int listen_activation_serves(const bucketed_retained *retained,
                              const apr_sockaddr_t *sa)
 {

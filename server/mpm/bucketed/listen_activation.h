@@ -30,6 +30,10 @@ void listen_activation_adopt(server_rec *s, bucketed_retained *retained);
 int listen_activation_serves(const bucketed_retained *retained,
                              const apr_sockaddr_t *sa);
 
+/* Whether a service manager holds a socket this server serves (one was
+ * passed in and adopted): it outlives the stop. */
+int listen_activation_held(const bucketed_retained *retained);
+
 /* What the kernel says descriptor fd is (fstat, SO_DOMAIN, SO_TYPE,
  * SO_ACCEPTCONN, SO_REUSEPORT): APR_SUCCESS, or the errno (EBADF: not
  * open). */

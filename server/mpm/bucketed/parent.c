@@ -23,6 +23,7 @@
 #include "http_log.h"
 #include "http_main.h"
 #include "mpm_common.h"
+#include "listen_activation.h"
 #include "listen_sockets.h"
 #include "listen_steering.h"
 #include "stats.h"
@@ -111,12 +112,14 @@ static void graceful_stop(parent_context *pc)
         deadline = apr_time_now()
                    + apr_time_from_sec(ap_graceful_shutdown_timeout);
     }
-    /* Before any socket closes (listen_steering.c says why); then a
-     * moment for the handshakes already under way on a duplicate to
-     * finish there, so that none completes as it closes (the kernel
-     * resets those): well under a millisecond on an idle loopback, tens
-     * on a busy machine. */
-    if (listen_steering_stop(pc->s, pc->conf, pc->retained) > 0) {
+    /* Before any socket closes (listen_steering.c says why); then, where
+     * a service manager holds the original for the next start, a moment
+     * for the handshakes already under way on a duplicate to finish
+     * there, so that none completes as it closes (the kernel resets
+     * those): well under a millisecond on an idle loopback, tens on a
+     * busy machine. Without a held socket everything closes anyway. */
+    if (listen_steering_stop(pc->s, pc->conf, pc->retained) > 0
+        && listen_activation_held(pc->retained)) {
         apr_sleep(STOP_HANDSHAKE_SETTLE);
     }
     /* New connections get refused as soon as the last child leaves; the
