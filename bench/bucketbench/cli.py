@@ -66,6 +66,14 @@ MEMORY_MAX_SLOTS = 4096
 MEMORY_MAX_RESTARTS = 10000
 
 
+# bench/run's exit status when the plan ran to its end and wrote its
+# results, but at least one run failed (a server that did not start, died,
+# or gave wrk nothing to measure): those numbers are missing, and a caller
+# (the smoke tests, scripts/demo.sh) must not take the report for complete.
+# Bad input is 2 (UsageError); a signal, 128 + its number.
+RUNS_FAILED = 3
+
+
 class UsageError(Exception):
     """Bad input: reported with exit status 2 before any load is sent."""
 
@@ -138,10 +146,14 @@ def parse_args(argv):
         prog="bench/run",
         description="Benchmarks stock prefork/event, bucketed and nginx "
                     "serving one small static file on loopback.",
-        epilog="bench/run memory [options]: the memory checks instead "
-               "(bench/run memory --help); bench/run overhead [options]: "
-               "the cost of the metrics. python3 -m bucketbench, run in "
-               "bench/ or with PYTHONPATH=bench, is the same command.")
+        epilog=f"Exit status: 0 when every run was measured; 2 for bad "
+               f"input, before any load is sent; {RUNS_FAILED} when the "
+               f"results were written but some runs failed (report.md lists "
+               f"them under 'Failed runs and restarts'). bench/run memory "
+               f"[options]: the memory checks instead (bench/run memory "
+               f"--help); bench/run overhead [options]: the cost of the "
+               f"metrics. python3 -m bucketbench, run in bench/ or with "
+               f"PYTHONPATH=bench, is the same command.")
     parser.add_argument("--quick", action="store_true",
                         help=f"small plan for development, about 3 minutes: "
                              f"{QUICK}")
@@ -606,7 +618,8 @@ def _write_outputs(out_dir, meta, records):
 
 
 def _benchmark(args, tools, by_level, skipped, scratch_dir):
-    """Runs the plan and writes the results; the exit status."""
+    """Runs the plan and writes the results; the exit status (RUNS_FAILED
+    when any run failed: skipped servers and workloads are no runs)."""
     try:
         if NO_REUSEPORT in args.levels:
             tools.shim = ensure_shim(args.build_dir, REPO_DIR, scratch_dir)
@@ -675,7 +688,7 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
     print(f"done in {meta['wall_time_s'] / 60:.1f} min: {len(records)} runs, "
           f"{failed} failed; report: {os.path.join(args.out, 'report.md')}",
           file=sys.stderr)
-    return 0
+    return RUNS_FAILED if failed else 0
 
 
 def _scratch_dir(prefix):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from bucketbench import catalog, report
+from bucketbench import catalog, cli, report
 
 RUN_TIMEOUT_S = 600
 RUN_KEYS = {"schema", "kernel_level", "workload", "concurrency", "server",
@@ -50,19 +50,20 @@ def one_point(top, build, out, level, servers=None):
 
 
 def check_run_record(path):
+    """A run's raw record: its schema, and that the run was measured (a
+    server that did not start or died fails the smoke test, with why)."""
     with open(path) as handle:
         record = json.load(handle)
     assert RUN_KEYS <= set(record), path
     assert record["schema"] == "bucketbench.run/1"
-    if record["ok"]:
-        assert MEASURED_KEYS <= set(record), path
-        assert set(record["errors"]) == set(report.ERROR_KINDS)
-        assert record["requests"] >= 0 and record["server_cpu_s"] >= 0
-        assert record["server_processes"] >= 1
-        if record["requests"]:
-            assert set(record["latency_ms"]) >= set(report.LATENCY_KEYS)
-    else:
-        assert record["error"]
+    assert record["ok"], (path.name, record["error"],
+                          record["error_log_tail"])
+    assert MEASURED_KEYS <= set(record), path
+    assert set(record["errors"]) == set(report.ERROR_KINDS)
+    assert record["requests"] >= 0 and record["server_cpu_s"] >= 0
+    assert record["server_processes"] >= 1
+    if record["requests"]:
+        assert set(record["latency_ms"]) >= set(report.LATENCY_KEYS)
     return record
 
 
@@ -85,7 +86,8 @@ def test_one_point_native(top, build, tmp_path):
     for point in summary["points"]:
         assert POINT_KEYS <= set(point), point["server"]
         assert point["runs"] == 1
-        if point["server"].startswith("bucketed") and point["ok_runs"]:
+        assert point["ok_runs"] == 1, (point["server"], point["failures"])
+        if point["server"].startswith("bucketed"):
             assert point["buckets"]["bucket_count"] >= 1
 
     raw = sorted((out / "raw").iterdir())
@@ -106,6 +108,33 @@ def test_one_point_native(top, build, tmp_path):
     rebuilt = bench(top, build, "--report-only", str(out), timeout=120)
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert (out / "report.md").read_text() == text
+
+
+def test_failed_runs_fail_the_run(top, tmp_path):
+    """A bucketed module httpd cannot load: every bucketed run fails. The
+    harness still writes its results, but exits with RUNS_FAILED, and the
+    smoke check above rejects the failed records."""
+    broken = tmp_path / "broken-build"
+    broken.mkdir()
+    for name in ("mod_mpm_bucketed.so", "mod_bucketed_status.so"):
+        (broken / name).write_text("not a shared object\n")
+    out = tmp_path / "out"
+    done = bench(top, str(broken), "--workloads", "w1", "--levels",
+                 catalog.NATIVE, "--servers", "prefork,bucketed-reuseport",
+                 "--concurrency", "8", "--runs", "1", "--duration", "1",
+                 "--warmup", "0", "--slots", "32", "--out", str(out))
+    assert done.returncode == cli.RUNS_FAILED, done.stderr
+    assert "1 failed" in done.stderr
+    points = {p["server"]: p
+              for p in json.loads((out / "summary.json").read_text())
+              ["points"]}
+    assert points["prefork"]["ok_runs"] == 1
+    assert points["bucketed-reuseport"]["ok_runs"] == 0
+    assert "Failed runs and restarts" in (out / "report.md").read_text()
+    records = {path.name: path for path in (out / "raw").iterdir()}
+    check_run_record(records["native-w1-c8-prefork-r1.json"])
+    with pytest.raises(AssertionError):
+        check_run_record(records["native-w1-c8-bucketed-reuseport-r1.json"])
 
 
 def test_one_point_without_reuseport(top, build, tmp_path):
