@@ -52,6 +52,21 @@ FAULT_TITLES = {
                 f"MaxConnectionsPerChild {CRASH_EXIT_MCPC}",
 }
 
+# Issue 25's near-the-limit workloads (limit.py runs them, as faults: a
+# condition held while probes measure what a new client meets): keep-alive
+# clients that pause between requests hold all but one of MaxRequestWorkers
+# LIMIT_WORKERS, with bucketed at each of these bucket counts.
+LIMIT_WORKERS = 20
+NEAR_LIMIT_B2 = "near-limit-b2"
+NEAR_LIMIT_B4 = "near-limit-b4"
+LIMIT_BUCKETS = {NEAR_LIMIT_B2: 2, NEAR_LIMIT_B4: 4}
+LIMIT_KINDS = tuple(LIMIT_BUCKETS)
+FAULT_TITLES.update({
+    kind: f"at MaxRequestWorkers {LIMIT_WORKERS}: {LIMIT_WORKERS - 1} "
+          f"keep-alive clients that pause between requests, new-connection "
+          f"probes; bucketed with BucketCount {count}"
+    for kind, count in LIMIT_BUCKETS.items()})
+
 # Issue 24's full restarts (restart.py runs them): how a server stops and
 # starts, and how its rows say it.
 RESTART_OWN = "unheld"
@@ -141,6 +156,8 @@ WORKLOADS = {workload.name: workload for workload in (
     *(Workload(f"fault-{kind}", FAULT_TITLES[kind],
                listen_count=2 if kind == EMFILE else 1, keep_alive=False,
                fault=kind) for kind in FAULT_KINDS),
+    *(Workload(kind, FAULT_TITLES[kind], listen_count=1, keep_alive=True,
+               fault=kind) for kind in LIMIT_KINDS),
     # Full restarts under load. The module swap and the control ride on
     # the Connection: close load, where every request needs an accept.
     Workload("restart-close", "full restarts (graceful-stop + start) "
@@ -158,6 +175,7 @@ WORKLOAD_GROUPS = {
              "skew-all-slow", "skew-90-slow", "skew-even-slow"),
     "faults": tuple(f"fault-{kind}" for kind in FAULT_KINDS),
     "restart": ("restart-close", "restart-keepalive"),
+    "near-limit": LIMIT_KINDS,
 }
 # What runs when --workloads is not given (the skewed and idle ones on
 # request).

@@ -15,10 +15,10 @@ import sys
 import tempfile
 import time
 
-from . import (environment, faults, idle, load, memory, overhead, report,
-               restart)
+from . import (environment, faults, idle, limit, load, memory, overhead,
+               report, restart)
 from .catalog import (DEFAULT_WORKLOADS, IDLE_NOT_SUPPORTED, KERNEL_LEVELS,
-                      NATIVE, NO_REUSEPORT, PHP, SERVERS, USES_SLOW_HANDLER,
+                      LIMIT_KINDS, NATIVE, NO_REUSEPORT, PHP, SERVERS, USES_SLOW_HANDLER,
                       WORKLOAD_GROUPS, WORKLOADS, handler_skip_reason,
                       unsupported_reason)
 from .configs import EVENT_THREADS_PER_CHILD, MIN_SPARE_SERVERS
@@ -39,6 +39,10 @@ IDLE_DOCS_END = "<!-- bench/run --publish idle: generated tables end -->"
 FAULTS_DOCS_BEGIN = \
     "<!-- bench/run --publish faults: generated tables begin -->"
 FAULTS_DOCS_END = "<!-- bench/run --publish faults: generated tables end -->"
+LIMIT_DOCS_BEGIN = \
+    "<!-- bench/run --publish near-limit: generated tables begin -->"
+LIMIT_DOCS_END = \
+    "<!-- bench/run --publish near-limit: generated tables end -->"
 RESTART_DOCS_BEGIN = \
     "<!-- bench/run --publish restart: generated tables begin -->"
 RESTART_DOCS_END = \
@@ -575,6 +579,8 @@ def publish(out_dir):
          report.skew_section, "The skewed workloads side by side"),
         (lambda w: w.idle, IDLE_DOCS_BEGIN, IDLE_DOCS_END,
          report.idle_section, "Idle connections beside the active load"),
+        (lambda w: w.fault in LIMIT_KINDS, LIMIT_DOCS_BEGIN, LIMIT_DOCS_END,
+         limit.section, "Near MaxRequestWorkers side by side"),
         (lambda w: w.fault, FAULTS_DOCS_BEGIN, FAULTS_DOCS_END,
          faults.section, "Faults side by side"),
         (lambda w: w.restart, RESTART_DOCS_BEGIN, RESTART_DOCS_END,

@@ -36,10 +36,12 @@ from dataclasses import dataclass, field
 
 from . import configs, load, markdown, procfs, stats
 from .catalog import (CRASH, CRASH_EXIT, CRASH_EXIT_MCPC, CRASH_RATE, EMFILE,
-                      FAULT_BUCKETS, FAULT_TITLES, HANG)
+                      FAULT_BUCKETS, FAULT_TITLES, HANG, LIMIT_KINDS)
 from .net import http_get
 
 PROBE_TIMEOUT_S = 5
+# A probe slower than this counts as slow (issue 25's bar: none over 1 s).
+SLOW_PROBE_S = 1.0
 # Probes start at this pace (or right after a slower one ends).
 PROBE_INTERVAL_S = 0.05
 CRASH_PATH = "/crash"
@@ -81,9 +83,10 @@ class ServerSettings:
     directives: list = field(default_factory=list)
     environment: dict = field(default_factory=dict)
     files: list = field(default_factory=list)   # names created in root
+    bucket_count: int = FAULT_BUCKETS           # bucketed's BucketCount
 
 
-def with_bucket_count(directives, count=FAULT_BUCKETS):
+def with_bucket_count(directives, count):
     """A bucketed server's directives with its BucketCount set to count."""
     kept = [d for d in directives if not d.startswith("BucketCount ")]
     return kept + [f"BucketCount {count}"]
@@ -176,6 +179,7 @@ class Probes:
         return {"probes": len(ms), "ok": self.ok,
                 "timeouts": self.timeouts, "errors": self.errors,
                 "error_samples": self.samples,
+                "slow": sum(1 for s in self.seconds if s > SLOW_PROBE_S),
                 "latency_ms": {"p50": stats.percentile(ms, 50),
                                "p99": stats.percentile(ms, 99),
                                "max": max(ms) if ms else None}}
@@ -468,11 +472,13 @@ def summarize_runs(records):
         "worst_max_ms": max((x["max"] for x in latency
                              if x["max"] is not None), default=None),
         "timeouts": [r["timeouts"] for r in runs],
+        "slow": [r.get("slow", 0) for r in runs],
         "errors": [r["errors"] for r in runs],
         "error_samples": [s for r in runs for s in r["error_samples"]][:5]}
     for key in ("crashes", "stopped_children", "killed_children",
                 "throughput_ratio", "rps_without", "rps_with",
-                "recovery_s"):
+                "recovery_s", "children_started", "held_failures",
+                "held_closed_between"):
         values = [r[key] for r in runs if key in r]
         if values:
             summary[key] = _median(values)
@@ -516,6 +522,12 @@ def _extra(summary):
         text = "n/a" if recovery is None else \
             f"{recovery:.2f}{_range(values)}"
         return [f"{summary['survived']} of {summary['runs']}", text]
+    if kind in LIMIT_KINDS:
+        return [_counts(summary["slow"]),
+                _counts(summary["held_failures_all"]),
+                _counts(summary["held_closed_between_all"]),
+                f"{summary['children_started']:.0f}"
+                f"{_range(summary['children_started_all'], 0)}"]
     return [f"{summary.get('crashes', 0):.0f}"]
 
 
@@ -524,6 +536,10 @@ EXTRA_HEADERS = {
     CRASH_EXIT: ["children crashed at exit (median)"],
     HANG: ["req/s with / without the hang (range)", "children stopped"],
     EMFILE: ["survived", "relief to serving again, s (range)"],
+    **{kind: [f"probes over {SLOW_PROBE_S:g} s (per run)",
+              "held clients' failures (per run)",
+              "held connections closed between requests (per run)",
+              "children started (range)"] for kind in LIMIT_KINDS},
 }
 
 
@@ -551,7 +567,8 @@ def section(points, options, heading="##",
             title="Faults (issue 18)"):
     """Markdown: one table per kernel level and fault workload; empty
     without fault points."""
-    faulted = [p for p in points if p.get("fault")]
+    faulted = [p for p in points if p.get("fault")
+               and p["fault"]["kind"] not in LIMIT_KINDS]
     if not faulted:
         return ""
     fault_s = options.get("fault_s", DEFAULT_FAULT_S)

@@ -4,7 +4,7 @@
 import json
 from collections import defaultdict
 
-from . import faults, idle, markdown, restart, stats, steering
+from . import faults, idle, limit, markdown, restart, stats, steering
 from .catalog import (IDLE_BASELINE, IDLE_TARGET_SERVERS, KERNEL_LEVELS,
                       NATIVE, RATIO_BASELINES, TARGET_SERVERS, WORKLOADS)
 
@@ -844,6 +844,7 @@ def render_markdown(meta, points, plots, top_level=1):
     for section in (skew_section(points, options, h2),
                     idle_section(points, options, h2),
                     faults.section(points, options, h2),
+                    limit.section(points, options, h2),
                     restart.section(points, options, h2),
                     steering.section(points, options, h2)):
         if section:

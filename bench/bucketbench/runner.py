@@ -18,8 +18,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import bucket_status, configs, faults, idle, load, procfs, restart
-from .catalog import (MIXED, MIXED_SLOW_EVERY, SLOW, WORKLOADS,
+from . import (bucket_status, configs, faults, idle, limit, load, procfs,
+               restart)
+from .catalog import (LIMIT_KINDS, MIXED, MIXED_SLOW_EVERY, SLOW, WORKLOADS,
                       server_label, unsupported_reason)
 from .net import free_ports
 from .server import HTTP_TIMEOUT_S, Server, ServerError
@@ -337,7 +338,9 @@ class Runner:
         context = faults.Context(server=server, fault_s=self.plan.fault_s,
                                  wrk_command=wrk_command,
                                  log_dir=server.workdir)
-        result = faults.measure(workload.fault, context)
+        measure = limit.measure if workload.fault in LIMIT_KINDS \
+            else faults.measure
+        result = measure(workload.fault, context)
         # A server that exits on the fault (emfile) is restarted for the
         # next run; the record says so in result["fault"]["survived"].
         result["server_processes"] = len(procfs.process_tree(server.pid)) \

@@ -12,8 +12,9 @@ import subprocess
 import sys
 import time
 
-from . import configs, faults, idle, procfs
-from .catalog import NO_REUSEPORT, PHP, STATIC, USES_SLOW_HANDLER
+from . import configs, faults, idle, limit, procfs
+from .catalog import (LIMIT_KINDS, NO_REUSEPORT, PHP, STATIC,
+                      USES_SLOW_HANDLER)
 from .net import Timeout, http_get
 
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -74,9 +75,13 @@ class Server:
         self.idle_connections = idle_connections
         self.limits = limits
         self.fault = fault
-        self.fault_settings = faults.server_settings(
-            fault, tools.fault_modules, workdir) if fault \
-            else faults.ServerSettings()
+        if fault in LIMIT_KINDS:
+            self.fault_settings = limit.server_settings(fault, spec)
+        elif fault:
+            self.fault_settings = faults.server_settings(
+                fault, tools.fault_modules, workdir)
+        else:
+            self.fault_settings = faults.ServerSettings()
         self.process = None
         self.expected_processes = 0
         # Failed starts since the last good one, and the latest error.
@@ -152,7 +157,8 @@ class Server:
             return self.spec.directives
         own = list(self.spec.directives)
         if self.spec.mpm == "bucketed":
-            own = faults.with_bucket_count(own)
+            own = faults.with_bucket_count(
+                own, self.fault_settings.bucket_count)
         return own + self.fault_settings.directives
 
     def _write_php_files(self, docroot):

@@ -25,7 +25,7 @@ def test_windows_scale_with_the_fault_window():
 
 def test_bucket_count_replaced_not_added():
     directives = ("BucketStrategy reuseport", "BucketCount auto")
-    assert faults.with_bucket_count(directives) == [
+    assert faults.with_bucket_count(directives, 4) == [
         "BucketStrategy reuseport", "BucketCount 4"]
 
 
