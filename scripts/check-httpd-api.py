@@ -67,16 +67,19 @@ def blank_comments_and_strings(text):
 
 
 def terms(condition):
-    """[(negated, kind, value)] of the condition's tests, or None when it
-    joins them with ||. kind: 'macro' (value: name) or 'mmn' (minor)."""
+    """[(negated, kind, value)] of the tests an #if condition joins with &&
+    (none when it has ||), and whether it is one such test and nothing
+    else (then its #else holds the opposite). kind: 'macro' (value: its
+    name) or 'mmn' (value: the minor)."""
     if "||" in condition:
-        return None
+        return [], False
     found = [(bool(m.group(1)), "macro", m.group(2))
              for m in DEFINED.finditer(condition)]
     found += [(bool(m.group(1)), "mmn", int(m.group(3)))
               for m in MMN_TEST.finditer(condition)
               if int(m.group(2)) == MMN_MAJOR]
-    return found
+    rest = MMN_TEST.sub("", DEFINED.sub("", condition))
+    return found, len(found) == 1 and re.fullmatch(r"[\s()]*", rest) is not None
 
 
 class Branch:
@@ -85,7 +88,7 @@ class Branch:
 
     def __init__(self, tests, negate):
         self.has, self.lacks = [], []
-        for negated, kind, value in tests or []:
+        for negated, kind, value in tests:
             (self.lacks if negated != negate else self.has).append(
                 (kind, value))
 
@@ -107,10 +110,10 @@ def lacks_covers(test, name, names):
 
 
 def scan(path, names):
-    """([(line, name, guarded)] uses, [(line, name, ok)] fallback
+    """([(line, name, [Branch])] uses, [(line, name, ok)] fallback
     definitions, [problems]) of one file."""
     uses, defines, problems = [], [], []
-    stack = []   # per open conditional: [condition tests, Branch]
+    stack = []   # per open conditional: [(tests, only), Branch]
     text = blank_comments_and_strings(path.read_text())
     lines = text.splitlines()
     number = 0
@@ -125,16 +128,20 @@ def scan(path, names):
         directive = DIRECTIVE.match(line)
         if directive:
             word, rest = directive.groups()
-            if word in ("if", "ifdef", "ifndef"):
-                tests = (terms(rest) if word == "if"
-                         else [(word == "ifndef", "macro", rest.split()[0])])
-                stack.append([tests, Branch(tests, False)])
-            elif word == "elif" and stack:
-                stack[-1] = [terms(rest), Branch(terms(rest), False)]
+            if word in ("if", "ifdef", "ifndef", "elif"):
+                if word in ("if", "elif"):
+                    condition = terms(rest)
+                else:
+                    condition = ([(word == "ifndef", "macro", m.group(0))
+                                  for m in IDENT.finditer(rest)][:1], True)
+                # After an #elif, its #else knows only what that #elif
+                # says (less than it could: enough).
+                if word == "elif" and stack:
+                    stack.pop()
+                stack.append([condition, Branch(condition[0], False)])
             elif word == "else" and stack:
-                tests = stack[-1][0]
-                stack[-1][1] = Branch(tests if tests and len(tests) == 1
-                                      else None, True)
+                tests, only = stack[-1][0]
+                stack[-1][1] = Branch(tests if only else [], True)
             elif word == "endif" and stack:
                 stack.pop()
             elif word == "define":

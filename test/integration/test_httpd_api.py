@@ -61,19 +61,23 @@ def test_checker_finds_unguarded_uses(tmp_path):
           "#ifdef AP_MPMQ_CAN_WAITIO\n"
           "#else\n"
           "int j = CONN_STATE_ASYNC_WAITIO;\n"
+          "#endif\n"
+          "#if !defined(AP_MPMQ_CAN_WAITIO) && OTHER  /* else: either */\n"
+          "#else\n"
+          "int k = CONN_STATE_ASYNC_WAITIO;\n"
           "#endif\n")
     found = problems_in(tmp_path)
     assert found == [
         "CONN_STATE_ASYNC_WAITIO is httpd 2.4.63 (MMN 20120211.135), newer "
         "than 2.4.52: guard it (#ifdef, AP_MODULE_MAGIC_AT_LEAST) or give "
-        "older httpd a fallback (httpd_compat.h)"] * 4 + [
+        "older httpd a fallback (httpd_compat.h)"] * 5 + [
         "CONN_STATE_PROCESSING is httpd 2.4.63 (MMN 20120211.135), newer "
         "than 2.4.52: guard it (#ifdef, AP_MODULE_MAGIC_AT_LEAST) or give "
         "older httpd a fallback (httpd_compat.h)"], found
     lines = [line.split(": ", 1)[0].rsplit("/", 1)[1]
              for line in check(tmp_path).stdout.splitlines()]
     assert lines == ["older_guard.c:2", "older_guard.c:5", "older_guard.c:8",
-                     "older_guard.c:12", "plain.c:5"]
+                     "older_guard.c:12", "older_guard.c:16", "plain.c:5"]
 
 
 def test_checker_accepts_guards_and_fallbacks(tmp_path):
@@ -97,6 +101,14 @@ def test_checker_accepts_guards_and_fallbacks(tmp_path):
           "#if defined(AP_MPMQ_CAN_WAITIO) \\\n"
           "    && 1\n"
           "int e = CONN_STATE_KEEPALIVE;\n"
+          "#endif\n"
+          "#if OTHER\n"
+          "#elif defined(AP_MPMQ_CAN_WAITIO)\n"
+          "int f = CONN_STATE_KEEPALIVE;\n"
+          "#endif\n"
+          "#if !defined(AP_MPMQ_CAN_WAITIO)\n"
+          "#else\n"
+          "int g = CONN_STATE_KEEPALIVE;\n"
           "#endif\n")
     assert problems_in(tmp_path) == []
     # Without the header, the fallback is not there.
