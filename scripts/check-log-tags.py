@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fails when a log line of the MPM has no stable tag, when two log calls
 share one, or when docs/log-messages.md and the code disagree (a tag not
-listed, or a listed tag no call has). A tag is BKLOGNO(nnnnn) right before
+listed, a listed tag no call has, or a call whose levels, the APLOG_ names
+of its level argument, are not the levels the list's Level column names).
+A tag is BKLOGNO(nnnnn) right before
 the format string of an ap_log_error/perror/cerror/rerror call, as httpd's
 own APLOGNO; an operator greps the log for it and looks it up.
 
@@ -19,7 +21,13 @@ import sys
 CALL = re.compile(r"\bap_log_(?:error|perror|cerror|rerror)\s*\(")
 # The tag, then the format: a literal, or a macro of one and a literal.
 TAGGED = re.compile(r'\s*BKLOGNO\((\d{5})\)\s*(?:[A-Z][A-Z0-9_]*\s*)?"')
-LISTED = re.compile(r"^\|\s*`?BK(\d{5})`?\s*\|", re.M)
+# A row of the list: the tag, then its Level column.
+LISTED = re.compile(r"^\|\s*`?BK(\d{5})`?\s*\|([^|\n]*)", re.M)
+# httpd's levels, as LogLevel spells them; APLOG_<upper case> in the code.
+LEVELS = ("emerg", "alert", "crit", "err", "warning", "notice", "info",
+          "debug") + tuple(f"trace{n}" for n in range(1, 9))
+CODE_LEVEL = re.compile(r"\bAPLOG_(" + "|".join(LEVELS).upper() + r")\b")
+DOC_LEVEL = re.compile(r"\b(" + "|".join(LEVELS) + r")\b")
 
 
 def without_comments(text):
@@ -28,8 +36,24 @@ def without_comments(text):
                   text, flags=re.S)
 
 
+def level_argument(args):
+    """The second argument (after APLOG_MARK) of a call's argument text."""
+    depth, start, index = 0, 0, 0
+    for i, ch in enumerate(args):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            if index == 1:
+                return args[start:i]
+            index, start = index + 1, i + 1
+    return ""
+
+
 def tags_in_code(directory):
-    """[(tag or None, file, line)] for every log call."""
+    """[(tag or None, levels, file, line)] for every log call; levels is
+    the set of level names its level argument can give."""
     found = []
     for path in sorted(directory.glob("*.c")):
         text = without_comments(path.read_text())
@@ -41,17 +65,25 @@ def tags_in_code(directory):
             head = text[call.end():quote + 1]
             last_comma = head.rfind(",")
             tagged = TAGGED.fullmatch(head[last_comma + 1:])
-            found.append((tagged.group(1) if tagged else None,
+            levels = {m.lower() for m in
+                      CODE_LEVEL.findall(level_argument(head))}
+            found.append((tagged.group(1) if tagged else None, levels,
                           path.name, line))
     return found
 
 
+def words(levels):
+    return " or ".join(sorted(levels, key=LEVELS.index)) or "no APLOG_ level"
+
+
 def problems(directory, doc):
     found = tags_in_code(directory)
-    listed = LISTED.findall(doc.read_text()) if doc.exists() else []
+    rows = LISTED.findall(doc.read_text()) if doc.exists() else []
+    listed = [tag for tag, _ in rows]
+    doc_levels = {tag: set(DOC_LEVEL.findall(level)) for tag, level in rows}
     out = []
     seen = {}
-    for tag, name, line in found:
+    for tag, levels, name, line in found:
         if tag is None:
             out.append(f"{name}:{line}: log call without BKLOGNO(nnnnn)")
             continue
@@ -60,6 +92,10 @@ def problems(directory, doc):
         seen.setdefault(tag, f"{name}:{line}")
         if tag not in listed:
             out.append(f"{name}:{line}: BK{tag} is not in {doc}")
+        elif levels != doc_levels[tag]:
+            out.append(f"{name}:{line}: BK{tag} is logged at "
+                       f"{words(levels)}, {doc} lists "
+                       f"{words(doc_levels[tag])}")
     for tag in listed:
         if tag not in seen:
             out.append(f"{doc}: BK{tag} is listed but no log call has it")

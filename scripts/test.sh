@@ -6,6 +6,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+scripts/check-httpd-api.py  # httpd API newer than 2.4.52 only under a guard
 scripts/build.sh
 make check
 test/kernels/run --short    # bucketed on Debian's 5.10 kernel in a qemu guest

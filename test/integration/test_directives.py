@@ -12,8 +12,9 @@ import subprocess
 
 import pytest
 
-from httpd_fixture import (CGI_BODY, HTTPD_BIN, INDEX_BODY, BackgroundGet,
-                           connection_refused, http_get, wait_until)
+from httpd_fixture import (CGI_BODY, CHILD_MODELS, HTTPD_BIN, INDEX_BODY,
+                           BackgroundGet, connection_refused, http_get,
+                           wait_until)
 
 # (extra configuration, the directive its error must name, and a phrase of
 # the message saying what is wrong with it)
@@ -29,7 +30,17 @@ BAD_VALUES = [
     ("BucketCount -2", "BucketCount", "'auto' or a whole number"),
     ("BucketCount lots", "BucketCount", "not 'lots'"),
     ("BucketCount 8\nMaxRequestWorkers 4", "BucketCount",
-     "exceeds MaxRequestWorkers 4"),
+     "BucketCount 8 needs 8 children, one per bucket; MaxRequestWorkers 4 "
+     "runs at most 4 children: use BucketCount 1 to 4, or raise "
+     "MaxRequestWorkers"),
+    # The event model counts MaxRequestWorkers in threads: the message
+    # names both directives that make the children's number.
+    ("ChildModel event\nMaxRequestWorkers 100\nThreadsPerChild 25\n"
+     "BucketCount 8", "BucketCount",
+     "BucketCount 8 needs 8 children, one per bucket; ChildModel event with "
+     "MaxRequestWorkers 100 and ThreadsPerChild 25 runs at most 4 children: "
+     "use BucketCount 1 to 4, raise MaxRequestWorkers or lower "
+     "ThreadsPerChild"),
     ("BucketStrategy bogus", "BucketStrategy", "not 'bogus'"),
     ("MinSpareServers 10\nMaxSpareServers 5", "MinSpareServers",
      "above MaxSpareServers 5"),
@@ -74,6 +85,24 @@ def test_adjusted_value_passes_with_warning(config_checker):
     assert "WARNING" in result.output
     assert "MaxRequestWorkers" in result.output
     assert "decreasing MaxRequestWorkers to 100" in result.output
+
+
+# The compile-time cap on ServerLimit differs by model (mpm_default.h);
+# the warning that lowers a value above it is the same in both, once.
+HARD_SERVER_LIMIT = {"prefork": 200000, "event": 20000}
+
+
+def test_server_limit_clamp_warned_once_in_one_wording(config_checker,
+                                                        child_model):
+    hard = HARD_SERVER_LIMIT[child_model]
+    result = config_checker(CHILD_MODELS[child_model]
+                            + f"ServerLimit {hard + 1}")
+    assert result.returncode == 0, result.output
+    lines = [line for line in result.output.splitlines()
+             if "ServerLimit of" in line]
+    assert lines == [f"BK00085: bucketed: WARNING: ServerLimit of {hard + 1} "
+                     f"exceeds the compile-time limit of {hard} servers, "
+                     f"decreasing to {hard}."], result.output
 
 
 # What stock httpd does, checked with mod_mpm_prefork: the graceful restart

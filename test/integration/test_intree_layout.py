@@ -152,11 +152,20 @@ def test_every_log_line_has_its_own_listed_tag():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_log_tag_checker_finds_what_is_wrong(tmp_path):
+def log_tag_case(tmp_path, code, listing):
+    """A source directory holding a.c (`code`) and a list (`listing`):
+    (the directory, the list)."""
     src = tmp_path / "src"
-    src.mkdir()
+    src.mkdir(exist_ok=True)
+    (src / "a.c").write_text(code)
     doc = tmp_path / "log-messages.md"
-    (src / "a.c").write_text(
+    doc.write_text(listing)
+    return src, doc
+
+
+def test_log_tag_checker_finds_what_is_wrong(tmp_path):
+    src, doc = log_tag_case(
+        tmp_path,
         "/* ap_log_error( in a comment is no call */\n"
         "void a(void)\n{\n"
         "    ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,\n"
@@ -165,9 +174,8 @@ def test_log_tag_checker_finds_what_is_wrong(tmp_path):
         "    ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,\n"
         "                 BKLOGNO(00001) \"again\");\n"
         "    ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,\n"
-        "                 BKLOGNO(00002) SOME_MACRO \" unlisted\");\n}\n")
-    doc.write_text("| Tag | Level |\n|---|---|\n| BK00001 | err |\n"
-                   "| BK00009 | err |\n")
+        "                 BKLOGNO(00002) SOME_MACRO \" unlisted\");\n}\n",
+        "| Tag | Level |\n|---|---|\n| BK00001 | err |\n| BK00009 | err |\n")
     out = check_log_tags(src, doc)
     assert out.returncode == 1, out.stdout
     assert "a.c:6: log call without BKLOGNO" in out.stdout
@@ -181,3 +189,30 @@ def test_log_tag_checker_finds_what_is_wrong(tmp_path):
         "                 BKLOGNO(00001) \"one\");\n}\n")
     doc.write_text("| BK00001 | err |\n")
     assert check_log_tags(src, doc).returncode == 0
+
+
+def test_log_tag_checker_compares_levels(tmp_path):
+    # The level a call logs at must be the one the list gives: an operator
+    # who raises LogLevel to see a line must find it there.
+    src, doc = log_tag_case(
+        tmp_path,
+        "void a(void)\n{\n"
+        "    ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,\n"
+        "                 BKLOGNO(00001) \"one\");\n"
+        "    ap_log_error(APLOG_MARK, err == EINTR ? APLOG_DEBUG : APLOG_ERR,\n"
+        "                 err, s, BKLOGNO(00002) \"two\");\n"
+        "    ap_log_perror(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, 0, p,\n"
+        "                  BKLOGNO(00003) \"three\");\n}\n",
+        "| Tag | Level |\n|---|---|\n| BK00001 | debug |\n"
+        "| BK00002 | err |\n| BK00003 | crit |\n")
+    out = check_log_tags(src, doc)
+    assert out.returncode == 1, out.stdout
+    assert "a.c:3: BK00001 is logged at err, " \
+        f"{doc} lists debug" in out.stdout
+    assert "a.c:5: BK00002 is logged at err or debug, " \
+        f"{doc} lists err" in out.stdout
+    assert "BK00003" not in out.stdout
+    doc.write_text("| BK00001 | err |\n| BK00002 | debug (EINTR), else err |"
+                   "\n| BK00003 | crit |\n")
+    out = check_log_tags(src, doc)
+    assert out.returncode == 0, out.stdout

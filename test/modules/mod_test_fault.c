@@ -153,6 +153,7 @@ static int test_fault_waitio(conn_rec *c)
     waits = waits_note ? atoi(waits_note) : 0;
     apr_socket_timeout_set(sock, 0);
     rv = apr_socket_recv(sock, line, &len);
+#ifdef AP_MPMQ_CAN_WAITIO   /* httpd 2.4.63 and later */
     if (APR_STATUS_IS_EAGAIN(rv)) {
         apr_table_setn(c->notes, "test-fault-waits",
                        apr_itoa(c->pool, waits + 1));
@@ -160,6 +161,7 @@ static int test_fault_waitio(conn_rec *c)
         c->cs->sense = CONN_SENSE_WANT_READ;
         return OK;
     }
+#endif
     if (rv == APR_SUCCESS) {
         line[len] = '\0';
         reply = apr_psprintf(c->pool, "waited %d: %s", waits, line);

@@ -182,8 +182,30 @@ static void test_hard_limits(void **state)
     assert_null(r.err);
     assert_int_equal(r.out.server_limit, 20000);
     assert_int_equal(r.out.thread_limit, 100000);
-    assert_contains(warning(&r, 0), "ServerLimit of 30000 exceeds");
-    assert_contains(warning(&r, 1), "ThreadLimit of 200000 exceeds");
+    assert_string_equal(warning(&r, 0), "WARNING: ServerLimit of 30000 "
+                        "exceeds the compile-time limit of 20000 servers, "
+                        "decreasing to 20000.");
+    assert_string_equal(warning(&r, 1), "WARNING: ThreadLimit of 200000 "
+                        "exceeds the compile-time limit of 100000 threads, "
+                        "decreasing to 100000.");
+}
+
+/* The ServerLimit cap is one warning, worded alike in both models. */
+static void test_server_limit_cap_as_prefork_says_it(void **state)
+{
+    static const process_limits none = { 0, 0, 0, 0, 0 };
+    process_limits in = { 30000, 0, 0, 0, 0 }, out;
+    thread_limits event_in = { 30000, 0, 0, 0, 0, 0, 0 };
+    apr_array_header_t *warnings = apr_array_make(*state, 4,
+                                                  sizeof(const char *));
+    result r = check(*state, event_in);
+
+    assert_null(process_limits_check(*state, &in, &none, 20000, &out,
+                                     warnings));
+    assert_int_equal(warnings->nelts, 1);
+    assert_int_equal(r.warnings->nelts, 1);
+    assert_string_equal(warning(&r, 0),
+                        APR_ARRAY_IDX(warnings, 0, const char *));
 }
 
 static void test_spare_threads(void **state)
@@ -435,6 +457,7 @@ int main(void)
         POOL_TEST(test_threads_per_child_above_limit),
         POOL_TEST(test_max_workers_rounding),
         POOL_TEST(test_hard_limits),
+        POOL_TEST(test_server_limit_cap_as_prefork_says_it),
         POOL_TEST(test_spare_threads),
         POOL_TEST(test_huge_values_do_not_overflow),
         POOL_TEST(test_start_servers_capped),

@@ -540,9 +540,19 @@ static void test_errors(void **state)
 
     in = make_input(BUCKET_STRATEGY_AUTO, 1, 2, 9, 8);
     err = make_err(*state, &in);
-    assert_non_null(strstr(err, "BucketCount"));
-    assert_non_null(strstr(err, "9"));
-    assert_non_null(strstr(err, "1 to 8"));
+    assert_string_equal(err, "BucketCount 9 needs 9 children, one per "
+                        "bucket; MaxRequestWorkers 8 runs at most 8 "
+                        "children: use BucketCount 1 to 8, or raise "
+                        "MaxRequestWorkers");
+    /* The event model: MaxRequestWorkers counts threads, the message names
+     * the directives that make the children's number. */
+    in.threads_per_child = 25;
+    err = make_err(*state, &in);
+    assert_string_equal(err, "BucketCount 9 needs 9 children, one per "
+                        "bucket; ChildModel event with MaxRequestWorkers 200 "
+                        "and ThreadsPerChild 25 runs at most 8 children: use "
+                        "BucketCount 1 to 8, raise MaxRequestWorkers or "
+                        "lower ThreadsPerChild");
 
     in = make_input(BUCKET_STRATEGY_AUTO, 1, 0, 0, 256);
     err = make_err(*state, &in);

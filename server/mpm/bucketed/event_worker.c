@@ -31,6 +31,7 @@
 
 #include "bucketed.h"
 #include "event_timeouts.h"
+#include "httpd_compat.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 

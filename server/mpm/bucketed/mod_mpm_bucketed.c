@@ -141,6 +141,8 @@ static const char *make_plan(apr_pool_t *p, bucketed_config *conf,
     in.have_reuseport = conf->kernel.reuseport;
     in.num_listeners = num_listeners;
     in.max_workers = conf->limits.max_workers;
+    in.threads_per_child = conf->child_model == CHILD_MODEL_EVENT
+                           ? conf->threads.threads_per_child : 0;
     in.one_process = bucketed_one_process();
     err = bucket_plan_make(p, &in, &conf->plan);
     return err != NULL ? err

@@ -75,6 +75,19 @@ static void warn(apr_array_header_t *warnings, const char *msg)
     APR_ARRAY_PUSH(warnings, const char *) = msg;
 }
 
+void limit_cap_at_compile_time(apr_pool_t *p, const char *directive,
+                               const char *unit, int *value, int hard,
+                               apr_array_header_t *warnings)
+{
+    if (*value <= hard) {
+        return;
+    }
+    warn(warnings, apr_psprintf(p, "WARNING: %s of %d exceeds the "
+         "compile-time limit of %d %s, decreasing to %d.", directive,
+         *value, hard, unit, hard));
+    *value = hard;
+}
+
 const char *process_limits_check(apr_pool_t *p, const process_limits *in,
                                  const process_limits *defaults,
                                  int hard_server_limit,
@@ -93,12 +106,9 @@ const char *process_limits_check(apr_pool_t *p, const process_limits *in,
                             "%d: MinSpareServers must be from 1 to "
                             "MaxSpareServers", in->min_spare, in->max_spare);
     }
-    if (out->server_limit > hard_server_limit) {
-        warn(warnings, apr_psprintf(p, "WARNING: ServerLimit of %d exceeds "
-             "the compile-time limit of %d servers, decreasing to %d.",
-             out->server_limit, hard_server_limit, hard_server_limit));
-        out->server_limit = hard_server_limit;
-    }
+    limit_cap_at_compile_time(p, "ServerLimit", "servers",
+                              &out->server_limit, hard_server_limit,
+                              warnings);
     if (out->max_workers > out->server_limit) {
         warn(warnings, apr_psprintf(p, "WARNING: MaxRequestWorkers of %d "
              "exceeds ServerLimit value of %d servers, decreasing "

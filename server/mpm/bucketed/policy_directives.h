@@ -48,6 +48,15 @@ const char *process_limits_check(apr_pool_t *p, const process_limits *in,
                                  apr_array_header_t *warnings);
 
 /*
+ * A limit above its compile-time cap (ServerLimit, ThreadLimit; `unit`
+ * names what it counts): lowers *value to hard and says so in warnings,
+ * in the one wording both child models use.
+ */
+void limit_cap_at_compile_time(apr_pool_t *p, const char *directive,
+                               const char *unit, int *value, int hard,
+                               apr_array_header_t *warnings);
+
+/*
  * A limit that sized shared memory at the first start (ServerLimit,
  * ThreadLimit) cannot move under a running server: puts *value back to
  * first and says so in warnings. Returns 1 if it had to.

@@ -115,18 +115,12 @@ const char *thread_limits_check(apr_pool_t *p, const thread_limits *in,
                             "MaxSpareThreads", in->min_spare_threads,
                             in->max_spare_threads);
     }
-    if (out->server_limit > hard_server_limit) {
-        warn(warnings, apr_psprintf(p, "WARNING: ServerLimit of %d exceeds "
-             "compile-time limit of %d servers, decreasing to %d.",
-             out->server_limit, hard_server_limit, hard_server_limit));
-        out->server_limit = hard_server_limit;
-    }
-    if (out->thread_limit > hard_thread_limit) {
-        warn(warnings, apr_psprintf(p, "WARNING: ThreadLimit of %d exceeds "
-             "compile-time limit of %d threads, decreasing to %d.",
-             out->thread_limit, hard_thread_limit, hard_thread_limit));
-        out->thread_limit = hard_thread_limit;
-    }
+    limit_cap_at_compile_time(p, "ServerLimit", "servers",
+                              &out->server_limit, hard_server_limit,
+                              warnings);
+    limit_cap_at_compile_time(p, "ThreadLimit", "threads",
+                              &out->thread_limit, hard_thread_limit,
+                              warnings);
     if (out->threads_per_child > out->thread_limit) {
         warn(warnings, apr_psprintf(p, "WARNING: ThreadsPerChild of %d "
              "exceeds ThreadLimit of %d threads, decreasing to %d. To "

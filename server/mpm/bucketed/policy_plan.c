@@ -171,6 +171,31 @@ static bucket_strategy_e choose_strategy(apr_pool_t *p,
     return in->strategy;
 }
 
+/* BucketCount above the children there can be, in the words of the
+ * directives that make that number. */
+static const char *too_many_buckets(apr_pool_t *p,
+                                    const bucket_plan_input *in)
+{
+    const char *limit, *fix;
+
+    if (in->threads_per_child > 0) {
+        limit = apr_psprintf(p, "ChildModel event with MaxRequestWorkers %d "
+                             "and ThreadsPerChild %d",
+                             in->max_workers * in->threads_per_child,
+                             in->threads_per_child);
+        fix = "raise MaxRequestWorkers or lower ThreadsPerChild";
+    }
+    else {
+        limit = apr_psprintf(p, "MaxRequestWorkers %d", in->max_workers);
+        fix = "or raise MaxRequestWorkers";
+    }
+    return apr_psprintf(p, "BucketCount %d needs %d children, one per "
+                        "bucket; %s runs at most %d children: use "
+                        "BucketCount 1 to %d, %s", in->bucket_count,
+                        in->bucket_count, limit, in->max_workers,
+                        in->max_workers, fix);
+}
+
 const char *bucket_plan_make(apr_pool_t *p, const bucket_plan_input *in,
                              bucket_plan *plan)
 {
@@ -192,10 +217,7 @@ const char *bucket_plan_make(apr_pool_t *p, const bucket_plan_input *in,
                             in->max_workers);
     }
     if (in->bucket_count > in->max_workers) {
-        return apr_psprintf(p, "BucketCount %d exceeds MaxRequestWorkers %d: "
-                            "every bucket needs a child; use 1 to %d",
-                            in->bucket_count, in->max_workers,
-                            in->max_workers);
+        return too_many_buckets(p, in);
     }
     plan->strategy = choose_strategy(p, in, &plan->reason, &err);
     if (err != NULL) {

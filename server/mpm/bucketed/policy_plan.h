@@ -33,7 +33,11 @@ typedef struct {
     int online_cpus;
     int have_reuseport;           /* kernel probe result */
     int num_listeners;            /* Listen addresses, in ap_listeners order */
-    int max_workers;              /* MaxRequestWorkers */
+    int max_workers;              /* most children: MaxRequestWorkers, or
+                                   * ChildModel event's MaxRequestWorkers /
+                                   * ThreadsPerChild */
+    int threads_per_child;        /* ChildModel event's ThreadsPerChild;
+                                   * 0: ChildModel prefork */
     int one_process;              /* -X: the parent serves everything */
 } bucket_plan_input;
 
