@@ -362,6 +362,36 @@ static void test_cpu_in_bucket(void **state)
     assert_false(steering_cpu_in_bucket(0, 0, 0));
 }
 
+/* What the status page and the log say is in force once the programs
+ * are attached: the choice only where it steers. */
+static void test_steering_in_force_says_what_the_programs_did(void **state)
+{
+    apr_pool_t *p = *state;
+    steering_outcome all = { 2, 0, NULL };
+    steering_outcome none = { 0, 2, "127.0.0.1:80: setsockopt("
+                                    "SO_ATTACH_REUSEPORT_EBPF): "
+                                    "Operation not permitted" };
+    steering_outcome some = { 1, 1, "[::1]:80: BPF_PROG_LOAD: "
+                                    "Operation not permitted" };
+
+    assert_string_equal(steering_in_force(p, STEERING_CPU, &all), "cpu");
+    assert_int_equal(steering_mode_in_force(STEERING_CPU, &all),
+                     STEERING_CPU);
+    assert_string_equal(steering_in_force(p, STEERING_LOAD, &none),
+                        "hash (the load program failed: 127.0.0.1:80: "
+                        "setsockopt(SO_ATTACH_REUSEPORT_EBPF): Operation "
+                        "not permitted)");
+    /* No group steered by CPU: the children are not pinned either. */
+    assert_int_equal(steering_mode_in_force(STEERING_CPU, &none),
+                     STEERING_HASH);
+    assert_string_equal(steering_in_force(p, STEERING_CPU, &some),
+                        "cpu on 1 reuseport group(s), hash on 1 (the cpu "
+                        "program failed: [::1]:80: BPF_PROG_LOAD: Operation "
+                        "not permitted)");
+    assert_int_equal(steering_mode_in_force(STEERING_CPU, &some),
+                     STEERING_CPU);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +407,7 @@ int main(void)
         POOL_TEST(test_steering_cpu),
         POOL_TEST(test_steering_load),
         POOL_TEST(test_cpu_in_bucket),
+        POOL_TEST(test_steering_in_force_says_what_the_programs_did),
     };
 
     return RUN_POOL_TESTS(tests);

@@ -1,11 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * policy_stall: whether a bucket has stalled, from what the parent sees
- * of it on every pass: connections waiting in its sockets' accept queues
- * and its children's accept count. Connections that wait while nothing is
- * accepted for a while mean that nobody accepts from that socket, whatever
- * the scoreboard says: children hung (a stuck module, SIGSTOP), event
- * children at their connection limit, children that look idle and are not.
+ * of it itself on every pass: the connections waiting in its sockets'
+ * accept queues, which it reads from the kernel. Nothing children write
+ * goes in (their accept counts, the scoreboard): a child could hide a
+ * stall or fake one (the lesson of CVE-2019-0211: the parent decides from
+ * its own observations). A connection leaves an accept queue only when it
+ * is accepted (one whose client gave up stays queued until accept() finds
+ * it closed), so a queue shorter than at the last pass has been accepted
+ * from. Connections that wait while the queue never goes down for a while
+ * mean that nobody accepts from that socket, whatever the scoreboard says:
+ * children hung (a stuck module, SIGSTOP), event children at their
+ * connection limit, children that look idle and are not. A bucket that
+ * accepts exactly as fast as connections come, its queue never shorter
+ * than at the pass before, counts as stalled too: it has no idle child
+ * either (an idle one would empty the queue), and another child is what
+ * it needs.
  * The kernel's hash keeps sending the bucket its share of new connections,
  * so such a bucket is counted as having no idle child, and maintenance
  * gives it one. Pure: numbers in, verdict out.
@@ -24,9 +34,9 @@
 
 typedef struct {
     int seen;                  /* an observation came before */
-    apr_uint32_t accepted;     /* the accept count last seen */
-    apr_time_t waiting_since;  /* start of the current wait with nothing
-                                * accepted; 0 = nothing waits */
+    apr_uint32_t queued;       /* the queue's length last seen */
+    apr_time_t waiting_since;  /* start of the current wait with the queue
+                                * never shorter; 0 = nothing waits */
     apr_time_t stalled_since;  /* 0 = not stalled */
     apr_interval_time_t lasted;    /* after STALL_ENDED: how long the
                                     * stall lasted */
@@ -41,12 +51,10 @@ typedef enum {
 } stall_verdict;
 
 /* Folds in one observation at `now`: `queued` connections waiting in the
- * bucket's accept queues, `accepted` the bucket's accept count (it may
- * wrap). BEGAN and GOES_ON come at most once per `after`: each asks for
- * one more child. */
+ * bucket's accept queues, as the parent read them. BEGAN and GOES_ON come
+ * at most once per `after`: each asks for one more child. */
 stall_verdict stall_watch_update(stall_watch *watch, apr_uint32_t queued,
-                                 apr_uint32_t accepted, apr_time_t now,
-                                 apr_interval_time_t after);
+                                 apr_time_t now, apr_interval_time_t after);
 
 /* How long the bucket has been stalled at `now`; 0 when it is not. */
 apr_interval_time_t stall_watch_stalled_for(const stall_watch *watch,
