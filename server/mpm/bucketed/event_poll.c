@@ -100,6 +100,7 @@ apr_status_t ev_add_eventfd(event_child_ctx *ctx, int epoll_fd, int *fd,
 
 apr_status_t ev_setup_epoll(event_child_ctx *ctx)
 {
+    const bucket *bk = &ctx->retained->generation->buckets[ctx->bucket];
     ap_listen_rec *lr;
     apr_status_t rv;
     int i = 0;
@@ -128,12 +129,12 @@ apr_status_t ev_setup_epoll(event_child_ctx *ctx)
     if (rv != APR_SUCCESS) {
         return rv;
     }
-    for (lr = ctx->retained->generation->buckets[ctx->bucket].listeners; lr; lr = lr->next) {
+    for (lr = bk->listeners; lr; lr = lr->next) {
         ctx->num_listeners++;
     }
     ctx->listeners = apr_pcalloc(ctx->pchild, sizeof(ev_listener)
                                               * ctx->num_listeners);
-    for (lr = ctx->retained->generation->buckets[ctx->bucket].listeners; lr; lr = lr->next) {
+    for (lr = bk->listeners; lr; lr = lr->next) {
         ctx->listeners[i].kind = EV_LISTENER;
         ctx->listeners[i].lr = lr;
         apr_os_sock_get(&ctx->listeners[i].fd, lr->sd);

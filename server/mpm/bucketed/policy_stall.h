@@ -25,7 +25,7 @@
 
 #include "apr_time.h"
 
-/* How long connections may wait with nothing accepted before the bucket
+/* How long connections may wait, the queue never going down, before the bucket
  * counts as stalled, and then how long a stalled bucket's new child gets
  * to start accepting before it counts as stalled again (and gets another):
  * far longer than an idle child takes to accept, short beside what a
