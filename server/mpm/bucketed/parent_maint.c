@@ -44,6 +44,22 @@ static int idle_units_of(const parent_context *pc, int slot)
     return idle;
 }
 
+/* Of a live child's units, how many serve a request: not idle, not
+ * waiting for a keep-alive connection's next request, not idle in an
+ * event child that stopped accepting. */
+static int serving_units_of(const parent_context *pc, int slot)
+{
+    int t, serving = 0;
+
+    for (t = 0; t < child_units(pc); t++) {
+        int status = ap_get_scoreboard_worker_from_indexes(slot, t)->status;
+
+        serving += status > SERVER_READY && status != SERVER_BUSY_KEEPALIVE
+                   && status != SERVER_IDLE_KILL;
+    }
+    return serving;
+}
+
 /* Connections a live child holds open: an event child's own count (its
  * idle keep-alive ones too); a prefork child's is its busy worker's. */
 static apr_uint32_t connections_of(const parent_context *pc, int slot)
@@ -66,6 +82,7 @@ static slot_view view_slot(const parent_context *pc, int slot)
     v.bucket = cs->bucket;
     v.idle_units = 0;
     v.holds_connections = 0;
+    v.serving_units = 0;
     if (cs->pid == 0) {
         v.state = SLOT_EMPTY;
     }
@@ -82,6 +99,7 @@ static slot_view view_slot(const parent_context *pc, int slot)
         v.idle_units = idle_units_of(pc, slot);
         v.state = v.idle_units > 0 ? SLOT_IDLE : SLOT_BUSY;
         v.holds_connections = connections_of(pc, slot) > 0;
+        v.serving_units = serving_units_of(pc, slot);
     }
     return v;
 }
@@ -182,8 +200,10 @@ static void note_stalls(parent_context *pc, apr_time_t now)
     bucket_queue_sample(pc->s, pc->gen);
     for (b = 0; b < pc->num_buckets; b++) {
         bucket *bk = &pc->gen->buckets[b];
-        stall_verdict v = stall_watch_update(&bk->stall, bk->queued, now,
-                                             STALL_AFTER);
+        const bucket_census *c = &pc->census[b];
+        stall_verdict v = stall_watch_update(
+            &bk->stall, bk->queued, c->serving >= c->idle + c->busy, now,
+            STALL_AFTER);
 
         if (v == STALL_BEGAN || v == STALL_GOES_ON) {
             bucket_census_stalled(&pc->census[b]);

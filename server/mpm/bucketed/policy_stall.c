@@ -6,13 +6,15 @@
 #include "policy_stall.h"
 
 stall_verdict stall_watch_update(stall_watch *watch, apr_uint32_t queued,
-                                 apr_time_t now, apr_interval_time_t after)
+                                 int all_serving, apr_time_t now,
+                                 apr_interval_time_t after)
 {
     int drained = watch->seen && queued < watch->queued;
 
     watch->queued = queued;
-    if (!watch->seen || drained || queued == 0) {
-        /* Accepting, or nothing to accept: any wait starts afresh. */
+    if (!watch->seen || drained || queued == 0 || all_serving) {
+        /* Accepting, nothing to accept, or busy: any wait starts
+         * afresh. */
         int was_stalled = watch->stalled_since != 0;
 
         watch->seen = 1;

@@ -2,20 +2,21 @@
 /*
  * policy_stall: whether a bucket has stalled, from what the parent sees
  * of it itself on every pass: the connections waiting in its sockets'
- * accept queues, which it reads from the kernel. Nothing children write
- * goes in (their accept counts, the scoreboard): a child could hide a
- * stall or fake one (the lesson of CVE-2019-0211: the parent decides from
- * its own observations). A connection leaves an accept queue only when it
- * is accepted (one whose client gave up stays queued until accept() finds
- * it closed), so a queue shorter than at the last pass has been accepted
+ * accept queues, which it reads from the kernel, and its census. No
+ * counter children keep goes in: a child could hide a stall or fake one
+ * by writing it (the lesson of CVE-2019-0211: the parent decides from its
+ * own observations). A connection leaves an accept queue only when it is
+ * accepted (one whose client gave up stays queued until accept() finds it
+ * closed), so a queue shorter than at the last pass has been accepted
  * from. Connections that wait while the queue never goes down for a while
- * mean that nobody accepts from that socket, whatever the scoreboard says:
- * children hung (a stuck module, SIGSTOP), event children at their
- * connection limit, children that look idle and are not. A bucket that
- * accepts exactly as fast as connections come, its queue never shorter
- * than at the pass before, counts as stalled too: it has no idle child
- * either (an idle one would empty the queue), and another child is what
- * it needs.
+ * mean that nobody accepts from that socket: children hung (a debugger,
+ * SIGSTOP), event children at their connection limit, children that look
+ * idle and are not, children holding idle keep-alive connections. Unless
+ * every unit of the bucket serves a request: a queue can stay as long as
+ * it was because connections come as fast as busy children take them (a
+ * client reconnects as soon as it is answered), and such a bucket is
+ * busy, not stalled; maintenance gives a busy bucket children as ever. A
+ * module stuck in requests looks the same, and is treated the same.
  * The kernel's hash keeps sending the bucket its share of new connections,
  * so such a bucket is counted as having no idle child, and maintenance
  * gives it one. Pure: numbers in, verdict out.
@@ -51,10 +52,13 @@ typedef enum {
 } stall_verdict;
 
 /* Folds in one observation at `now`: `queued` connections waiting in the
- * bucket's accept queues, as the parent read them. BEGAN and GOES_ON come
- * at most once per `after`: each asks for one more child. */
+ * bucket's accept queues, as the parent read them, and whether its census
+ * found every unit of the bucket serving a request (`all_serving`). BEGAN
+ * and GOES_ON come at most once per `after`: each asks for one more
+ * child. */
 stall_verdict stall_watch_update(stall_watch *watch, apr_uint32_t queued,
-                                 apr_time_t now, apr_interval_time_t after);
+                                 int all_serving, apr_time_t now,
+                                 apr_interval_time_t after);
 
 /* How long the bucket has been stalled at `now`; 0 when it is not. */
 apr_interval_time_t stall_watch_stalled_for(const stall_watch *watch,
