@@ -363,33 +363,40 @@ static void test_cpu_in_bucket(void **state)
 }
 
 /* What the status page and the log say is in force once the programs
- * are attached: the choice only where it steers. */
+ * are attached: the choice only where it steers; without a group steered
+ * by CPU the children are not pinned either. */
 static void test_steering_in_force_says_what_the_programs_did(void **state)
 {
+    static const struct {
+        steering_e chosen;
+        steering_outcome outcome;
+        const char *said;
+        steering_e in_force;
+    } cases[] = {
+        { STEERING_CPU, { 2, 0, NULL }, "cpu", STEERING_CPU },
+        { STEERING_LOAD,
+          { 0, 2, "127.0.0.1:80: setsockopt(SO_ATTACH_REUSEPORT_EBPF): "
+                  "Operation not permitted" },
+          "hash (the load program failed: 127.0.0.1:80: "
+          "setsockopt(SO_ATTACH_REUSEPORT_EBPF): Operation not permitted)",
+          STEERING_HASH },
+        { STEERING_CPU,
+          { 1, 1, "[::1]:80: BPF_PROG_LOAD: Operation not permitted" },
+          "cpu on 1 reuseport group(s), hash on 1 (the cpu program failed: "
+          "[::1]:80: BPF_PROG_LOAD: Operation not permitted)",
+          STEERING_CPU },
+    };
     apr_pool_t *p = *state;
-    steering_outcome all = { 2, 0, NULL };
-    steering_outcome none = { 0, 2, "127.0.0.1:80: setsockopt("
-                                    "SO_ATTACH_REUSEPORT_EBPF): "
-                                    "Operation not permitted" };
-    steering_outcome some = { 1, 1, "[::1]:80: BPF_PROG_LOAD: "
-                                    "Operation not permitted" };
+    size_t i;
 
-    assert_string_equal(steering_in_force(p, STEERING_CPU, &all), "cpu");
-    assert_int_equal(steering_mode_in_force(STEERING_CPU, &all),
-                     STEERING_CPU);
-    assert_string_equal(steering_in_force(p, STEERING_LOAD, &none),
-                        "hash (the load program failed: 127.0.0.1:80: "
-                        "setsockopt(SO_ATTACH_REUSEPORT_EBPF): Operation "
-                        "not permitted)");
-    /* No group steered by CPU: the children are not pinned either. */
-    assert_int_equal(steering_mode_in_force(STEERING_CPU, &none),
-                     STEERING_HASH);
-    assert_string_equal(steering_in_force(p, STEERING_CPU, &some),
-                        "cpu on 1 reuseport group(s), hash on 1 (the cpu "
-                        "program failed: [::1]:80: BPF_PROG_LOAD: Operation "
-                        "not permitted)");
-    assert_int_equal(steering_mode_in_force(STEERING_CPU, &some),
-                     STEERING_CPU);
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_string_equal(steering_in_force(p, cases[i].chosen,
+                                              &cases[i].outcome),
+                            cases[i].said);
+        assert_int_equal(steering_mode_in_force(cases[i].chosen,
+                                                &cases[i].outcome),
+                         cases[i].in_force);
+    }
 }
 
 int main(void)
