@@ -201,8 +201,9 @@ static void note_stalls(parent_context *pc, apr_time_t now)
     for (b = 0; b < pc->num_buckets; b++) {
         bucket *bk = &pc->gen->buckets[b];
         const bucket_census *c = &pc->census[b];
+        int units = c->idle + c->busy;
         stall_verdict v = stall_watch_update(
-            &bk->stall, bk->queued, c->serving >= c->idle + c->busy, now,
+            &bk->stall, bk->queued, units > 0 && c->serving >= units, now,
             STALL_AFTER);
 
         if (v == STALL_BEGAN || v == STALL_GOES_ON) {

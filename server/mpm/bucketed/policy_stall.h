@@ -53,7 +53,8 @@ typedef enum {
 
 /* Folds in one observation at `now`: `queued` connections waiting in the
  * bucket's accept queues, as the parent read them, and whether its census
- * found every unit of the bucket serving a request (`all_serving`). BEGAN
+ * found every unit of the bucket serving a request (`all_serving`; a
+ * bucket without a child has none serving). BEGAN
  * and GOES_ON come at most once per `after`: each asks for one more
  * child. */
 stall_verdict stall_watch_update(stall_watch *watch, apr_uint32_t queued,
