@@ -6,6 +6,7 @@
  * each own their own listening sockets.
  *
  *   bucketed_data.c       the configuration and the retained data
+ *   bucket.c              the bucket: what it keeps, what one generation has
  *   policy_upgrade.c      whether this build can read the kept state (pure)
  *   directives.c          the command table
  *   policy_plan.c         the buckets and the sockets each owns    (pure)
