@@ -13,7 +13,12 @@
  *           an SK_REUSEPORT program for
  *           BPF_SK_REUSEPORT_SELECT_OR_MIGRATE               EINVAL
  * (Debian's 5.10 accepts, and ignores, that attach type: see
- * docs/kernels.md.) Only calls through libc are seen: bpf() goes through
+ * docs/kernels.md.) BUCKETED_SHIM_REFUSE_ATTACH_PORT=N also makes
+ * setsockopt(SO_ATTACH_REUSEPORT_EBPF) fail with EPERM on a socket bound
+ * to local port N, as a security policy might: the kernel has everything,
+ * the trials (on sockets of their own) pass, and the program still cannot
+ * go where it is meant to (set BUCKETED_SHIM_KERNEL to a recent version
+ * then, or SO_REUSEPORT is refused too). Only calls through libc are seen: bpf() goes through
  * syscall(2); uname(2) still tells the real kernel. Everything else goes
  * to the real functions unchanged.
  */
@@ -27,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
@@ -85,10 +91,37 @@ static void *real(const char *name)
     return fn;
 }
 
+/* Whether fd is bound to BUCKETED_SHIM_REFUSE_ATTACH_PORT. */
+static int attach_refused_on(int fd)
+{
+    const char *text = getenv("BUCKETED_SHIM_REFUSE_ATTACH_PORT");
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    int saved = errno, port;
+
+    if (text == NULL || (port = atoi(text)) <= 0
+        || getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+        errno = saved;
+        return 0;
+    }
+    errno = saved;
+    if (ss.ss_family == AF_INET) {
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port) == port;
+    }
+    return ss.ss_family == AF_INET6
+           && ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) == port;
+}
+
 int setsockopt(int fd, int level, int optname, const void *optval,
                socklen_t optlen)
 {
     static int (*real_setsockopt)(int, int, int, const void *, socklen_t);
+
+    if (level == SOL_SOCKET && optname == SO_ATTACH_REUSEPORT_EBPF
+        && attach_refused_on(fd)) {
+        errno = EPERM;
+        return -1;
+    }
 
     if (level == SOL_SOCKET
         && ((optname == SO_REUSEPORT && older_than(3, 9))

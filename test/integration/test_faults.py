@@ -13,10 +13,14 @@ so in that model only timeouts count as a failure here.
 """
 import http.client
 import os
+import re
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from httpd_fixture import (BUILD, INDEX_BODY, bucket_sockets, children_of,
                            http_get, need_build, wait_until)
@@ -173,6 +177,80 @@ def test_a_hung_bucket_costs_no_client(make_httpd, child_model):
             os.kill(pid, signal.SIGCONT)
     print(f"ChildModel {child_model}: {len(victims)} children of one of 4 "
           f"buckets stopped; {probes}")
+    assert probes.timeouts == [], probes
+    assert probes.errors == [], probes
+
+
+# Where a process of the server finds bucket 0's accept counter, in the
+# retained data's layout of this build or of the build before the bucket
+# record (whose test this also is: it fails there).
+COUNTER_EXPRESSIONS = (
+    "((bucketed_retained *)((state_header *)ap_retained_data_get("
+    "\"mpm_bucketed_state\"))->state)->buckets[0].counter",
+    "&((bucketed_retained *)((state_header *)ap_retained_data_get("
+    "\"mpm_bucketed_state\"))->state)->counters[0]",
+)
+# Two apr_uint32_t per bucket: accepted, then reclaimed.
+COUNTER_SIZE = 8
+
+
+def counters_address(pid):
+    """The address of bucket 0's counters in process pid (gdb), the same
+    in every process of the server: the segment is mapped before any
+    fork."""
+    for expr in COUNTER_EXPRESSIONS:
+        shown = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex",
+                                f"print/x (unsigned long)({expr})"],
+                               capture_output=True, text=True, timeout=120)
+        found = re.search(r"^\$1 = (0x[0-9a-f]+)$", shown.stdout, re.M)
+        if found:
+            return int(found.group(1), 16)
+    pytest.fail(f"gdb found no counters: {shown.stdout} {shown.stderr}")
+
+
+def forge_accepts(pid, address, buckets, stop):
+    """What any child can do to the counters, which live in shared memory:
+    adds one to every bucket's accept count every 50 ms, as if each bucket
+    accepted all along (written here through pid's mapping)."""
+    with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
+        while not stop.wait(0.05):
+            for b in range(buckets):
+                mem.seek(address + b * COUNTER_SIZE)
+                count = int.from_bytes(mem.read(4), "little")
+                mem.seek(address + b * COUNTER_SIZE)
+                mem.write(((count + 1) % 2 ** 32).to_bytes(4, "little"))
+
+
+def test_forged_accept_counts_hide_no_stall(make_httpd):
+    """Every child of one bucket stopped, and the accept counts children
+    write (shared memory) forged to climb for every bucket: the parent
+    decides from the accept queue it reads itself, so it still finds the
+    stopped bucket stalled and gives it a child. (It once took those
+    counts for accepts: the stall stayed hidden and the probes the hash
+    sent to that bucket timed out.)"""
+    server = make_httpd(directives=model_directives(
+        "prefork", 2, "StartServers 4\nMinSpareServers 2\n"
+        "MaxSpareServers 16\n"))
+    server.start()
+    address = counters_address(children_of(server.pid)[0])
+    stop = threading.Event()
+    forger = threading.Thread(target=forge_accepts,
+                              args=(server.pid, address, 2, stop))
+    forger.start()
+    victims = []
+    try:
+        victims = stopped_bucket(server)
+        probes = Probes()
+        for _ in range(20):
+            probes.one(server.ports[0])
+    finally:
+        stop.set()
+        forger.join()
+        for pid in victims:
+            os.kill(pid, signal.SIGCONT)
+    print(f"{len(victims)} children of one of 2 buckets stopped, accept "
+          f"counts forged; {probes}")
+    assert "stalled" in server.error_log()
     assert probes.timeouts == [], probes
     assert probes.errors == [], probes
 

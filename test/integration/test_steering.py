@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from httpd_fixture import (CHILD_MODELS, INDEX_BODY, NOREUSEPORT_SO, TOP,
-                           BackgroundGet, children_of, http_get, need_build,
-                           wait_until)
+                           BackgroundGet, children_of, free_ports, http_get,
+                           need_build, wait_until)
 
 BPFTOOL = "/usr/sbin/bpftool"
 REQUESTS = 30
@@ -139,6 +139,34 @@ def test_auto_is_load_where_the_kernel_runs_it(make_httpd):
     server.start()
     assert "steering: load (BucketSteering auto)" in server.error_log()
     assert server.status()["steering"] == "load"
+
+
+@pytest.mark.parametrize("mode", ["cpu", "load"])
+def test_a_program_refused_at_attach_is_not_reported_in_force(
+        make_httpd, two_cpus, mode):
+    """The kernel has everything and the trial passes, but attaching the
+    program to the server's own reuseport group is refused (by the shim,
+    as a security policy might): the status page and the log say that the
+    kernel's hash is in force, and why; no child is pinned to a CPU."""
+    need_build(NOREUSEPORT_SO)
+    port = free_ports(1)[0]
+    env = {"BUCKETED_SHIM_KERNEL": "99.0",
+           "BUCKETED_SHIM_REFUSE_ATTACH_PORT": str(port)}
+    server = make_httpd(ports=[port], preload=NOREUSEPORT_SO, environ=env,
+                        directives=f"BucketCount 2\nBucketSteering {mode}\n"
+                        "StartServers 4\nMinSpareServers 2\n")
+    server.start()
+    steering = server.status()["steering"]
+    assert steering.startswith(f"hash (the {mode} program failed: "), \
+        steering
+    assert "SO_ATTACH_REUSEPORT_EBPF" in steering, steering
+    assert "Operation not permitted" in steering, steering
+    log = server.error_log()
+    assert f"steering in force: hash (the {mode} program failed" in log, log
+    allowed = {cpus_allowed(p) for p in children_of(server.pid)}
+    assert allowed and all(len(a) > 1 for a in allowed), allowed
+    # Still served, by the hash.
+    assert http_get(port, "/")[0] == 200
 
 
 @pytest.mark.parametrize("mode", ["cpu", "load"])

@@ -512,10 +512,11 @@ static void test_skewed_load_simulation(void **state)
 static void test_census_tally(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 1, 0 }, { SLOT_BUSY, 1, 0, 0 }, { SLOT_EMPTY, 0, 0, 0 },
-        { SLOT_REPLACING, 1, 0, 0 }, { SLOT_LEAVING, 0, 0, 0 },
-        { SLOT_IDLE, 1, 1, 0 }, { SLOT_BUSY, 0, 0, 0 }, { SLOT_EMPTY, 1, 0, 0 },
-        { SLOT_IDLE, 7, 1, 0 }, { SLOT_EMPTY, 0, 0, 0 },
+        { SLOT_IDLE, 0, 1, 0, 0 }, { SLOT_BUSY, 1, 0, 0, 0 },
+        { SLOT_EMPTY, 0, 0, 0, 0 }, { SLOT_REPLACING, 1, 0, 0, 0 },
+        { SLOT_LEAVING, 0, 0, 0, 0 }, { SLOT_IDLE, 1, 1, 0, 0 },
+        { SLOT_BUSY, 0, 0, 0, 0 }, { SLOT_EMPTY, 1, 0, 0, 0 },
+        { SLOT_IDLE, 7, 1, 0, 0 }, { SLOT_EMPTY, 0, 0, 0, 0 },
     };
     bucket_census census[2];
     int free_slots;
@@ -539,8 +540,9 @@ static void test_census_tally(void **state)
 static void test_census_threads(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 20, 0 }, { SLOT_BUSY, 0, 0, 0 }, { SLOT_REPLACING, 1, 0, 0 },
-        { SLOT_IDLE, 1, 3, 0 }, { SLOT_LEAVING, 1, 25, 0 }, { SLOT_EMPTY, 0, 0, 0 },
+        { SLOT_IDLE, 0, 20, 0, 4 }, { SLOT_BUSY, 0, 0, 0, 25 },
+        { SLOT_REPLACING, 1, 0, 0, 0 }, { SLOT_IDLE, 1, 3, 0, 10 },
+        { SLOT_LEAVING, 1, 25, 0, 0 }, { SLOT_EMPTY, 0, 0, 0, 0 },
     };
     bucket_census census[2];
     int free_slots;
@@ -556,6 +558,10 @@ static void test_census_threads(void **state)
     assert_int_equal(census[1].busy, 22);
     assert_int_equal(census[0].children, 2);
     assert_int_equal(census[1].children, 2);
+    /* Units serving a request, for the stall watch: the others are idle,
+     * shut out or hold keep-alive connections. */
+    assert_int_equal(census[0].serving, 4 + 25);
+    assert_int_equal(census[1].serving, 10);
 }
 
 static void test_stalled_bucket_is_rescued(void **state)
@@ -748,8 +754,9 @@ static void test_move_keeps_connections_open(void **state)
 static void test_census_movable(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 4, 0 }, { SLOT_IDLE, 0, 4, 1 }, { SLOT_IDLE, 0, 3, 0 },
-        { SLOT_BUSY, 0, 0, 1 }, { SLOT_REPLACING, 0, 0, 0 },
+        { SLOT_IDLE, 0, 4, 0, 0 }, { SLOT_IDLE, 0, 4, 1, 0 },
+        { SLOT_IDLE, 0, 3, 0, 0 }, { SLOT_BUSY, 0, 0, 1, 0 },
+        { SLOT_REPLACING, 0, 0, 0, 0 },
     };
     bucket_census census[1];
 

@@ -362,6 +362,43 @@ static void test_cpu_in_bucket(void **state)
     assert_false(steering_cpu_in_bucket(0, 0, 0));
 }
 
+/* What the status page and the log say is in force once the programs
+ * are attached: the choice only where it steers; without a group steered
+ * by CPU the children are not pinned either. */
+static void test_steering_in_force_says_what_the_programs_did(void **state)
+{
+    static const struct {
+        steering_e chosen;
+        steering_outcome outcome;
+        const char *said;
+        steering_e in_force;
+    } cases[] = {
+        { STEERING_CPU, { 2, 0, NULL }, "cpu", STEERING_CPU },
+        { STEERING_LOAD,
+          { 0, 2, "127.0.0.1:80: setsockopt(SO_ATTACH_REUSEPORT_EBPF): "
+                  "Operation not permitted" },
+          "hash (the load program failed: 127.0.0.1:80: "
+          "setsockopt(SO_ATTACH_REUSEPORT_EBPF): Operation not permitted)",
+          STEERING_HASH },
+        { STEERING_CPU,
+          { 1, 1, "[::1]:80: BPF_PROG_LOAD: Operation not permitted" },
+          "cpu on 1 reuseport group(s), hash on 1 (the cpu program failed: "
+          "[::1]:80: BPF_PROG_LOAD: Operation not permitted)",
+          STEERING_CPU },
+    };
+    apr_pool_t *p = *state;
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_string_equal(steering_in_force(p, cases[i].chosen,
+                                              &cases[i].outcome),
+                            cases[i].said);
+        assert_int_equal(steering_mode_in_force(cases[i].chosen,
+                                                &cases[i].outcome),
+                         cases[i].in_force);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +414,7 @@ int main(void)
         POOL_TEST(test_steering_cpu),
         POOL_TEST(test_steering_load),
         POOL_TEST(test_cpu_in_bucket),
+        POOL_TEST(test_steering_in_force_says_what_the_programs_did),
     };
 
     return RUN_POOL_TESTS(tests);

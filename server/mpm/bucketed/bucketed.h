@@ -21,6 +21,7 @@
 #include "unixd.h"
 
 #include "bucketed_log.h"
+#include "bucket.h"
 
 #include "policy_maint.h"
 #include "policy_plan.h"
@@ -41,52 +42,10 @@
 /* How long a hard stop or restart waits for children before SIGKILL. */
 #define BUCKETED_REAP_TIMEOUT_SEC 5
 
-/* What the parent publishes from its maintenance passes for the children
- * to display (stats_counters.c): its census of each bucket and its samples
- * of each listening socket's accept queue, in one anonymous shared segment
- * per configuration generation, sized from that generation's plan. The
- * pointers into the segment live in the configuration, in each process's
- * own memory: nothing is ever located through a value read back from the
- * segment, which any child can write. */
-typedef struct {
-    apr_time_t census_at;            /* last census; 0 = none yet */
-    apr_time_t sampled_at;           /* last socket sample; 0 = none yet */
-} published_times;
-
-typedef struct {
-    apr_uint32_t idle;
-    apr_uint32_t busy;
-    apr_uint32_t can_grow;           /* the parent could start another child
-                                      * in the bucket now: a free slot and
-                                      * no back-off */
-    apr_uint32_t stalled_ms;         /* how long connections have waited in
-                                      * its accept queue with none accepted
-                                      * (policy_stall.h); 0 = not stalled */
-    apr_uint32_t waiting;            /* connections in its accept queues */
-    apr_uint32_t children;           /* children running, starting or on
-                                      * their way in */
-} published_census;
-
-typedef struct {
-    apr_uint32_t sampled;            /* 0 until the first sample */
-    apr_uint32_t depth;              /* connections waiting for accept() */
-    apr_uint32_t backlog;            /* the accept queue's limit */
-    apr_uint32_t max_depth;          /* highest depth sampled */
-    apr_uint32_t has_drops;          /* drops below mean something */
-    apr_uint32_t drops;              /* packets dropped since it opened */
-    apr_uint32_t defer_accept;       /* TCP_DEFER_ACCEPT: no drops */
-} published_socket;
-
-typedef struct {
-    published_times *times;
-    published_census *census;        /* plan.num_buckets entries */
-    published_socket *sockets;       /* num_sockets entries: bucket by
-                                      * bucket, in bucket_listeners order */
-    int num_sockets;
-} bucket_published;
-
 /* Directive values and the plan of one configuration generation: the main
- * server's module config, so a restart starts from fresh defaults. */
+ * server's module config, so a restart starts from fresh defaults. Only
+ * configuration: what the generation builds and runs from it is in its
+ * bucket_generation (bucket.h). */
 typedef struct {
     process_limits configured;       /* as written; 0 = not set */
     process_limits limits;           /* effective, after checks */
@@ -108,23 +67,14 @@ typedef struct {
     const char *prefork_only_seen;   /* first directive of one model only */
     const char *event_only_seen;
 
-    /* Decided at check_config, built at open_logs. */
+    /* What the directives come to on this machine, decided at
+     * check_config and again at open_logs. */
     kernel_features kernel;
     migration_choice migration;         /* what closing a socket does */
-    steering_choice steering;           /* BucketSteering as it runs */
-    int steer_trial_done;               /* the steering trial ran */
-    int steer_trial_err;
-    const char *steer_trial_step;
-    int idle_publish_warned;            /* BucketSteering load: once */
-    unsigned int migration_prog_id;     /* the program attached this
-                                         * generation; 0 = none */
-    int migration_groups;               /* reuseport groups it is on */
+    steering_choice steering;           /* BucketSteering as chosen; what
+                                         * is in force: the generation's
+                                         * steering outcome */
     bucket_plan plan;
-    ap_listen_rec **bucket_listeners;   /* per bucket: its sockets */
-    apr_proc_mutex_t **accept_mutex;    /* per bucket; NULL = one socket */
-    int *bucket_nudge;               /* ChildModel event: retained->nudge */
-    bucket_published published;         /* written by the parent only */
-    struct bucket_queue_state *queue;   /* the parent's own sampling state */
 } bucketed_config;
 
 /* What the parent knows of one scoreboard slot, in its own memory: a child
@@ -168,14 +118,6 @@ struct retained_map {
     int entries;
 };
 
-/* Per-bucket counters in anonymous shared memory, written by children and
- * only ever displayed: no decision reads them. */
-typedef struct {
-    apr_uint32_t accepted;
-    apr_uint32_t reclaimed;          /* idle keep-alive connections closed
-                                      * to admit new ones (event model) */
-} bucket_counter;
-
 /* ChildModel event needs epoll and eventfd (Linux) and APR's threads;
  * without them its files build empty and ChildModel event is refused. */
 #if defined(__linux__) && APR_HAS_THREADS
@@ -194,7 +136,7 @@ struct passed_socket;
  * policy_upgrade.h). Settable at build time only to build a second layout
  * for the tests. */
 #ifndef BUCKETED_RETAINED_LAYOUT
-#define BUCKETED_RETAINED_LAYOUT 2
+#define BUCKETED_RETAINED_LAYOUT 3
 #endif
 
 /* Survives the DSO unload/reload of every restart. */
@@ -206,8 +148,10 @@ typedef struct {
                                       * prefork); fixed at start */
     int max_daemons_limit;           /* 1 + highest slot ever used */
     child_slot *slots;               /* first_server_limit entries */
-    int *spawn_rate;                 /* per bucket */
-    bucket_health *health;           /* per bucket: failed exits */
+    bucket_kept *buckets;            /* first_server_limit records: what
+                                      * each bucket keeps (bucket.h) */
+    bucket_generation *generation;   /* this generation's buckets and what
+                                      * it built (bucket.h); in pconf */
     int maxclients_reported;
     apr_pool_t *socket_pool;         /* retained sockets live here */
     retained_socket *sockets;
@@ -215,11 +159,6 @@ typedef struct {
     int idle_map_open;               /* BucketSteering load: idle_map_fd is
                                       * this generation's idle counts */
     int idle_map_fd;
-    bucket_counter *counters;        /* first_server_limit entries */
-    int *nudge;                      /* ChildModel event: per bucket, the
-                                      * eventfd its children wake each other
-                                      * with, shared by the generations;
-                                      * first_server_limit entries */
     int server_child;                /* set in this process's copy by a
                                       * child the MPM forked to serve:
                                       * anything else that runs the
@@ -265,7 +204,7 @@ void *bucketed_create_server_config(apr_pool_t *p, server_rec *s);
 
 /* event_child.c: one eventfd per bucket for the bucket's children to
  * wake each other (ChildModel event), kept across restarts so that old
- * and new children of a bucket share it. */
+ * and new children of a bucket share it (bucket_kept.nudge). */
 apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
                                  bucketed_retained *retained);
 

@@ -176,7 +176,7 @@ void child_life_run(const child_model *model, server_rec *s,
         child_life_exit(&life, APEXIT_CHILDSICK, 1);
     }
     ap_fatal_signal_child_setup(s);
-    bucket_listeners_keep_only(conf, bucket);
+    bucket_listeners_keep_only(retained, bucket);
     bucket_listeners_child_steering(s, conf, retained, bucket);
     rv = model->set_up(&life);
     if (rv != APR_SUCCESS) {

@@ -311,27 +311,20 @@ apr_status_t event_nudges_create(server_rec *s, bucketed_config *conf,
 {
     int b;
 
-    /* Buckets never outnumber ServerLimit, fixed at the first start. */
-    if (retained->nudge == NULL) {
-        retained->nudge = apr_palloc(s->process->pool, sizeof(int)
-                                     * retained->first_server_limit);
-        for (b = 0; b < retained->first_server_limit; b++) {
-            retained->nudge[b] = -1;
-        }
-    }
     for (b = 0; b < conf->plan.num_buckets; b++) {
-        if (retained->nudge[b] >= 0) {
+        bucket_kept *kept = &retained->buckets[b];
+
+        if (kept->nudge >= 0) {
             continue;
         }
-        retained->nudge[b] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (retained->nudge[b] < 0) {
+        kept->nudge = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (kept->nudge < 0) {
             int err = errno;
             ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, err, s,
                          BKLOGNO(00034) "bucketed: eventfd for bucket %d", b);
             return err;
         }
     }
-    conf->bucket_nudge = retained->nudge;
     return APR_SUCCESS;
 }
 

@@ -222,22 +222,21 @@ typedef struct {
  */
 static void reclaim_if_shut_out_locked(event_child_ctx *ctx, apr_time_t now)
 {
-    const bucketed_config *conf = ctx->conf;
-    apr_time_t census_at = bucket_stats_census_at(conf);
+    apr_time_t census_at = bucket_stats_census_at(ctx->retained);
 
     /* Once per census: the waiting count it goes by is the parent's, and
      * what this child closes now is not in it yet. */
     if (census_at == ctx->reclaim_census || !ev_shut_out_locked(ctx)
         || !event_should_reclaim(
-               bucket_stats_stalled_for(conf, ctx->bucket),
-               bucket_stats_can_grow(conf, ctx->bucket),
+               bucket_stats_stalled_for(ctx->retained, ctx->bucket),
+               bucket_stats_can_grow(ctx->retained, ctx->bucket),
                ctx->swapped_at ? now - ctx->swapped_at : -1)) {
         return;
     }
     ctx->reclaim_census = census_at;
     if (ev_reclaim_keepalive_locked(ctx, event_reclaim_share(
-            bucket_stats_waiting(conf, ctx->bucket),
-            bucket_stats_children(conf, ctx->bucket),
+            bucket_stats_waiting(ctx->retained, ctx->bucket),
+            bucket_stats_children(ctx->retained, ctx->bucket),
             ctx->idle_workers - ctx->queued,
             ctx->timeouts[WAIT_KEEPALIVE].count)) > 0) {
         ctx->swapped_at = now;

@@ -100,6 +100,7 @@ apr_status_t ev_add_eventfd(event_child_ctx *ctx, int epoll_fd, int *fd,
 
 apr_status_t ev_setup_epoll(event_child_ctx *ctx)
 {
+    const bucket *bk = &ctx->retained->generation->buckets[ctx->bucket];
     ap_listen_rec *lr;
     apr_status_t rv;
     int i = 0;
@@ -120,7 +121,7 @@ apr_status_t ev_setup_epoll(event_child_ctx *ctx)
     /* The bucket's, shared with the other children: edge-triggered and
      * never read, so each write wakes one worker of each child once. */
     if (rv == APR_SUCCESS) {
-        ctx->nudge_fd = ctx->conf->bucket_nudge[ctx->bucket];
+        ctx->nudge_fd = ctx->retained->buckets[ctx->bucket].nudge;
         rv = ev_add_eventfd(ctx, ctx->epoll_fd, &ctx->nudge_fd,
                             &ctx->nudge_kind, EV_NUDGE, 0, EPOLLIN | EPOLLET,
                             "bucket");
@@ -128,12 +129,12 @@ apr_status_t ev_setup_epoll(event_child_ctx *ctx)
     if (rv != APR_SUCCESS) {
         return rv;
     }
-    for (lr = ctx->conf->bucket_listeners[ctx->bucket]; lr; lr = lr->next) {
+    for (lr = bk->listeners; lr; lr = lr->next) {
         ctx->num_listeners++;
     }
     ctx->listeners = apr_pcalloc(ctx->pchild, sizeof(ev_listener)
                                               * ctx->num_listeners);
-    for (lr = ctx->conf->bucket_listeners[ctx->bucket]; lr; lr = lr->next) {
+    for (lr = bk->listeners; lr; lr = lr->next) {
         ctx->listeners[i].kind = EV_LISTENER;
         ctx->listeners[i].lr = lr;
         apr_os_sock_get(&ctx->listeners[i].fd, lr->sd);

@@ -225,10 +225,10 @@ static int listener_of(apr_pool_t *ptemp, const retained_socket *rs,
 
 /* Appends a socket being drained to bucket b's list: it is accepted from
  * like the bucket's own, and no steering map holds it. */
-static void adopt_draining(apr_pool_t *pconf, bucketed_config *conf, int b,
+static void adopt_draining(apr_pool_t *pconf, bucket *bk,
                            const ap_listen_rec *orig, apr_socket_t *sd)
 {
-    ap_listen_rec **tail = &conf->bucket_listeners[b];
+    ap_listen_rec **tail = &bk->listeners;
     ap_listen_rec *mine = apr_pmemdup(pconf, orig, sizeof(*orig));
 
     while (*tail) {
@@ -275,8 +275,8 @@ static void settle_unused_duplicates(apr_pool_t *pconf, server_rec *s,
                      plan_socket_describe(pconf, &st, rs->key,
                                           conf->migration.reason));
         if (plan_socket_action(&st) == PLAN_SOCKET_DRAIN) {
-            adopt_draining(pconf, conf,
-                           rs->duplicate % conf->plan.num_buckets,
+            adopt_draining(pconf, &retained->generation->buckets[
+                               rs->duplicate % conf->plan.num_buckets],
                            originals[listener], rs->sd);
             rs->in_use = 1;
             rs->drained_generations++;
@@ -337,20 +337,22 @@ int bucket_listeners_close_for_helper(server_rec *s,
         n += close_inherited(s, &retained->idle_map_fd, "idle count map");
         retained->idle_map_open = 0;
     }
-    if (retained->nudge != NULL) {
+    if (retained->buckets != NULL) {
         for (b = 0; b < retained->first_server_limit; b++) {
-            n += close_inherited(s, &retained->nudge[b], "bucket eventfd");
+            n += close_inherited(s, &retained->buckets[b].nudge,
+                                 "bucket eventfd");
         }
     }
     return n;
 }
 
 static apr_status_t create_accept_mutex(apr_pool_t *pconf, server_rec *s,
-                                        bucketed_config *conf, int bucket)
+                                        bucket *bk)
 {
+    int bucket = bk->index;
     apr_status_t rv;
 
-    rv = ap_proc_mutex_create(&conf->accept_mutex[bucket], NULL,
+    rv = ap_proc_mutex_create(&bk->accept_mutex, NULL,
                               AP_ACCEPT_MUTEX_TYPE,
                               apr_itoa(pconf, bucket), s, pconf, 0);
     if (rv != APR_SUCCESS) {
@@ -360,7 +362,7 @@ static apr_status_t create_accept_mutex(apr_pool_t *pconf, server_rec *s,
                      bucket);
         return rv;
     }
-    rv = ap_unixd_set_proc_mutex_perms(conf->accept_mutex[bucket]);
+    rv = ap_unixd_set_proc_mutex_perms(bk->accept_mutex);
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_CRIT | APLOG_STARTUP, rv, s,
                      BKLOGNO(00068)
@@ -374,6 +376,8 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
                           bucketed_config *conf, bucketed_retained *retained)
 {
     const bucket_plan *plan = &conf->plan;
+    bucket_generation *gen = bucket_generation_get(pconf,
+                                                   &retained->generation);
     ap_listen_rec **originals, *lr;
     int *duplicated, *group_migrates, *group_drains;
     int num_listeners = 0, b, k;
@@ -406,13 +410,10 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
         rs->in_use = 0;
     }
 
-    conf->bucket_listeners = apr_pcalloc(pconf, sizeof(ap_listen_rec *)
-                                                * plan->num_buckets);
-    conf->accept_mutex = apr_pcalloc(pconf, sizeof(apr_proc_mutex_t *)
-                                            * plan->num_buckets);
+    bucket_generation_build(pconf, gen, retained->buckets, plan->num_buckets);
     for (b = 0; b < plan->num_buckets; b++) {
         const bucket_def *def = &plan->buckets[b];
-        ap_listen_rec **tail = &conf->bucket_listeners[b];
+        ap_listen_rec **tail = &gen->buckets[b].listeners;
 
         for (k = 0; k < def->num_sockets; k++) {
             const bucket_socket *bs = &def->sockets[k];
@@ -445,9 +446,10 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
     settle_unused_duplicates(pconf, s, conf, retained, originals,
                              num_listeners, group_migrates, group_drains);
     for (b = 0; b < plan->num_buckets; b++) {
-        int count = bucket_listeners_count(conf, b);
+        bucket *bk = &gen->buckets[b];
+        int count = bucket_listeners_count(bk);
 
-        for (lr = conf->bucket_listeners[b]; lr; lr = lr->next) {
+        for (lr = bk->listeners; lr; lr = lr->next) {
             /* Non-blocking where a child waits on several sockets, and
              * always in ChildModel event, whose workers accept after
              * epoll. */
@@ -464,35 +466,36 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
         }
         if (bucket_wait_mode(count, conf->kernel.epoll_exclusive)
                 == BUCKET_WAIT_MUTEX
-            && create_accept_mutex(pconf, s, conf, b) != APR_SUCCESS) {
+            && create_accept_mutex(pconf, s, bk) != APR_SUCCESS) {
             return !OK;
         }
     }
     return OK;
 }
 
-int bucket_listeners_count(const bucketed_config *conf, int bucket)
+int bucket_listeners_count(const bucket *bk)
 {
     const ap_listen_rec *lr;
     int n = 0;
 
-    for (lr = conf->bucket_listeners[bucket]; lr; lr = lr->next) {
+    for (lr = bk->listeners; lr; lr = lr->next) {
         n++;
     }
     return n;
 }
 
-void bucket_listeners_keep_only(bucketed_config *conf, int bucket)
+void bucket_listeners_keep_only(bucketed_retained *retained, int bucket)
 {
+    bucket_generation *gen = retained->generation;
     int b;
 
-    for (b = 0; b < conf->plan.num_buckets; b++) {
+    for (b = 0; b < gen->num_buckets; b++) {
         ap_listen_rec *lr;
 
         if (b == bucket) {
             continue;
         }
-        for (lr = conf->bucket_listeners[b]; lr; lr = lr->next) {
+        for (lr = gen->buckets[b].listeners; lr; lr = lr->next) {
             apr_socket_close(lr->sd);
         }
     }

@@ -14,10 +14,11 @@
 /* listen_sockets.c: one socket list per bucket from the plan. */
 int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
                           bucketed_config *conf, bucketed_retained *retained);
-void bucket_listeners_keep_only(bucketed_config *conf, int bucket);
-/* Sockets bucket's children accept on: its planned ones, and any being
- * drained into it. */
-int bucket_listeners_count(const bucketed_config *conf, int bucket);
+/* In a child of bucket: closes the other buckets' sockets. */
+void bucket_listeners_keep_only(bucketed_retained *retained, int bucket);
+/* Sockets the bucket's children accept on: its planned ones, and any
+ * being drained into it. */
+int bucket_listeners_count(const bucket *bk);
 void bucket_listeners_close_all(bucketed_retained *retained);
 /* In a process forked for another purpose: closes every descriptor the
  * retained data holds (duplicates, socket and idle maps, the event

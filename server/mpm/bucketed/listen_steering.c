@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "apr_strings.h"
@@ -183,7 +184,7 @@ static int fill_steer_map(apr_pool_t *ptemp, server_rec *s,
         rm->entries = entries;
     }
     for (b = 0; b < plan->num_buckets; b++) {
-        const ap_listen_rec *lr = conf->bucket_listeners[b];
+        const ap_listen_rec *lr = retained->generation->buckets[b].listeners;
 
         for (k = 0; k < plan->buckets[b].num_sockets && lr;
              k++, lr = lr->next) {
@@ -212,17 +213,19 @@ static int fill_steer_map(apr_pool_t *ptemp, server_rec *s,
 /* The steering program (hash, CPU or load) of listener i's group over its
  * retained map: it selects among the first `copies` slots, so a socket
  * beyond them (one being drained or closed) gets nothing new. Returns the
- * program's descriptor, or -1 after logging why. */
+ * program's descriptor, or -1 after logging, with why in *why. */
 static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
                                  const bucketed_config *conf,
                                  bucketed_retained *retained,
-                                 ap_listen_rec **originals, int i)
+                                 ap_listen_rec **originals, int i,
+                                 const char **why)
 {
     int copies = planned_copies(&conf->plan, i);
     int migrate = conf->migration.mechanism == MIGRATION_EBPF;
     retained_map *rm;
     int err, prog;
 
+    *why = "its socket map could not be made";
     if (fill_steer_map(ptemp, s, conf, retained, originals, i, copies,
                        &rm) != 0) {
         return -1;
@@ -230,6 +233,7 @@ static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
     switch (conf->steering.mode) {
     case STEERING_LOAD:
         if (open_idle_map(s, conf, retained) != 0) {
+            *why = "the map of idle counts could not be made";
             return -1;
         }
         prog = reuseport_bpf_load_load(rm->fd, retained->idle_map_fd,
@@ -248,8 +252,20 @@ static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
                      "the %s steering program for %pI",
                      steering_name(conf->steering.mode),
                      originals[i]->bind_addr);
+        *why = apr_psprintf(ptemp, "BPF_PROG_LOAD: %s", strerror(err));
     }
     return prog;
+}
+
+/* A group the chosen steering program (cpu or load) does not steer: the
+ * first such failure is kept, in words, in the generation's outcome. */
+static void note_unsteered(apr_pool_t *pconf, steering_outcome *o,
+                           const ap_listen_rec *orig, const char *why)
+{
+    if (o->failure == NULL) {
+        o->failure = apr_psprintf(pconf, "%pI: %s", orig->bind_addr, why);
+    }
+    o->failed++;
 }
 
 /* Puts this generation's program on every reuseport group, before any of
@@ -268,22 +284,31 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
                             ap_listen_rec **originals, int num_listeners,
                             int *group_migrates, int *group_drains)
 {
+    bucket_generation *gen = retained->generation;
     int ebpf = conf->migration.mechanism == MIGRATION_EBPF;
     int drain = conf->migration.mechanism == MIGRATION_DRAIN;
-    int steer = ebpf || drain || conf->steering.mode == STEERING_CPU
-                || conf->steering.mode == STEERING_LOAD;
+    int steers = conf->steering.mode == STEERING_CPU
+                 || conf->steering.mode == STEERING_LOAD;
     int i, prog, mig = -1, mig_failed = 0, err;
 
-    conf->migration_prog_id = 0;
-    conf->migration_groups = 0;
+    gen->migration_prog_id = 0;
+    gen->migration_groups = 0;
+    memset(&gen->steering, 0, sizeof(gen->steering));
     release_idle_map(s, retained);
     for (i = 0; i < num_listeners; i++) {
+        const char *why = NULL;
+
         group_migrates[i] = conf->migration.mechanism == MIGRATION_SYSCTL;
         group_drains[i] = 0;
-        if (!steer || !in_reuseport_group(originals[i])) {
+        if (!(ebpf || drain || steers)
+            || !in_reuseport_group(originals[i])) {
             continue;
         }
-        prog = load_steering_program(ptemp, s, conf, retained, originals, i);
+        prog = load_steering_program(ptemp, s, conf, retained, originals, i,
+                                     &why);
+        if (prog < 0 && steers) {
+            note_unsteered(ptemp, &gen->steering, originals[i], why);
+        }
         if (prog < 0 && ebpf) {
             /* One migration program serves every group whose steering
              * program failed, so that the group still migrates. */
@@ -302,8 +327,8 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
         if (prog < 0) {
             continue;
         }
-        if (conf->migration_prog_id == 0) {
-            conf->migration_prog_id = reuseport_bpf_prog_id(prog);
+        if (gen->migration_prog_id == 0) {
+            gen->migration_prog_id = reuseport_bpf_prog_id(prog);
         }
         err = reuseport_bpf_attach(listen_socket_fd(originals[i]->sd), prog);
         if (err != 0) {
@@ -312,11 +337,18 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
                          "cannot attach the %s program to the reuseport "
                          "group of %pI", prog == mig ? "migration"
                          : "steering", originals[i]->bind_addr);
+            if (prog != mig && steers) {
+                note_unsteered(ptemp, &gen->steering, originals[i],
+                               apr_psprintf(ptemp, "setsockopt("
+                                            "SO_ATTACH_REUSEPORT_EBPF): %s",
+                                            strerror(err)));
+            }
         }
         else {
             group_migrates[i] = group_migrates[i] || ebpf;
             group_drains[i] = drain;
-            conf->migration_groups++;
+            gen->migration_groups++;
+            gen->steering.steered += prog != mig && steers;
         }
         if (prog != mig) {
             close_program(s, prog);
@@ -404,24 +436,26 @@ const char *bucket_listeners_choose_steering(apr_pool_t *p,
                                              bucketed_config *conf,
                                              int online_cpus)
 {
+    bucket_generation *gen = bucket_generation_get(
+        p, &bucketed_get_retained()->generation);
     steering_input in;
 
     /* auto tries load, and falls back to the hash if the kernel refuses;
      * only where there is something to steer. */
     if (conf->steering_requested != STEERING_HASH
-        && conf->plan.num_duplicates > 0 && !conf->steer_trial_done) {
-        conf->steer_trial_err = reuseport_bpf_steering_trial(
+        && conf->plan.num_duplicates > 0 && !gen->steer_trial_done) {
+        gen->steer_trial_err = reuseport_bpf_steering_trial(
             conf->steering_requested == STEERING_CPU ? STEERING_CPU
                                                      : STEERING_LOAD,
-            &conf->steer_trial_step);
-        conf->steer_trial_done = 1;
+            &gen->steer_trial_step);
+        gen->steer_trial_done = 1;
     }
     in.requested = conf->steering_requested;
     in.reuseport_groups = conf->plan.num_duplicates > 0;
     in.num_buckets = conf->plan.num_buckets;
     in.online_cpus = online_cpus;
-    in.trial_err = conf->steer_trial_err;
-    in.trial_step = conf->steer_trial_step;
+    in.trial_err = gen->steer_trial_err;
+    in.trial_step = gen->steer_trial_step;
     return steering_choose(p, &in, &conf->steering);
 }
 
@@ -439,8 +473,8 @@ void bucket_listeners_publish_idle(bucketed_config *conf,
         err = reuseport_bpf_idle_set(retained->idle_map_fd, b,
                                      census[b].idle > 0
                                          ? (unsigned int)census[b].idle : 0);
-        if (err != 0 && !conf->idle_publish_warned) {
-            conf->idle_publish_warned = 1;
+        if (err != 0 && !retained->generation->idle_publish_warned) {
+            retained->generation->idle_publish_warned = 1;
             ap_log_error(APLOG_MARK, APLOG_WARNING, err, ap_server_conf,
                          BKLOGNO(00080)
                          "bucketed: cannot write bucket %d's idle count for "
@@ -469,7 +503,9 @@ void bucket_listeners_child_steering(server_rec *s,
         close(retained->idle_map_fd);
         retained->idle_map_open = 0;
     }
-    if (conf->steering.mode != STEERING_CPU) {
+    if (steering_mode_in_force(conf->steering.mode,
+                               &retained->generation->steering)
+        != STEERING_CPU) {
         return;
     }
 #ifdef __linux__

@@ -6,6 +6,7 @@
  * each own their own listening sockets.
  *
  *   bucketed_data.c       the configuration and the retained data
+ *   bucket.c              the bucket: what it keeps, what one generation has
  *   policy_upgrade.c      whether this build can read the kept state (pure)
  *   directives.c          the command table
  *   policy_plan.c         the buckets and the sockets each owns    (pure)
@@ -303,7 +304,7 @@ static const char *describe_plan(apr_pool_t *p, const bucketed_config *conf,
 }
 
 static void log_plan(server_rec *s, const bucketed_config *conf,
-                     int num_listeners)
+                     const bucket_generation *gen, int num_listeners)
 {
     apr_pool_t *p = s->process->pconf;
     int b;
@@ -315,17 +316,23 @@ static void log_plan(server_rec *s, const bucketed_config *conf,
     ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00091)
                                                "bucketed: steering: %s",
                  conf->steering.reason);
+    if (gen->steering.failed > 0) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, s, BKLOGNO(00160)
+                     "bucketed: steering in force: %s",
+                     steering_in_force(p, conf->steering.mode,
+                                       &gen->steering));
+    }
     ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00092)
                                                "bucketed: migration: %s%s",
-                 conf->migration.reason, conf->migration_prog_id
+                 conf->migration.reason, gen->migration_prog_id
                  ? apr_psprintf(p, "; per-group eBPF program id %u on %d "
-                                "reuseport group(s)", conf->migration_prog_id,
-                                conf->migration_groups) : "");
-    for (b = 0; b < conf->plan.num_buckets; b++) {
+                                "reuseport group(s)", gen->migration_prog_id,
+                                gen->migration_groups) : "");
+    for (b = 0; b < gen->num_buckets; b++) {
         ap_listen_rec *lr;
         const char *addrs = "";
 
-        for (lr = conf->bucket_listeners[b]; lr; lr = lr->next) {
+        for (lr = gen->buckets[b].listeners; lr; lr = lr->next) {
             addrs = apr_psprintf(p, "%s %pI", addrs, lr->bind_addr);
         }
         ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s,
@@ -430,6 +437,10 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
     if (retained->takeover != NULL) {
         takeover_close_sockets(s, retained);
     }
+    if (retained->buckets == NULL) {
+        retained->buckets = bucket_kept_create(s->process->pool,
+                                               retained->first_server_limit);
+    }
     if (bucket_listeners_open(pconf, s, conf, retained) != OK) {
         return !OK;
     }
@@ -441,16 +452,16 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
      * which a restart unloads after pconf's cleanups have run. */
     apr_pool_cleanup_register(pconf, NULL, apr_pool_cleanup_null,
                               unblock_signals_for_exec);
-    rv = bucket_stats_init(pconf, s, conf, retained);
+    rv = bucket_stats_init(pconf, s, retained);
     if (rv == APR_SUCCESS) {
-        rv = bucket_queue_init(pconf, s, conf);
+        rv = bucket_queue_init(pconf, s, retained->generation);
     }
     if (rv != APR_SUCCESS) {
         return !OK;
     }
     /* The first start-up pass only checks; log what will really run. */
     if (retained->mpm->module_loads > 1) {
-        log_plan(s, conf, num_listeners);
+        log_plan(s, conf, retained->generation, num_listeners);
     }
     return OK;
 }

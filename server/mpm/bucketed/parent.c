@@ -211,17 +211,14 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     pc.conf = conf;
     pc.retained = retained;
     pc.limits = &conf->limits;
-    pc.num_buckets = conf->plan.num_buckets;
+    pc.gen = retained->generation;
+    pc.num_buckets = pc.gen->num_buckets;
     pc.generation = mpm->my_generation;
     pc.census = apr_pcalloc(pconf, sizeof(bucket_census) * pc.num_buckets);
     pc.decisions = apr_pcalloc(pconf, sizeof(bucket_decision)
                                       * pc.num_buckets);
     pc.grow_limit = apr_pcalloc(pconf, sizeof(int) * pc.num_buckets);
-    pc.can_grow = apr_pcalloc(pconf, sizeof(int) * pc.num_buckets);
-    pc.queued = apr_pcalloc(pconf, sizeof(apr_uint32_t) * pc.num_buckets);
-    pc.stall = apr_pcalloc(pconf, sizeof(stall_watch) * pc.num_buckets);
-    pc.stall_logged = apr_pcalloc(pconf, sizeof(apr_time_t)
-                                         * pc.num_buckets);
+    pc.spawn_rate = apr_pcalloc(pconf, sizeof(int) * pc.num_buckets);
     pc.covers = plan_covers(pconf, &conf->plan);
     pc.max_moves = pc.num_buckets * BUCKET_MAX_SPAWN_RATE;
     pc.moves = apr_pcalloc(pconf, sizeof(bucket_move) * pc.max_moves);

@@ -27,15 +27,15 @@ typedef struct {
     bucketed_config *conf;
     bucketed_retained *retained;
     const process_limits *limits;
+    bucket_generation *gen;          /* the buckets (bucket.h) */
     int num_buckets;
     ap_generation_t generation;
-    bucket_census *census;           /* per bucket, reused every pass */
-    bucket_decision *decisions;      /* per bucket, reused every pass */
-    int *grow_limit;                 /* per bucket, reused every pass */
-    int *can_grow;                   /* per bucket, reused every pass */
-    apr_uint32_t *queued;            /* per bucket, reused every pass */
-    stall_watch *stall;              /* per bucket */
-    apr_time_t *stall_logged;        /* per bucket: last stall warning */
+    /* The arrays bucket_maint_decide() takes, filled from the bucket
+     * records every pass: */
+    bucket_census *census;
+    bucket_decision *decisions;
+    int *grow_limit;
+    int *spawn_rate;                 /* in and out: kept->spawning's */
     const int *covers;               /* per pair of buckets: see
                                       * bucket_maint_input */
     bucket_move *moves;              /* room for every move of a pass */

@@ -44,6 +44,22 @@ static int idle_units_of(const parent_context *pc, int slot)
     return idle;
 }
 
+/* Of a live child's units, how many serve a request: not idle, not
+ * waiting for a keep-alive connection's next request, not idle in an
+ * event child that stopped accepting. */
+static int serving_units_of(const parent_context *pc, int slot)
+{
+    int t, serving = 0;
+
+    for (t = 0; t < child_units(pc); t++) {
+        int status = ap_get_scoreboard_worker_from_indexes(slot, t)->status;
+
+        serving += status > SERVER_READY && status != SERVER_BUSY_KEEPALIVE
+                   && status != SERVER_IDLE_KILL;
+    }
+    return serving;
+}
+
 /* Connections a live child holds open: an event child's own count (its
  * idle keep-alive ones too); a prefork child's is its busy worker's. */
 static apr_uint32_t connections_of(const parent_context *pc, int slot)
@@ -66,6 +82,7 @@ static slot_view view_slot(const parent_context *pc, int slot)
     v.bucket = cs->bucket;
     v.idle_units = 0;
     v.holds_connections = 0;
+    v.serving_units = 0;
     if (cs->pid == 0) {
         v.state = SLOT_EMPTY;
     }
@@ -82,6 +99,7 @@ static slot_view view_slot(const parent_context *pc, int slot)
         v.idle_units = idle_units_of(pc, slot);
         v.state = v.idle_units > 0 ? SLOT_IDLE : SLOT_BUSY;
         v.holds_connections = connections_of(pc, slot) > 0;
+        v.serving_units = serving_units_of(pc, slot);
     }
     return v;
 }
@@ -173,32 +191,35 @@ static void carry_out(parent_context *pc, int bucket,
 }
 
 /* Buckets whose queued connections nobody accepts (policy_stall.h)
- * count as having no idle child, so that this pass gives them one. */
+ * count as having no idle child, so that this pass gives them one. The
+ * watch goes by the accept queues the parent reads itself. */
 static void note_stalls(parent_context *pc, apr_time_t now)
 {
     int b;
 
-    bucket_queue_sample(pc->s, pc->conf, pc->queued);
+    bucket_queue_sample(pc->s, pc->gen);
     for (b = 0; b < pc->num_buckets; b++) {
-        stall_watch *watch = &pc->stall[b];
+        bucket *bk = &pc->gen->buckets[b];
+        const bucket_census *c = &pc->census[b];
+        int units = c->idle + c->busy;
         stall_verdict v = stall_watch_update(
-            watch, pc->queued[b], bucket_stats_accepted(pc->retained, b), now,
+            &bk->stall, bk->queued, units > 0 && c->serving >= units, now,
             STALL_AFTER);
 
         if (v == STALL_BEGAN || v == STALL_GOES_ON) {
             bucket_census_stalled(&pc->census[b]);
         }
         if (v == STALL_BEGAN
-            && now - pc->stall_logged[b] >= STALL_LOG_INTERVAL) {
-            pc->stall_logged[b] = now;
+            && now - bk->stall_logged >= STALL_LOG_INTERVAL) {
+            bk->stall_logged = now;
             ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, BKLOGNO(00108)
                                                               "bucketed: "
                          "bucket %d stalled: %u connection(s) wait in its "
-                         "accept queue and none was accepted for %"
+                         "accept queue, which has not gone down for %"
                          APR_TIME_T_FMT " ms (its children are hung, or at "
                          "their connection limit); giving it another child",
-                         b, pc->queued[b],
-                         apr_time_as_msec(stall_watch_stalled_for(watch,
+                         b, bk->queued,
+                         apr_time_as_msec(stall_watch_stalled_for(&bk->stall,
                                                                   now)));
         }
         else if (v == STALL_ENDED) {
@@ -206,13 +227,14 @@ static void note_stalls(parent_context *pc, apr_time_t now)
                                                            "bucketed: "
                          "bucket %d accepts again after a stall of %"
                          APR_TIME_T_FMT " ms", b,
-                         apr_time_as_msec(watch->lasted));
+                         apr_time_as_msec(bk->stall.lasted));
         }
     }
 }
 
 /* A full pass (once a second) or a rescue pass (in between): see
- * bucket_maint_decide(). */
+ * bucket_maint_decide(), which takes arrays: filled from the bucket
+ * records, and the spawn rates written back. */
 void parent_maintain_buckets(parent_context *pc, int rescue_only)
 {
     bucketed_retained *retained = pc->retained;
@@ -231,17 +253,20 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
     in.rescue_only = rescue_only;
     in.covers = pc->covers;
     for (b = 0; b < pc->num_buckets; b++) {
+        bucket *bk = &pc->gen->buckets[b];
+
         pc->grow_limit[b] = bucket_health_grow_limit(
-            &retained->health[b], pc->census[b].children, now);
-        pc->can_grow[b] = in.free_slots > 0 && pc->grow_limit[b] > 0;
+            &bk->kept->spawning->health, pc->census[b].children, now);
+        bk->can_grow = in.free_slots > 0 && pc->grow_limit[b] > 0;
+        pc->spawn_rate[b] = bk->kept->spawning->spawn_rate;
     }
-    bucket_stats_publish_census(pc->conf, pc->census, pc->can_grow, pc->stall,
-                                pc->queued, pc->num_buckets, now);
+    bucket_stats_publish_census(pc->gen, pc->census, now);
     bucket_listeners_publish_idle(pc->conf, retained, pc->census,
                                   pc->num_buckets);
-    num_moves = bucket_maint_decide(&in, retained->spawn_rate, pc->decisions,
+    num_moves = bucket_maint_decide(&in, pc->spawn_rate, pc->decisions,
                                     pc->moves, pc->max_moves);
     for (b = 0; b < pc->num_buckets; b++) {
+        pc->gen->buckets[b].kept->spawning->spawn_rate = pc->spawn_rate[b];
         carry_out(pc, b, &pc->decisions[b]);
         starved |= pc->decisions[b].starved;
     }

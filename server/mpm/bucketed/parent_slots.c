@@ -112,9 +112,14 @@ void parent_allocate_tables(bucketed_retained *retained, server_rec *s)
 
     /* Buckets never outnumber MaxRequestWorkers, hence ServerLimit. */
     if (retained->slots == NULL) {
+        bucket_spawning *spawning = parent_only_memory(
+            s, sizeof(bucket_spawning) * n);
+        int b;
+
         retained->slots = parent_only_memory(s, sizeof(child_slot) * n);
-        retained->spawn_rate = parent_only_memory(s, sizeof(int) * n);
-        retained->health = parent_only_memory(s, sizeof(bucket_health) * n);
+        for (b = 0; b < n; b++) {
+            retained->buckets[b].spawning = &spawning[b];
+        }
     }
 }
 
@@ -176,8 +181,9 @@ int parent_spawn_child(parent_context *pc, int slot, int bucket)
         /* Out of processes or memory, as a sick exit says: the bucket
          * backs off (and keeps its floor child's retries), instead of the
          * parent sleeping through every other bucket's needs. */
-        hold = child_exit_note(&pc->retained->health[bucket],
-                               CHILD_EXIT_SICK, apr_time_now());
+        hold = child_exit_note(
+            &pc->retained->buckets[bucket].spawning->health, CHILD_EXIT_SICK,
+            apr_time_now());
         ap_log_error(APLOG_MARK, APLOG_ERR, err, pc->s, BKLOGNO(00116)
                                                         "bucketed: fork: "
                      "unable to start a child for slot %d (bucket %d); the "
@@ -235,12 +241,13 @@ void parent_ask_again(parent_context *pc, int slot)
 static int note_exit(parent_context *pc, const child_slot *cs,
                              pid_t pid, child_exit_kind kind)
 {
-    bucket_health *health = &pc->retained->health[cs->bucket];
+    bucket_spawning *spawning = pc->retained->buckets[cs->bucket].spawning;
+    bucket_health *health = &spawning->health;
     apr_interval_time_t hold = child_exit_note(health, kind, apr_time_now());
 
     if (kind == CHILD_EXIT_SICK) {
         /* prefork's answer to a resource shortage: start slowly again. */
-        pc->retained->spawn_rate[cs->bucket] = 1;
+        spawning->spawn_rate = 1;
     }
     if (kind == CHILD_EXIT_CRASH_SERVING) {
         ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00118)
@@ -343,9 +350,9 @@ static void child_gone(parent_context *pc, int slot, pid_t pid,
     cs->pid = 0;
     cs->exit_requested = 0;
     cs->replace_into = NO_REPLACEMENT;
-    if (replace && bucket_health_grow_limit(&retained->health[next_bucket],
-                                            children_in(pc, next_bucket),
-                                            apr_time_now()) > 0) {
+    if (replace && bucket_health_grow_limit(
+                       &retained->buckets[next_bucket].spawning->health,
+                       children_in(pc, next_bucket), apr_time_now()) > 0) {
         parent_spawn_child(pc, slot, next_bucket);
     }
 }

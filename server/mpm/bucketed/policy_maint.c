@@ -39,7 +39,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
 
     for (b = 0; b < num_buckets; b++) {
         census[b].idle = census[b].busy = census[b].children = 0;
-        census[b].movable = census[b].stalled = 0;
+        census[b].serving = census[b].movable = census[b].stalled = 0;
     }
     for (slot = 0; slot < num_slots; slot++) {
         const slot_view *v = &slots[slot];
@@ -60,6 +60,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
             if (counted) {
                 census[v->bucket].idle += v->idle_units;
                 census[v->bucket].busy += unit - v->idle_units;
+                census[v->bucket].serving += v->serving_units;
                 census[v->bucket].children++;
                 census[v->bucket].movable += v->state == SLOT_IDLE
                                              && v->idle_units >= unit

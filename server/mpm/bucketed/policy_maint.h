@@ -23,6 +23,9 @@ typedef struct {
     int busy;         /* units serving a connection (or, in a child that
                        * stopped accepting, unable to take one) */
     int children;     /* children running, starting or on their way in */
+    int serving;      /* units serving a request: busy, and neither
+                       * waiting for a keep-alive connection's next request
+                       * nor idle in a child that stopped accepting */
     int movable;      /* idle children that could leave for another bucket
                        * at no client's cost: every unit idle, no
                        * connection open (an event child's idle keep-alive
@@ -49,6 +52,7 @@ typedef struct {
                        * ready for a new connection (prefork: IDLE 1, BUSY
                        * 0); the others count as busy */
     int holds_connections; /* IDLE, BUSY: has a connection open */
+    int serving_units;     /* IDLE, BUSY: units serving a request */
 } slot_view;
 
 typedef struct {

@@ -1,20 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * policy_stall.c: a bucket's accept queue that holds connections while
- * nothing is accepted from it.
+ * policy_stall.c: a bucket's accept queue that holds connections and
+ * never goes down.
  */
 #include "policy_stall.h"
 
 stall_verdict stall_watch_update(stall_watch *watch, apr_uint32_t queued,
-                                 apr_uint32_t accepted, apr_time_t now,
+                                 int all_serving, apr_time_t now,
                                  apr_interval_time_t after)
 {
-    if (!watch->seen || accepted != watch->accepted || queued == 0) {
-        /* Accepting, or nothing to accept: any wait starts afresh. */
+    int drained = watch->seen && queued < watch->queued;
+
+    watch->queued = queued;
+    if (!watch->seen || drained || queued == 0 || all_serving) {
+        /* Accepting, nothing to accept, or busy: any wait starts
+         * afresh. */
         int was_stalled = watch->stalled_since != 0;
 
         watch->seen = 1;
-        watch->accepted = accepted;
         watch->waiting_since = 0;
         if (was_stalled) {
             watch->lasted = now - watch->stalled_since;
@@ -29,8 +32,8 @@ stall_verdict stall_watch_update(stall_watch *watch, apr_uint32_t queued,
     if (now - watch->waiting_since < after) {
         return STALL_NONE;
     }
-    /* The next verdict, if nothing is accepted meanwhile, one `after`
-     * from now: time for the child this one brings to start. */
+    /* The next verdict, if the queue does not go down meanwhile, one
+     * `after` from now: time for the child this one brings to start. */
     watch->waiting_since = now;
     if (watch->stalled_since == 0) {
         watch->stalled_since = now - after;

@@ -1,11 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * policy_stall: whether a bucket has stalled, from what the parent sees
- * of it on every pass: connections waiting in its sockets' accept queues
- * and its children's accept count. Connections that wait while nothing is
- * accepted for a while mean that nobody accepts from that socket, whatever
- * the scoreboard says: children hung (a stuck module, SIGSTOP), event
- * children at their connection limit, children that look idle and are not.
+ * of it itself on every pass: the connections waiting in its sockets'
+ * accept queues, which it reads from the kernel, and its census. No
+ * counter children keep goes in: a child could hide a stall or fake one
+ * by writing it (the lesson of CVE-2019-0211: the parent decides from its
+ * own observations). A connection leaves an accept queue only when it is
+ * accepted (one whose client gave up stays queued until accept() finds it
+ * closed), so a queue shorter than at the last pass has been accepted
+ * from. Connections that wait while the queue never goes down for a while
+ * mean that nobody accepts from that socket: children hung (a debugger,
+ * SIGSTOP), event children at their connection limit, children that look
+ * idle and are not, children holding idle keep-alive connections. Unless
+ * every unit of the bucket serves a request: a queue can stay as long as
+ * it was because connections come as fast as busy children take them (a
+ * client reconnects as soon as it is answered), and such a bucket is
+ * busy, not stalled; maintenance gives a busy bucket children as ever. A
+ * module stuck in requests looks the same, and is treated the same.
  * The kernel's hash keeps sending the bucket its share of new connections,
  * so such a bucket is counted as having no idle child, and maintenance
  * gives it one. Pure: numbers in, verdict out.
@@ -15,7 +26,7 @@
 
 #include "apr_time.h"
 
-/* How long connections may wait with nothing accepted before the bucket
+/* How long connections may wait, the queue never going down, before the bucket
  * counts as stalled, and then how long a stalled bucket's new child gets
  * to start accepting before it counts as stalled again (and gets another):
  * far longer than an idle child takes to accept, short beside what a
@@ -24,9 +35,9 @@
 
 typedef struct {
     int seen;                  /* an observation came before */
-    apr_uint32_t accepted;     /* the accept count last seen */
-    apr_time_t waiting_since;  /* start of the current wait with nothing
-                                * accepted; 0 = nothing waits */
+    apr_uint32_t queued;       /* the queue's length last seen */
+    apr_time_t waiting_since;  /* start of the current wait with the queue
+                                * never shorter; 0 = nothing waits */
     apr_time_t stalled_since;  /* 0 = not stalled */
     apr_interval_time_t lasted;    /* after STALL_ENDED: how long the
                                     * stall lasted */
@@ -41,11 +52,13 @@ typedef enum {
 } stall_verdict;
 
 /* Folds in one observation at `now`: `queued` connections waiting in the
- * bucket's accept queues, `accepted` the bucket's accept count (it may
- * wrap). BEGAN and GOES_ON come at most once per `after`: each asks for
- * one more child. */
+ * bucket's accept queues, as the parent read them, and whether its census
+ * found every unit of the bucket serving a request (`all_serving`; a
+ * bucket without a child has none serving). BEGAN
+ * and GOES_ON come at most once per `after`: each asks for one more
+ * child. */
 stall_verdict stall_watch_update(stall_watch *watch, apr_uint32_t queued,
-                                 apr_uint32_t accepted, apr_time_t now,
+                                 int all_serving, apr_time_t now,
                                  apr_interval_time_t after);
 
 /* How long the bucket has been stalled at `now`; 0 when it is not. */

@@ -331,3 +331,26 @@ int steering_cpu_in_bucket(int cpu, int bucket, int num_buckets)
 {
     return num_buckets > 0 && cpu >= 0 && cpu % num_buckets == bucket;
 }
+
+steering_e steering_mode_in_force(steering_e mode,
+                                  const steering_outcome *o)
+{
+    return o->failed > 0 && o->steered == 0 ? STEERING_HASH : mode;
+}
+
+const char *steering_in_force(apr_pool_t *p, steering_e mode,
+                              const steering_outcome *o)
+{
+    const char *why = o->failure ? o->failure : "unknown";
+
+    if (o->failed == 0) {
+        return steering_name(mode);
+    }
+    if (o->steered == 0) {
+        return apr_psprintf(p, "hash (the %s program failed: %s)",
+                            steering_name(mode), why);
+    }
+    return apr_psprintf(p, "%s on %d reuseport group(s), hash on %d (the %s "
+                        "program failed: %s)", steering_name(mode),
+                        o->steered, o->failed, steering_name(mode), why);
+}

@@ -145,6 +145,27 @@ typedef struct {
 const char *steering_choose(apr_pool_t *p, const steering_input *in,
                             steering_choice *out);
 
+/* What this generation's steering programs did on the reuseport groups,
+ * counted as they are attached (listen_steering.c). Under BucketSteering
+ * cpu or load only: under hash the kernel's hash picks in any case. */
+typedef struct {
+    int steered;            /* groups the chosen program steers */
+    int failed;             /* groups where it could not be loaded or
+                             * attached: the kernel's hash picks there */
+    const char *failure;    /* the first failure, in words */
+} steering_outcome;
+
+/* The steering in force, for the status page and the log: the choice's
+ * name while no group failed; "hash" and why when none is steered; both,
+ * counted, when some groups are. */
+const char *steering_in_force(apr_pool_t *p, steering_e mode,
+                              const steering_outcome *o);
+
+/* The mode whose consequences hold in the children (CPU affinity under
+ * cpu): the chosen one while some group is steered by it, else hash. */
+steering_e steering_mode_in_force(steering_e mode,
+                                  const steering_outcome *o);
+
 /* Under STEERING_CPU: whether connections received on CPU cpu go to
  * bucket (the program's cpu mod num_buckets), so that the bucket's
  * children are kept on exactly those CPUs. */

@@ -126,14 +126,15 @@ static apr_status_t set_up(child_life *life)
 {
     prefork_child *pc = life->model;
     bucketed_config *conf = life->conf;
+    const bucket *bk = &life->retained->generation->buckets[life->bucket];
     accept_waiter *w = &pc->waiter;
 
     w->s = life->s;
     w->bucket = life->bucket;
-    w->listeners = conf->bucket_listeners[life->bucket];
-    w->mode = bucket_wait_mode(bucket_listeners_count(conf, life->bucket),
+    w->listeners = bk->listeners;
+    w->mode = bucket_wait_mode(bucket_listeners_count(bk),
                                conf->kernel.epoll_exclusive);
-    w->accept_mutex = conf->accept_mutex[life->bucket];
+    w->accept_mutex = bk->accept_mutex;
     w->leaving = &life->leaving;
     return accept_waiter_init(w, life->pchild);
 }

@@ -48,153 +48,165 @@ static void *shared_zeroed(apr_pool_t *pool, server_rec *s, apr_size_t size,
  * bucket, then each socket of each bucket. In pconf, so that it goes with
  * the generation; its children keep their own mapping until they leave. */
 static apr_status_t publish_init(apr_pool_t *pconf, server_rec *s,
-                                 bucketed_config *conf)
+                                 bucket_generation *gen)
 {
-    bucket_published *pub = &conf->published;
     apr_size_t times_size, census_size, sockets_size;
+    published_census *census;
     char *base;
     int b;
 
-    pub->num_sockets = 0;
-    for (b = 0; b < conf->plan.num_buckets; b++) {
+    gen->num_sockets = 0;
+    for (b = 0; b < gen->num_buckets; b++) {
         ap_listen_rec *lr;
-        for (lr = conf->bucket_listeners[b]; lr; lr = lr->next) {
-            pub->num_sockets++;
+        for (lr = gen->buckets[b].listeners; lr; lr = lr->next) {
+            gen->num_sockets++;
         }
     }
     times_size = APR_ALIGN_DEFAULT(sizeof(published_times));
     census_size = APR_ALIGN_DEFAULT(sizeof(published_census)
-                                    * conf->plan.num_buckets);
-    sockets_size = sizeof(published_socket) * pub->num_sockets;
+                                    * gen->num_buckets);
+    sockets_size = sizeof(published_socket) * gen->num_sockets;
     base = shared_zeroed(pconf, s, times_size + census_size + sockets_size,
                          "the bucket census and accept-queue samples");
     if (base == NULL) {
         return APR_ENOMEM;
     }
-    pub->times = (published_times *)base;
-    pub->census = (published_census *)(base + times_size);
-    pub->sockets = (published_socket *)(base + times_size + census_size);
+    gen->times = (published_times *)base;
+    census = (published_census *)(base + times_size);
+    for (b = 0; b < gen->num_buckets; b++) {
+        gen->buckets[b].published = &census[b];
+    }
+    gen->sockets = (published_socket *)(base + times_size + census_size);
     return APR_SUCCESS;
 }
 
 apr_status_t bucket_stats_init(apr_pool_t *pconf, server_rec *s,
-                               bucketed_config *conf,
                                bucketed_retained *retained)
 {
-    if (retained->counters == NULL) {
+    bucket_kept *kept = retained->buckets;
+
+    if (kept[0].counter == NULL) {
         /* Buckets never outnumber ServerLimit, which is fixed at start. */
-        retained->counters = shared_zeroed(
+        bucket_counter *counters = shared_zeroed(
             s->process->pool, s,
             sizeof(bucket_counter) * retained->first_server_limit,
             "bucket counters");
-        if (retained->counters == NULL) {
+        int b;
+
+        if (counters == NULL) {
             return APR_ENOMEM;
         }
+        for (b = 0; b < retained->first_server_limit; b++) {
+            kept[b].counter = &counters[b];
+        }
     }
-    return publish_init(pconf, s, conf);
+    return publish_init(pconf, s, retained->generation);
 }
 
 void bucket_stats_reset(bucketed_retained *retained)
 {
-    memset(retained->counters, 0,
-           sizeof(bucket_counter) * retained->first_server_limit);
+    int b;
+
+    for (b = 0; b < retained->first_server_limit; b++) {
+        memset(retained->buckets[b].counter, 0, sizeof(bucket_counter));
+    }
 }
 
 void bucket_stats_count_accept(bucketed_retained *retained, int bucket)
 {
-    apr_atomic_inc32(&retained->counters[bucket].accepted);
+    apr_atomic_inc32(&retained->buckets[bucket].counter->accepted);
 }
 
 void bucket_stats_count_reclaimed(bucketed_retained *retained, int bucket,
                                   int n)
 {
-    apr_atomic_add32(&retained->counters[bucket].reclaimed, (apr_uint32_t)n);
+    apr_atomic_add32(&retained->buckets[bucket].counter->reclaimed,
+                     (apr_uint32_t)n);
 }
 
 apr_uint32_t bucket_stats_reclaimed(const bucketed_retained *retained,
                                     int bucket)
 {
-    return apr_atomic_read32(&retained->counters[bucket].reclaimed);
+    return apr_atomic_read32(&retained->buckets[bucket].counter->reclaimed);
 }
 
 apr_uint32_t bucket_stats_accepted(const bucketed_retained *retained,
                                    int bucket)
 {
-    return apr_atomic_read32(&retained->counters[bucket].accepted);
+    return apr_atomic_read32(&retained->buckets[bucket].counter->accepted);
 }
 
-static published_census *census_of(const bucketed_config *conf,
-                                    int bucket)
+static published_census *census_of(const bucketed_retained *retained,
+                                   int bucket)
 {
-    const bucket_published *pub = &conf->published;
+    const bucket_generation *gen = retained->generation;
 
-    if (pub->census == NULL || bucket < 0
-        || bucket >= conf->plan.num_buckets) {
+    if (gen == NULL || gen->buckets == NULL || bucket < 0
+        || bucket >= gen->num_buckets) {
         return NULL;
     }
-    return &pub->census[bucket];
+    return gen->buckets[bucket].published;
 }
 
-int bucket_stats_can_grow(const bucketed_config *conf, int bucket)
+int bucket_stats_can_grow(const bucketed_retained *retained, int bucket)
 {
-    published_census *pc = census_of(conf, bucket);
+    published_census *pc = census_of(retained, bucket);
 
     return pc != NULL && apr_atomic_read32(&pc->can_grow) != 0;
 }
 
-apr_interval_time_t bucket_stats_stalled_for(const bucketed_config *conf,
-                                             int bucket)
+apr_interval_time_t bucket_stats_stalled_for(
+    const bucketed_retained *retained, int bucket)
 {
-    published_census *pc = census_of(conf, bucket);
+    published_census *pc = census_of(retained, bucket);
 
     return pc != NULL ? apr_time_from_msec(apr_atomic_read32(&pc->stalled_ms))
                       : 0;
 }
 
-apr_uint32_t bucket_stats_waiting(const bucketed_config *conf, int bucket)
+apr_uint32_t bucket_stats_waiting(const bucketed_retained *retained,
+                                  int bucket)
 {
-    published_census *pc = census_of(conf, bucket);
+    published_census *pc = census_of(retained, bucket);
 
     return pc != NULL ? apr_atomic_read32(&pc->waiting) : 0;
 }
 
-int bucket_stats_children(const bucketed_config *conf, int bucket)
+int bucket_stats_children(const bucketed_retained *retained, int bucket)
 {
-    published_census *pc = census_of(conf, bucket);
+    published_census *pc = census_of(retained, bucket);
 
     return pc != NULL ? (int)apr_atomic_read32(&pc->children) : 0;
 }
 
-apr_time_t bucket_stats_census_at(const bucketed_config *conf)
+apr_time_t bucket_stats_census_at(const bucketed_retained *retained)
 {
-    const bucket_published *pub = &conf->published;
+    const bucket_generation *gen = retained->generation;
 
-    return pub->times != NULL ? pub->times->census_at : 0;
+    return gen != NULL && gen->times != NULL ? gen->times->census_at : 0;
 }
 
-void bucket_stats_publish_census(bucketed_config *conf,
+void bucket_stats_publish_census(bucket_generation *gen,
                                  const bucket_census *census,
-                                 const int *can_grow,
-                                 const stall_watch *stall,
-                                 const apr_uint32_t *queued, int num_buckets,
                                  apr_time_t now)
 {
-    bucket_published *pub = &conf->published;
     int b;
 
-    if (pub->census == NULL) {
+    if (gen->times == NULL) {
         return;
     }
-    for (b = 0; b < num_buckets && b < conf->plan.num_buckets; b++) {
-        apr_atomic_set32(&pub->census[b].idle, (apr_uint32_t)census[b].idle);
-        apr_atomic_set32(&pub->census[b].busy, (apr_uint32_t)census[b].busy);
-        apr_atomic_set32(&pub->census[b].can_grow, can_grow[b] != 0);
-        apr_atomic_set32(&pub->census[b].stalled_ms, (apr_uint32_t)
-                         apr_time_as_msec(stall_watch_stalled_for(&stall[b],
+    for (b = 0; b < gen->num_buckets; b++) {
+        const bucket *bk = &gen->buckets[b];
+        published_census *pub = bk->published;
+
+        apr_atomic_set32(&pub->idle, (apr_uint32_t)census[b].idle);
+        apr_atomic_set32(&pub->busy, (apr_uint32_t)census[b].busy);
+        apr_atomic_set32(&pub->can_grow, bk->can_grow != 0);
+        apr_atomic_set32(&pub->stalled_ms, (apr_uint32_t)
+                         apr_time_as_msec(stall_watch_stalled_for(&bk->stall,
                                                                   now)));
-        apr_atomic_set32(&pub->census[b].waiting, queued[b]);
-        apr_atomic_set32(&pub->census[b].children,
-                         (apr_uint32_t)census[b].children);
+        apr_atomic_set32(&pub->waiting, bk->queued);
+        apr_atomic_set32(&pub->children, (apr_uint32_t)census[b].children);
     }
-    pub->times->census_at = now;
+    gen->times->census_at = now;
 }

@@ -80,9 +80,9 @@ static apr_status_t unmap_state(void *data)
  * private copies of the page. Mapped with MADV_DONTFORK, children never
  * have it. Goes with the generation's pool. */
 apr_status_t bucket_queue_init(apr_pool_t *pconf, server_rec *s,
-                               bucketed_config *conf)
+                               bucket_generation *gen)
 {
-    int n = conf->published.num_sockets;
+    int n = gen->num_sockets;
     apr_size_t size = APR_OFFSETOF(struct bucket_queue_state, sockets)
                       + sizeof(socket_state) * (n > 0 ? n : 1);
     struct bucket_queue_state *state;
@@ -109,7 +109,7 @@ apr_status_t bucket_queue_init(apr_pool_t *pconf, server_rec *s,
     state->num_sockets = n;
     apr_pool_cleanup_register(pconf, state, unmap_state,
                               apr_pool_cleanup_null);
-    conf->queue = state;
+    gen->queue = state;
     return APR_SUCCESS;
 }
 
@@ -259,35 +259,34 @@ static apr_uint32_t sample_one(server_rec *s, socket_state *st,
     return qs.depth;
 }
 
-void bucket_queue_sample(server_rec *s, bucketed_config *conf,
-                         apr_uint32_t *queued)
+void bucket_queue_sample(server_rec *s, bucket_generation *gen)
 {
-    struct bucket_queue_state *state = conf->queue;
-    bucket_published *pub = &conf->published;
+    struct bucket_queue_state *state = gen->queue;
     apr_time_t now = apr_time_now();
     int b, i = 0, publish;
 
-    for (b = 0; b < conf->plan.num_buckets; b++) {
-        queued[b] = 0;
+    for (b = 0; b < gen->num_buckets; b++) {
+        gen->buckets[b].queued = 0;
     }
-    if (state == NULL || pub->sockets == NULL) {
+    if (state == NULL || gen->sockets == NULL) {
         return;
     }
     publish = state->last_sample == 0
               || now - state->last_sample >= SAMPLE_INTERVAL;
-    for (b = 0; b < conf->plan.num_buckets; b++) {
+    for (b = 0; b < gen->num_buckets; b++) {
+        bucket *bk = &gen->buckets[b];
         const ap_listen_rec *lr;
 
-        for (lr = conf->bucket_listeners[b]; lr; lr = lr->next, i++) {
-            if (i >= state->num_sockets || i >= pub->num_sockets) {
+        for (lr = bk->listeners; lr; lr = lr->next, i++) {
+            if (i >= state->num_sockets || i >= gen->num_sockets) {
                 break;
             }
-            queued[b] += sample_one(s, &state->sockets[i], &pub->sockets[i],
-                                    b, lr, now, publish);
+            bk->queued += sample_one(s, &state->sockets[i], &gen->sockets[i],
+                                     b, lr, now, publish);
         }
     }
     if (publish) {
         state->last_sample = now;
-        pub->times->sampled_at = now;
+        gen->times->sampled_at = now;
     }
 }

@@ -21,13 +21,17 @@
 #include "listen_activation.h"
 
 /* How a new connection reaches one bucket rather than another. */
-static const char *steering_of(const bucketed_config *conf)
+static const char *steering_of(apr_pool_t *p, const bucketed_config *conf,
+                               const bucket_generation *gen)
 {
     switch (conf->plan.strategy) {
     case BUCKET_STRATEGY_REUSEPORT:
         /* the 4-tuple's hash over the group, the receiving CPU, or the
-         * bucket's idle children (BucketSteering) */
-        return steering_name(conf->steering.mode);
+         * bucket's idle children (BucketSteering), as far as the
+         * programs took */
+        return gen != NULL ? steering_in_force(p, conf->steering.mode,
+                                               &gen->steering)
+                           : steering_name(conf->steering.mode);
     case BUCKET_STRATEGY_LISTEN:
         return "address";   /* the address the client connected to */
     default:
@@ -50,18 +54,19 @@ static void read_bucket(apr_pool_t *p, const bucketed_config *conf,
                         const bucketed_retained *retained, int b,
                         int *next_socket, bucketed_bucket_status *bs)
 {
-    const bucket_published *pub = &conf->published;
+    const bucket_generation *gen = retained->generation;
+    const bucket *bk = &gen->buckets[b];
     const ap_listen_rec *lr;
     const char *addrs = NULL;
     int k = 0;
 
-    for (lr = conf->bucket_listeners[b]; lr; lr = lr->next) {
+    for (lr = bk->listeners; lr; lr = lr->next) {
         bs->sockets++;
     }
     /* Sockets being drained follow the planned ones in the list. */
     bs->draining = bs->sockets - conf->plan.buckets[b].num_sockets;
     bs->socket = apr_pcalloc(p, sizeof(*bs->socket) * (bs->sockets + 1));
-    for (lr = conf->bucket_listeners[b]; lr; lr = lr->next, k++) {
+    for (lr = bk->listeners; lr; lr = lr->next, k++) {
         bucketed_socket_status *ss = &bs->socket[k];
         int i = (*next_socket)++;
 
@@ -73,16 +78,16 @@ static void read_bucket(apr_pool_t *p, const bucketed_config *conf,
                         && listen_activation_serves(retained, lr->bind_addr);
         addrs = addrs ? apr_pstrcat(p, addrs, " ", ss->listen, NULL)
                       : ss->listen;
-        if (pub->sockets != NULL && i < pub->num_sockets) {
-            read_socket(ss, &pub->sockets[i]);
+        if (gen->sockets != NULL && i < gen->num_sockets) {
+            read_socket(ss, &gen->sockets[i]);
         }
     }
     bs->listen = addrs ? addrs : "";
     bs->accepted = bucket_stats_accepted(retained, b);
     bs->reclaimed = bucket_stats_reclaimed(retained, b);
-    if (pub->census != NULL) {
-        bs->idle = (int)apr_atomic_read32(&pub->census[b].idle);
-        bs->busy = (int)apr_atomic_read32(&pub->census[b].busy);
+    if (bk->published != NULL) {
+        bs->idle = (int)apr_atomic_read32(&bk->published->idle);
+        bs->busy = (int)apr_atomic_read32(&bk->published->busy);
         /* The census counts units: children, or under ChildModel event
          * worker threads, ThreadsPerChild to a child. */
         bs->children = (bs->idle + bs->busy)
@@ -95,23 +100,25 @@ static const bucketed_status *bucketed_get_status(apr_pool_t *p)
 {
     const bucketed_config *conf = bucketed_get_config(ap_server_conf);
     const bucketed_retained *retained = bucketed_get_retained();
+    const bucket_generation *gen = retained->generation;
     bucketed_status *st = apr_pcalloc(p, sizeof(*st));
     int b, next_socket = 0;
 
     st->strategy = bucket_strategy_name(conf->plan.strategy);
     st->reason = conf->plan.reason;
-    st->steering = steering_of(conf);
+    st->steering = steering_of(p, conf, gen);
     st->migration = migration_name(conf->migration.mechanism);
     st->kernel = kernel_features_describe(p, &conf->kernel);
     st->generation = retained->mpm->my_generation;
-    st->num_buckets = conf->plan.num_buckets;
+    st->num_buckets = gen != NULL && gen->buckets != NULL ? gen->num_buckets
+                                                          : 0;
     st->buckets = apr_pcalloc(p, sizeof(*st->buckets) * st->num_buckets);
     for (b = 0; b < st->num_buckets; b++) {
         read_bucket(p, conf, retained, b, &next_socket, &st->buckets[b]);
     }
-    if (conf->published.times != NULL) {
-        st->census_at = conf->published.times->census_at;
-        st->sampled_at = conf->published.times->sampled_at;
+    if (gen != NULL && gen->times != NULL) {
+        st->census_at = gen->times->census_at;
+        st->sampled_at = gen->times->sampled_at;
     }
     return st;
 }
