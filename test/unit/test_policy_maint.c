@@ -512,10 +512,12 @@ static void test_skewed_load_simulation(void **state)
 static void test_census_tally(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 1, 0 }, { SLOT_BUSY, 1, 0, 0 }, { SLOT_EMPTY, 0, 0, 0 },
-        { SLOT_REPLACING, 1, 0, 0 }, { SLOT_LEAVING, 0, 0, 0 },
-        { SLOT_IDLE, 1, 1, 0 }, { SLOT_BUSY, 0, 0, 0 }, { SLOT_EMPTY, 1, 0, 0 },
-        { SLOT_IDLE, 7, 1, 0 }, { SLOT_EMPTY, 0, 0, 0 },
+        { SLOT_IDLE, 0, 1, 0, 0 }, { SLOT_BUSY, 1, 0, 0, 0 },
+        { SLOT_EMPTY, 0, 0, 0, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0 }, { SLOT_LEAVING, 0, 0, 0, 0 },
+        { SLOT_IDLE, 1, 1, 0, 0 }, { SLOT_BUSY, 0, 0, 0, 0 },
+        { SLOT_EMPTY, 1, 0, 0, 0 },
+        { SLOT_IDLE, 7, 1, 0, 0 }, { SLOT_EMPTY, 0, 0, 0, 0 },
     };
     bucket_census census[2];
     int free_slots;
@@ -539,8 +541,10 @@ static void test_census_tally(void **state)
 static void test_census_threads(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 20, 0 }, { SLOT_BUSY, 0, 0, 0 }, { SLOT_REPLACING, 1, 0, 0 },
-        { SLOT_IDLE, 1, 3, 0 }, { SLOT_LEAVING, 1, 25, 0 }, { SLOT_EMPTY, 0, 0, 0 },
+        { SLOT_IDLE, 0, 20, 0, 0 }, { SLOT_BUSY, 0, 0, 0, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0 },
+        { SLOT_IDLE, 1, 3, 0, 0 }, { SLOT_LEAVING, 1, 25, 0, 0 },
+        { SLOT_EMPTY, 0, 0, 0, 0 },
     };
     bucket_census census[2];
     int free_slots;
@@ -745,11 +749,66 @@ static void test_move_keeps_connections_open(void **state)
     assert_int_equal(p.moves[0].from, 1);
 }
 
+/* A child moved into a stalled bucket, or starting there, keeps the bucket's
+ * idle count: it will take the queue, so the bucket asks for no other child
+ * and steering keeps sending it connections (issue 25's ping-pong: zeroed,
+ * the next client was spread to a bucket with no child, which stalled and
+ * took the child back). */
+static void test_stalled_bucket_keeps_arriving_child(void **state)
+{
+    static const slot_view slots[] = {
+        { SLOT_BUSY, 0, 0, 1, 0 }, { SLOT_REPLACING, 0, 0, 0, 0 },
+        { SLOT_BUSY, 1, 0, 1, 0 }, { SLOT_IDLE, 1, 1, 0, 1 },
+        { SLOT_IDLE, 1, 1, 0, 0 },
+    };
+    bucket_census census[2];
+    pass_t p;
+
+    (void)state;
+    bucket_census_tally(slots, 5, 5, 2, 1, census);
+    assert_int_equal(census[0].arriving, 1);
+    assert_int_equal(census[1].arriving, 1);
+    bucket_census_stalled(&census[0]);
+    assert_int_equal(census[0].idle, 1);
+    assert_int_equal(census[0].busy, 1);
+    bucket_census_stalled(&census[1]);
+    assert_int_equal(census[1].idle, 1);
+    assert_int_equal(census[1].busy, 2);
+    /* Nothing arriving: no idle child, as before. */
+    setup_pass(&p, 2, (const int[]){ 1, 1 }, (const int[]){ 3, 3 });
+    bucket_census_stalled(&p.census[0]);
+    assert_int_equal(p.census[0].idle, 0);
+    /* Arriving: no further child asked for, none taken from bucket 1. */
+    setup_pass(&p, 2, (const int[]){ 1, 1 }, (const int[]){ 3, 3 });
+    p.census[0].arriving = 1;
+    bucket_census_stalled(&p.census[0]);
+    run_any_pass(&p, 2, 8, 1, 1);
+    assert_int_equal(p.d[0].spawn, 0);
+    assert_int_equal(p.num_moves, 0);
+}
+
+static void test_census_moved(void **state)
+{
+    bucket_census census[2] = {
+        { .idle = 2, .busy = 1, .children = 3 },
+        { .idle = 0, .busy = 4, .children = 4, .stalled = 1 },
+    };
+
+    (void)state;
+    bucket_census_moved(census, 0, 1, 1);
+    assert_int_equal(census[0].idle, 1);
+    assert_int_equal(census[0].children, 2);
+    assert_int_equal(census[1].idle, 1);
+    assert_int_equal(census[1].arriving, 1);
+    assert_int_equal(census[1].children, 5);
+}
+
 static void test_census_movable(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 4, 0 }, { SLOT_IDLE, 0, 4, 1 }, { SLOT_IDLE, 0, 3, 0 },
-        { SLOT_BUSY, 0, 0, 1 }, { SLOT_REPLACING, 0, 0, 0 },
+        { SLOT_IDLE, 0, 4, 0, 0 }, { SLOT_IDLE, 0, 4, 1, 0 },
+        { SLOT_IDLE, 0, 3, 0, 0 },
+        { SLOT_BUSY, 0, 0, 1, 0 }, { SLOT_REPLACING, 0, 0, 0, 0 },
     };
     bucket_census census[1];
 
@@ -777,6 +836,8 @@ static void test_start_children(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        POOL_TEST(test_stalled_bucket_keeps_arriving_child),
+        POOL_TEST(test_census_moved),
         POOL_TEST(test_spare_share_defaults),
         POOL_TEST(test_spare_share_more_buckets_than_spares),
         POOL_TEST(test_spare_share_properties),

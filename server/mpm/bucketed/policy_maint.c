@@ -10,6 +10,15 @@
 #include "policy_maint.h"
 #include "policy_plan.h"
 
+void bucket_census_moved(bucket_census *census, int from, int to, int unit)
+{
+    census[from].idle -= unit;
+    census[from].children--;
+    census[to].idle += unit;
+    census[to].arriving += unit;
+    census[to].children++;
+}
+
 bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
                                        int bucket, int num_buckets)
 {
@@ -39,7 +48,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
 
     for (b = 0; b < num_buckets; b++) {
         census[b].idle = census[b].busy = census[b].children = 0;
-        census[b].movable = census[b].stalled = 0;
+        census[b].movable = census[b].stalled = census[b].arriving = 0;
     }
     for (slot = 0; slot < num_slots; slot++) {
         const slot_view *v = &slots[slot];
@@ -52,6 +61,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
         case SLOT_REPLACING:
             if (counted) {
                 census[v->bucket].idle += unit;
+                census[v->bucket].arriving += unit;
                 census[v->bucket].children++;
             }
             break;
@@ -59,6 +69,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
         case SLOT_BUSY:
             if (counted) {
                 census[v->bucket].idle += v->idle_units;
+                census[v->bucket].arriving += v->starting_units;
                 census[v->bucket].busy += unit - v->idle_units;
                 census[v->bucket].children++;
                 census[v->bucket].movable += v->state == SLOT_IDLE
@@ -75,8 +86,8 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
 
 void bucket_census_stalled(bucket_census *census)
 {
-    census->busy += census->idle;
-    census->idle = 0;
+    census->busy += census->idle - census->arriving;
+    census->idle = census->arriving;
     census->stalled = 1;
 }
 

@@ -29,6 +29,9 @@ typedef struct {
                        * ones would be closed) */
     int stalled;      /* nothing accepts its queued connections
                        * (bucket_census_stalled) */
+    int arriving;     /* of the idle units, those of children on their
+                       * way in or not yet accepting: the ones that will
+                       * take what waits in a stalled bucket */
 } bucket_census;
 
 /* What the parent's slot table says of one slot. */
@@ -49,6 +52,8 @@ typedef struct {
                        * ready for a new connection (prefork: IDLE 1, BUSY
                        * 0); the others count as busy */
     int holds_connections; /* IDLE, BUSY: has a connection open */
+    int starting_units;    /* IDLE: of the idle units, those not yet
+                            * accepting (the child is starting) */
 } slot_view;
 
 typedef struct {
@@ -108,8 +113,18 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
  * maintenance treats it as a bucket with no idle child, one that may take
  * a child from another bucket even at the cost of that child's idle
  * keep-alive connections (their clients reconnect; a queue nobody serves
- * never answers). */
+ * never answers). Units still arriving (a child moved in or starting) stay
+ * idle: they will take the queue, so the bucket asks for no other child
+ * meanwhile and steering keeps sending it connections rather than spread
+ * them over buckets with no child to take them (issue 25: the free child
+ * moved back and forth between two buckets every 300 ms). */
 void bucket_census_stalled(bucket_census *census);
+
+/* An idle child of `from` (unit units) asked to move to `to`: counted in
+ * `to` from now on, arriving there, so that what the parent publishes for
+ * steering right after the move sends connections where the child goes,
+ * not where it leaves. */
+void bucket_census_moved(bucket_census *census, int from, int to, int unit);
 
 /* Share MinSpare/MaxSpareServers (or Threads) out over buckets, keeping
  * every bucket at least one idle unit and max above min. */
