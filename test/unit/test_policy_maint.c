@@ -803,6 +803,44 @@ static void test_census_moved(void **state)
     assert_int_equal(census[1].children, 5);
 }
 
+/* Steering's counts: the census while a bucket has an idle unit; with
+ * none, the last counts for one pass (a stalled bucket's cleared), then
+ * the census again. */
+static void test_census_to_publish(void **state)
+{
+    bucket_census now[3], published[3];
+    int carried;
+
+    (void)state;
+    memset(now, 0, sizeof(now));
+    memset(published, 0, sizeof(published));
+    now[1].idle = 1;
+    carried = bucket_census_to_publish(now, published, 3, 0);
+    assert_int_equal(carried, 0);
+    assert_int_equal(published[1].idle, 1);
+    /* The free child caught in a request: bucket 1 kept for one pass. */
+    now[1].idle = 0;
+    carried = bucket_census_to_publish(now, published, 3, carried);
+    assert_int_equal(carried, 1);
+    assert_int_equal(published[1].idle, 1);
+    carried = bucket_census_to_publish(now, published, 3, carried);
+    assert_int_equal(carried, 0);
+    assert_int_equal(published[1].idle, 0);
+    /* A stalled bucket is never carried. */
+    now[2].idle = 2;
+    carried = bucket_census_to_publish(now, published, 3, carried);
+    now[2].idle = 0;
+    now[2].stalled = 1;
+    carried = bucket_census_to_publish(now, published, 3, carried);
+    assert_int_equal(carried, 0);
+    assert_int_equal(published[2].idle, 0);
+    /* Nor after a move (carried passed as 1). */
+    published[0].idle = 1;
+    now[2].stalled = 0;
+    assert_int_equal(bucket_census_to_publish(now, published, 3, 1), 0);
+    assert_int_equal(published[0].idle, 0);
+}
+
 static void test_census_movable(void **state)
 {
     static const slot_view slots[] = {
@@ -838,6 +876,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         POOL_TEST(test_stalled_bucket_keeps_arriving_child),
         POOL_TEST(test_census_moved),
+        POOL_TEST(test_census_to_publish),
         POOL_TEST(test_spare_share_defaults),
         POOL_TEST(test_spare_share_more_buckets_than_spares),
         POOL_TEST(test_spare_share_properties),

@@ -30,6 +30,9 @@ typedef struct {
     int num_buckets;
     ap_generation_t generation;
     bucket_census *census;           /* per bucket, reused every pass */
+    bucket_census *published;        /* per bucket: what steering was told
+                                      * (bucket_census_to_publish) */
+    int published_carried;
     bucket_decision *decisions;      /* per bucket, reused every pass */
     int *grow_limit;                 /* per bucket, reused every pass */
     int *can_grow;                   /* per bucket, reused every pass */

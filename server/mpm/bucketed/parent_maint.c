@@ -252,7 +252,9 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
     }
     bucket_stats_publish_census(pc->conf, pc->census, pc->can_grow, pc->stall,
                                 pc->queued, pc->num_buckets, now);
-    bucket_listeners_publish_idle(pc->conf, retained, pc->census,
+    pc->published_carried = bucket_census_to_publish(
+        pc->census, pc->published, pc->num_buckets, pc->published_carried);
+    bucket_listeners_publish_idle(pc->conf, retained, pc->published,
                                   pc->num_buckets);
     num_moves = bucket_maint_decide(&in, retained->spawn_rate, pc->decisions,
                                     pc->moves, pc->max_moves);
@@ -279,7 +281,9 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
         }
     }
     if (moved) {
-        bucket_listeners_publish_idle(pc->conf, retained, pc->census,
+        pc->published_carried = bucket_census_to_publish(
+            pc->census, pc->published, pc->num_buckets, 1);
+        bucket_listeners_publish_idle(pc->conf, retained, pc->published,
                                       pc->num_buckets);
     }
     if (starved && !retained->maxclients_reported) {

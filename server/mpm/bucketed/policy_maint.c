@@ -8,6 +8,8 @@
  * children move to it from buckets that can spare them.
  */
 #include "policy_maint.h"
+
+#include <string.h>
 #include "policy_plan.h"
 
 void bucket_census_moved(bucket_census *census, int from, int to, int unit)
@@ -17,6 +19,28 @@ void bucket_census_moved(bucket_census *census, int from, int to, int unit)
     census[to].idle += unit;
     census[to].arriving += unit;
     census[to].children++;
+}
+
+int bucket_census_to_publish(const bucket_census *census,
+                             bucket_census *published, int num_buckets,
+                             int carried)
+{
+    int b, idle_now = 0, idle_before = 0;
+
+    for (b = 0; b < num_buckets; b++) {
+        idle_now |= census[b].idle > 0;
+        idle_before |= published[b].idle > 0 && !census[b].stalled;
+    }
+    if (idle_now || carried || !idle_before) {
+        memcpy(published, census, sizeof(*census) * num_buckets);
+        return 0;
+    }
+    for (b = 0; b < num_buckets; b++) {
+        if (census[b].stalled) {
+            published[b].idle = 0;
+        }
+    }
+    return 1;
 }
 
 bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,

@@ -126,6 +126,20 @@ void bucket_census_stalled(bucket_census *census);
  * not where it leaves. */
 void bucket_census_moved(bucket_census *census, int from, int to, int unit);
 
+/* What BucketSteering load is told this pass, into `published` (which
+ * holds what it was told last): the census as it is while some bucket has
+ * an idle unit. With none, the steering program falls back to the hash and
+ * spreads the next clients over buckets whose children all hold
+ * connections, each then waiting for the stall watch to move a child; at
+ * MaxRequestWorkers a census often catches the one free child in a short
+ * request. So for one such pass the last counts stay, stalled buckets' set
+ * to none: the child last seen idle is the likeliest to be free next.
+ * `carried`: the last counts were carried over already, or must not be (a
+ * move changed them). Returns whether this pass's counts are carried. */
+int bucket_census_to_publish(const bucket_census *census,
+                             bucket_census *published, int num_buckets,
+                             int carried);
+
 /* Share MinSpare/MaxSpareServers (or Threads) out over buckets, keeping
  * every bucket at least one idle unit and max above min. */
 bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
