@@ -512,11 +512,11 @@ static void test_skewed_load_simulation(void **state)
 static void test_census_tally(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 1, 0, 0 }, { SLOT_BUSY, 1, 0, 0, 0 },
-        { SLOT_EMPTY, 0, 0, 0, 0 }, { SLOT_REPLACING, 1, 0, 0, 0 },
-        { SLOT_LEAVING, 0, 0, 0, 0 }, { SLOT_IDLE, 1, 1, 0, 0 },
-        { SLOT_BUSY, 0, 0, 0, 0 }, { SLOT_EMPTY, 1, 0, 0, 0 },
-        { SLOT_IDLE, 7, 1, 0, 0 }, { SLOT_EMPTY, 0, 0, 0, 0 },
+        { SLOT_IDLE, 0, 1, 0, 0, 0 }, { SLOT_BUSY, 1, 0, 0, 0, 0 },
+        { SLOT_EMPTY, 0, 0, 0, 0, 0 }, { SLOT_REPLACING, 1, 0, 0, 0, 0 },
+        { SLOT_LEAVING, 0, 0, 0, 0, 0 }, { SLOT_IDLE, 1, 1, 0, 0, 0 },
+        { SLOT_BUSY, 0, 0, 0, 0, 0 }, { SLOT_EMPTY, 1, 0, 0, 0, 0 },
+        { SLOT_IDLE, 7, 1, 0, 0, 0 }, { SLOT_EMPTY, 0, 0, 0, 0, 0 },
     };
     bucket_census census[2];
     int free_slots;
@@ -540,9 +540,9 @@ static void test_census_tally(void **state)
 static void test_census_threads(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 20, 0, 4 }, { SLOT_BUSY, 0, 0, 0, 25 },
-        { SLOT_REPLACING, 1, 0, 0, 0 }, { SLOT_IDLE, 1, 3, 0, 10 },
-        { SLOT_LEAVING, 1, 25, 0, 0 }, { SLOT_EMPTY, 0, 0, 0, 0 },
+        { SLOT_IDLE, 0, 20, 0, 4, 0 }, { SLOT_BUSY, 0, 0, 0, 25, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0, 0 }, { SLOT_IDLE, 1, 3, 0, 10, 0 },
+        { SLOT_LEAVING, 1, 25, 0, 0, 0 }, { SLOT_EMPTY, 0, 0, 0, 0, 0 },
     };
     bucket_census census[2];
     int free_slots;
@@ -751,12 +751,104 @@ static void test_move_keeps_connections_open(void **state)
     assert_int_equal(p.moves[0].from, 1);
 }
 
+/* A child moved into a stalled bucket, or starting there, keeps the bucket's
+ * idle count: it will take the queue, so the bucket asks for no other child
+ * and steering keeps sending it connections (issue 25's ping-pong: zeroed,
+ * the next client was spread to a bucket with no child, which stalled and
+ * took the child back). */
+static void test_stalled_bucket_keeps_arriving_child(void **state)
+{
+    static const slot_view slots[] = {
+        { SLOT_BUSY, 0, 0, 1, 1, 0 }, { SLOT_REPLACING, 0, 0, 0, 0, 0 },
+        { SLOT_BUSY, 1, 0, 1, 1, 0 }, { SLOT_IDLE, 1, 1, 0, 0, 1 },
+        { SLOT_IDLE, 1, 1, 0, 0, 0 },
+    };
+    bucket_census census[2];
+    pass_t p;
+
+    (void)state;
+    bucket_census_tally(slots, 5, 5, 2, 1, census);
+    assert_int_equal(census[0].arriving, 1);
+    assert_int_equal(census[1].arriving, 1);
+    bucket_census_stalled(&census[0]);
+    assert_int_equal(census[0].idle, 1);
+    assert_int_equal(census[0].busy, 1);
+    bucket_census_stalled(&census[1]);
+    assert_int_equal(census[1].idle, 1);
+    assert_int_equal(census[1].busy, 2);
+    /* Nothing arriving: no idle child, as before. */
+    setup_pass(&p, 2, (const int[]){ 1, 1 }, (const int[]){ 3, 3 });
+    bucket_census_stalled(&p.census[0]);
+    assert_int_equal(p.census[0].idle, 0);
+    /* Arriving: no further child asked for, none taken from bucket 1. */
+    setup_pass(&p, 2, (const int[]){ 1, 1 }, (const int[]){ 3, 3 });
+    p.census[0].arriving = 1;
+    bucket_census_stalled(&p.census[0]);
+    run_any_pass(&p, 2, 8, 1, 1);
+    assert_int_equal(p.d[0].spawn, 0);
+    assert_int_equal(p.num_moves, 0);
+}
+
+static void test_census_moved(void **state)
+{
+    bucket_census census[2] = {
+        { .idle = 2, .busy = 1, .children = 3 },
+        { .idle = 0, .busy = 4, .children = 4, .stalled = 1 },
+    };
+
+    (void)state;
+    bucket_census_moved(census, 0, 1, 1);
+    assert_int_equal(census[0].idle, 1);
+    assert_int_equal(census[0].children, 2);
+    assert_int_equal(census[1].idle, 1);
+    assert_int_equal(census[1].arriving, 1);
+    assert_int_equal(census[1].children, 5);
+}
+
+/* Steering's counts: the census while a bucket has an idle unit; with
+ * none, the last counts for one pass (a stalled bucket's cleared), then
+ * the census again. */
+static void test_census_to_publish(void **state)
+{
+    bucket_census now[3], published[3];
+    int carried;
+
+    (void)state;
+    memset(now, 0, sizeof(now));
+    memset(published, 0, sizeof(published));
+    now[1].idle = 1;
+    carried = bucket_census_to_publish(now, published, 3, 0);
+    assert_int_equal(carried, 0);
+    assert_int_equal(published[1].idle, 1);
+    /* The free child caught in a request: bucket 1 kept for one pass. */
+    now[1].idle = 0;
+    carried = bucket_census_to_publish(now, published, 3, carried);
+    assert_int_equal(carried, 1);
+    assert_int_equal(published[1].idle, 1);
+    carried = bucket_census_to_publish(now, published, 3, carried);
+    assert_int_equal(carried, 0);
+    assert_int_equal(published[1].idle, 0);
+    /* A stalled bucket is never carried. */
+    now[2].idle = 2;
+    carried = bucket_census_to_publish(now, published, 3, carried);
+    now[2].idle = 0;
+    now[2].stalled = 1;
+    carried = bucket_census_to_publish(now, published, 3, carried);
+    assert_int_equal(carried, 0);
+    assert_int_equal(published[2].idle, 0);
+    /* Nor after a move (carried passed as 1). */
+    published[0].idle = 1;
+    now[2].stalled = 0;
+    assert_int_equal(bucket_census_to_publish(now, published, 3, 1), 0);
+    assert_int_equal(published[0].idle, 0);
+}
+
 static void test_census_movable(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 4, 0, 0 }, { SLOT_IDLE, 0, 4, 1, 0 },
-        { SLOT_IDLE, 0, 3, 0, 0 }, { SLOT_BUSY, 0, 0, 1, 0 },
-        { SLOT_REPLACING, 0, 0, 0, 0 },
+        { SLOT_IDLE, 0, 4, 0, 0, 0 }, { SLOT_IDLE, 0, 4, 1, 0, 0 },
+        { SLOT_IDLE, 0, 3, 0, 0, 0 }, { SLOT_BUSY, 0, 0, 1, 0, 0 },
+        { SLOT_REPLACING, 0, 0, 0, 0, 0 },
     };
     bucket_census census[1];
 
@@ -784,6 +876,9 @@ static void test_start_children(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        POOL_TEST(test_stalled_bucket_keeps_arriving_child),
+        POOL_TEST(test_census_moved),
+        POOL_TEST(test_census_to_publish),
         POOL_TEST(test_spare_share_defaults),
         POOL_TEST(test_spare_share_more_buckets_than_spares),
         POOL_TEST(test_spare_share_properties),

@@ -215,6 +215,9 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     pc.num_buckets = pc.gen->num_buckets;
     pc.generation = mpm->my_generation;
     pc.census = apr_pcalloc(pconf, sizeof(bucket_census) * pc.num_buckets);
+    pc.published_carried = 0;
+    pc.published = apr_pcalloc(pconf,
+                               sizeof(bucket_census) * pc.num_buckets);
     pc.decisions = apr_pcalloc(pconf, sizeof(bucket_decision)
                                       * pc.num_buckets);
     pc.grow_limit = apr_pcalloc(pconf, sizeof(int) * pc.num_buckets);

@@ -36,6 +36,10 @@ typedef struct {
     bucket_decision *decisions;
     int *grow_limit;
     int *spawn_rate;                 /* in and out: kept->spawning's */
+    /* Kept from pass to pass: what steering was told last
+     * (bucket_census_to_publish). */
+    bucket_census *published;
+    int published_carried;
     const int *covers;               /* per pair of buckets: see
                                       * bucket_maint_input */
     bucket_move *moves;              /* room for every move of a pass */

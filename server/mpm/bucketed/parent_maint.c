@@ -60,6 +60,19 @@ static int serving_units_of(const parent_context *pc, int slot)
     return serving;
 }
 
+/* Of a live child's idle units, those not yet accepting: the child is
+ * starting (its scoreboard entries not yet marked ready). */
+static int starting_units_of(const parent_context *pc, int slot)
+{
+    int t, starting = 0;
+
+    for (t = 0; t < child_units(pc); t++) {
+        starting += ap_get_scoreboard_worker_from_indexes(slot, t)->status
+                    < SERVER_READY;
+    }
+    return starting;
+}
+
 /* Connections a live child holds open: an event child's own count (its
  * idle keep-alive ones too); a prefork child's is its busy worker's. */
 static apr_uint32_t connections_of(const parent_context *pc, int slot)
@@ -83,6 +96,7 @@ static slot_view view_slot(const parent_context *pc, int slot)
     v.idle_units = 0;
     v.holds_connections = 0;
     v.serving_units = 0;
+    v.starting_units = 0;
     if (cs->pid == 0) {
         v.state = SLOT_EMPTY;
     }
@@ -97,6 +111,7 @@ static slot_view view_slot(const parent_context *pc, int slot)
     }
     else {
         v.idle_units = idle_units_of(pc, slot);
+        v.starting_units = v.idle_units > 0 ? starting_units_of(pc, slot) : 0;
         v.state = v.idle_units > 0 ? SLOT_IDLE : SLOT_BUSY;
         v.holds_connections = connections_of(pc, slot) > 0;
         v.serving_units = serving_units_of(pc, slot);
@@ -240,7 +255,7 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
     bucketed_retained *retained = pc->retained;
     bucket_maint_input in;
     apr_time_t now = apr_time_now();
-    int b, i, num_moves, starved = 0;
+    int b, i, num_moves, starved = 0, moved = 0;
 
     in.num_buckets = pc->num_buckets;
     in.unit = child_units(pc);
@@ -261,7 +276,9 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
         pc->spawn_rate[b] = bk->kept->spawning->spawn_rate;
     }
     bucket_stats_publish_census(pc->gen, pc->census, now);
-    bucket_listeners_publish_idle(pc->conf, retained, pc->census,
+    pc->published_carried = bucket_census_to_publish(
+        pc->census, pc->published, pc->num_buckets, pc->published_carried);
+    bucket_listeners_publish_idle(pc->conf, retained, pc->published,
                                   pc->num_buckets);
     num_moves = bucket_maint_decide(&in, pc->spawn_rate, pc->decisions,
                                     pc->moves, pc->max_moves);
@@ -284,7 +301,15 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
                          pc->retained->slots[slot].pid, m->from, m->to,
                          (unsigned)connections_of(pc, slot));
             parent_ask_to_leave(pc, slot, m->to);
+            bucket_census_moved(pc->census, m->from, m->to, child_units(pc));
+            moved = 1;
         }
+    }
+    if (moved) {
+        pc->published_carried = bucket_census_to_publish(
+            pc->census, pc->published, pc->num_buckets, 1);
+        bucket_listeners_publish_idle(pc->conf, retained, pc->published,
+                                      pc->num_buckets);
     }
     if (starved && !retained->maxclients_reported) {
         ap_log_error(APLOG_MARK, APLOG_ERR, 0, pc->s, BKLOGNO(00111)

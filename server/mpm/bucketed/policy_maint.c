@@ -8,7 +8,40 @@
  * children move to it from buckets that can spare them.
  */
 #include "policy_maint.h"
+
+#include <string.h>
 #include "policy_plan.h"
+
+void bucket_census_moved(bucket_census *census, int from, int to, int unit)
+{
+    census[from].idle -= unit;
+    census[from].children--;
+    census[to].idle += unit;
+    census[to].arriving += unit;
+    census[to].children++;
+}
+
+int bucket_census_to_publish(const bucket_census *census,
+                             bucket_census *published, int num_buckets,
+                             int carried)
+{
+    int b, idle_now = 0, idle_before = 0;
+
+    for (b = 0; b < num_buckets; b++) {
+        idle_now |= census[b].idle > 0;
+        idle_before |= published[b].idle > 0 && !census[b].stalled;
+    }
+    if (idle_now || carried || !idle_before) {
+        memcpy(published, census, sizeof(*census) * num_buckets);
+        return 0;
+    }
+    for (b = 0; b < num_buckets; b++) {
+        if (census[b].stalled) {
+            published[b].idle = 0;
+        }
+    }
+    return 1;
+}
 
 bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
                                        int bucket, int num_buckets)
@@ -40,6 +73,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
     for (b = 0; b < num_buckets; b++) {
         census[b].idle = census[b].busy = census[b].children = 0;
         census[b].serving = census[b].movable = census[b].stalled = 0;
+        census[b].arriving = 0;
     }
     for (slot = 0; slot < num_slots; slot++) {
         const slot_view *v = &slots[slot];
@@ -52,6 +86,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
         case SLOT_REPLACING:
             if (counted) {
                 census[v->bucket].idle += unit;
+                census[v->bucket].arriving += unit;
                 census[v->bucket].children++;
             }
             break;
@@ -59,6 +94,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
         case SLOT_BUSY:
             if (counted) {
                 census[v->bucket].idle += v->idle_units;
+                census[v->bucket].arriving += v->starting_units;
                 census[v->bucket].busy += unit - v->idle_units;
                 census[v->bucket].serving += v->serving_units;
                 census[v->bucket].children++;
@@ -76,8 +112,8 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
 
 void bucket_census_stalled(bucket_census *census)
 {
-    census->busy += census->idle;
-    census->idle = 0;
+    census->busy += census->idle - census->arriving;
+    census->idle = census->arriving;
     census->stalled = 1;
 }
 

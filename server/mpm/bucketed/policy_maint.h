@@ -32,6 +32,9 @@ typedef struct {
                        * ones would be closed) */
     int stalled;      /* nothing accepts its queued connections
                        * (bucket_census_stalled) */
+    int arriving;     /* of the idle units, those of children on their
+                       * way in or not yet accepting: the ones that will
+                       * take what waits in a stalled bucket */
 } bucket_census;
 
 /* What the parent's slot table says of one slot. */
@@ -53,6 +56,8 @@ typedef struct {
                        * 0); the others count as busy */
     int holds_connections; /* IDLE, BUSY: has a connection open */
     int serving_units;     /* IDLE, BUSY: units serving a request */
+    int starting_units;    /* IDLE: of the idle units, those not yet
+                            * accepting (the child is starting) */
 } slot_view;
 
 typedef struct {
@@ -112,8 +117,32 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
  * maintenance treats it as a bucket with no idle child, one that may take
  * a child from another bucket even at the cost of that child's idle
  * keep-alive connections (their clients reconnect; a queue nobody serves
- * never answers). */
+ * never answers). Units still arriving (a child moved in or starting) stay
+ * idle: they will take the queue, so the bucket asks for no other child
+ * meanwhile and steering keeps sending it connections rather than spread
+ * them over buckets with no child to take them (issue 25: the free child
+ * moved back and forth between two buckets every 300 ms). */
 void bucket_census_stalled(bucket_census *census);
+
+/* An idle child of `from` (unit units) asked to move to `to`: counted in
+ * `to` from now on, arriving there, so that what the parent publishes for
+ * steering right after the move sends connections where the child goes,
+ * not where it leaves. */
+void bucket_census_moved(bucket_census *census, int from, int to, int unit);
+
+/* What BucketSteering load is told this pass, into `published` (which
+ * holds what it was told last): the census as it is while some bucket has
+ * an idle unit. With none, the steering program falls back to the hash and
+ * spreads the next clients over buckets whose children all hold
+ * connections, each then waiting for the stall watch to move a child; at
+ * MaxRequestWorkers a census often catches the one free child in a short
+ * request. So for one such pass the last counts stay, stalled buckets' set
+ * to none: the child last seen idle is the likeliest to be free next.
+ * `carried`: the last counts were carried over already, or must not be (a
+ * move changed them). Returns whether this pass's counts are carried. */
+int bucket_census_to_publish(const bucket_census *census,
+                             bucket_census *published, int num_buckets,
+                             int carried);
 
 /* Share MinSpare/MaxSpareServers (or Threads) out over buckets, keeping
  * every bucket at least one idle unit and max above min. */
