@@ -758,8 +758,36 @@ def overhead_main(argv):
         shutil.rmtree(scratch_dir, ignore_errors=True)
 
 
+def profile_main(argv):
+    """bench/run profile (profile.py): the exit status. Imported here so
+    that this hook is the only line profile.py adds to this file's
+    imports."""
+    from . import profile
+    parser = argparse.ArgumentParser(prog="bench/run profile",
+                                     description=profile.DESCRIPTION)
+    profile.add_arguments(parser)
+    _add_server_options(parser)
+    args = parser.parse_args(argv)
+    profile.check_arguments(parser, args)
+    _terminate_on_sigterm()
+    scratch_dir = _scratch_dir("bucketbench-profile-")
+    try:
+        results = profile.run(_tools(args, nginx=args.nginx, wrk=args.wrk),
+                              scratch_dir, args)
+    except (ServerError, Timeout, OSError, load.LoadError) as error:
+        print(f"bench/run profile: {error}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(scratch_dir, ignore_errors=True)
+    with open(os.path.join(args.out, "tables.md"), "w") as out:
+        out.write(profile.markdown(results))
+    return 0
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["profile"]:
+        return profile_main(argv[1:])
     if argv[:1] == ["memory"]:
         return memory_main(argv[1:])
     if argv[:1] == ["overhead"]:
