@@ -769,6 +769,10 @@ def profile_main(argv):
     _add_server_options(parser)
     args = parser.parse_args(argv)
     profile.check_arguments(parser, args)
+    if args.retabulate:
+        with open(os.path.join(args.out, "tables.md"), "w") as out:
+            out.write(profile.markdown(profile.retabulate(args.out)))
+        return 0
     _terminate_on_sigterm()
     scratch_dir = _scratch_dir("bucketbench-profile-")
     try:

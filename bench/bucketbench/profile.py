@@ -200,6 +200,27 @@ def frame_name(symbol, dso, kernel):
     return f"{symbol} ({dso})"
 
 
+def parse_frame_name(name):
+    """(symbol, dso, is_kernel) back from frame_name's text."""
+    if name.endswith(" " + KERNEL_MARK):
+        return name[:-len(KERNEL_MARK) - 1], "kernel", True
+    if name.startswith("[") and name.endswith("]"):
+        return "[unknown]", name[1:-1], False
+    symbol, _, dso = name.rpartition(" (")
+    return symbol, dso.rstrip(")"), False
+
+
+def read_folded(path):
+    """The samples (leaf-first stacks, one per sample) of a folded file."""
+    samples = []
+    with open(path) as folded:
+        for line in folded:
+            text, _, count = line.rstrip("\n").rpartition(" ")
+            stack = [parse_frame_name(name) for name in text.split(";")]
+            samples += [stack[::-1]] * int(count)
+    return samples
+
+
 def frame_colour(name):
     """The flame graph colour of a frame name made by frame_name."""
     if name.endswith(KERNEL_MARK):
@@ -210,8 +231,9 @@ def frame_colour(name):
     return CATEGORIES[user_category(dso)][1]
 
 
-# perf script -F pid,ip,sym,dso: a header line "<pid>" (after the command
-# name), then one line per frame "\t<ip> <symbol> (<dso>)", a blank line.
+# perf script -F pid,ip,sym,dso: a header line "<pid>", right-aligned in
+# 7 columns, then one line per frame "\t<ip> <symbol> (<dso>)", a blank
+# line.
 FRAME_LINE = re.compile(r"^\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
 
 
@@ -230,7 +252,9 @@ def parse_perf_script(text, pids):
             flush()
             pid, stack = None, []
             continue
-        if not line[0].isspace():
+        if not line.startswith("\t"):
+            # perf pads the pid to 7 columns: the header may start with
+            # spaces, frames always with a tab.
             flush()
             fields = line.split()
             pid = next((int(f) for f in fields if f.isdigit()), None)
@@ -249,18 +273,42 @@ def parse_perf_script(text, pids):
     return samples
 
 
+SYSCALL_FRAME = re.compile(r"^__(?:x64|do)_sys_(\w+)")
+
+
+def kernel_entry(stack):
+    """Why a kernel sample is in the kernel: the system call (its name), a
+    page fault, or "interrupt" (softirq network processing, timers) when
+    no system call is on the stack; None for a user sample."""
+    if not stack or not stack[0][2]:
+        return None
+    for symbol, _, kernel in reversed(stack):
+        if not kernel:
+            continue
+        match = SYSCALL_FRAME.match(symbol)
+        if match:
+            return match.group(1)
+        if "page_fault" in symbol:
+            return "page fault"
+    return "interrupt"
+
+
 def summarize_samples(samples):
     """Shares (percent of the samples) by category and by owner, the
     folded stacks, and the top leaf symbols per category."""
     by_category = {name: 0 for name in CATEGORIES}
     by_owner = {}
     switches = 0
+    entries = {}
     folded = {}
     top = {}
     for stack in samples:
         category = classify(stack)
         by_category[category] += 1
         switches += is_switch(stack)
+        entry = kernel_entry(stack)
+        if entry:
+            entries[entry] = entries.get(entry, 0) + 1
         whose = owner(stack)
         by_owner[whose] = by_owner.get(whose, 0) + 1
         key = tuple(frame_name(*frame) for frame in reversed(stack))
@@ -274,6 +322,8 @@ def summarize_samples(samples):
         "percent": {k: 100.0 * v / total for k, v in by_category.items()},
         "owner_percent": {k: 100.0 * v / total for k, v in by_owner.items()},
         "switch_percent": 100.0 * switches / total,
+        "kernel_entry_percent": {k: 100.0 * v / total for k, v in sorted(
+            entries.items(), key=lambda kv: -kv[1])},
         "top": {k: sorted(v.items(), key=lambda kv: -kv[1])[:8]
                 for k, v in top.items()},
         "folded": folded,
@@ -455,6 +505,10 @@ def measure(server, command, duration_s, log_path):
     return result
 
 
+class ProfileError(Exception):
+    """perf failed or saw nothing of the server."""
+
+
 def profile_run(server, command, duration_s, out_prefix):
     """One run under perf: the load runs duration_s + 2 x PERF_LEAD_S, perf
     records the middle duration_s. Returns (load result, samples)."""
@@ -474,11 +528,17 @@ def profile_run(server, command, duration_s, out_prefix):
     with open(out_prefix + ".client.log", "w") as log:
         log.write(output)
     if recorder.returncode != 0:
-        raise RuntimeError(f"perf record failed: {recorder.stderr[-800:]}")
+        raise ProfileError(f"perf record failed: {recorder.stderr[-800:]}")
     script = subprocess.run(
         [PERF, "script", "-i", data, "-F", "pid,ip,sym,dso", "--no-inline"],
         capture_output=True, text=True, check=False)
     samples = parse_perf_script(script.stdout, set(pids))
+    with open(out_prefix + ".perf.log", "w") as log:
+        log.write(recorder.stderr + script.stderr[-4000:])
+    if script.returncode != 0 or not samples:
+        raise ProfileError(f"perf script gave no samples of the server "
+                           f"(status {script.returncode}); perf.data kept "
+                           f"in {data}: {script.stderr[-800:]}")
     os.unlink(data)
     result = parse_h2load(output) if command[0].endswith("h2load") \
         else load.parse_result(output)
@@ -513,6 +573,9 @@ def add_arguments(parser):
     parser.add_argument("--no-perf", action="store_true",
                         help="rounds only, no profile")
     parser.add_argument("--out", required=True, help="results directory")
+    parser.add_argument("--retabulate", action="store_true",
+                        help="only recompute the summaries and tables.md "
+                             "from the folded stacks in --out")
     parser.add_argument("--svg-dir",
                         help="also write the flame graphs there")
     parser.add_argument("--wrk", default="/usr/bin/wrk")
@@ -607,7 +670,13 @@ def _run_workload(tools, servers, workload_name, args, say):
                                args.concurrency, args.duration, tls)
         prefix = os.path.join(args.out, f"{workload_name}-{server.spec.name}")
         entry["load_average"].append(environment.load_average())
-        result, samples = profile_run(server, command, args.duration, prefix)
+        try:
+            result, samples = profile_run(server, command, args.duration,
+                                          prefix)
+        except ProfileError as error:
+            entry["profiles"][server.spec.name] = {"error": str(error)}
+            say(f"{workload_name} profile {server.spec.name}: {error}")
+            continue
         summary = summarize_samples(samples)
         folded = summary.pop("folded")
         with open(prefix + ".folded", "w") as out:
@@ -633,6 +702,26 @@ def _run_workload(tools, servers, workload_name, args, say):
 
 
 # ------------------------------------------------------------ tables
+
+def retabulate(out_dir):
+    """Summaries recomputed from the folded stacks a run left in out_dir
+    (after a change to the classification); results.json updated."""
+    path = os.path.join(out_dir, "results.json")
+    with open(path) as handle:
+        results = json.load(handle)
+    for workload_name, entry in results["workloads"].items():
+        for name, summary in entry["profiles"].items():
+            if "error" in summary:
+                continue
+            fresh = summarize_samples(read_folded(os.path.join(
+                out_dir, f"{workload_name}-{name}.folded")))
+            fresh.pop("folded")
+            fresh["load"] = summary.get("load")
+            entry["profiles"][name] = fresh
+    with open(path, "w") as handle:
+        json.dump(results, handle, indent=1, default=list)
+    return results
+
 
 def _fmt(value, digits=1):
     return "–" if value is None else f"{value:.{digits}f}"
@@ -666,7 +755,11 @@ def markdown(results):
                              f"{stats.median(cpu):.4f} | "
                              f"{cpu_ratio:.2f} | {rps_ratio:.2f} |")
             lines.append("")
-        profiles = entry["profiles"]
+        profiles = {name: summary for name, summary
+                    in entry["profiles"].items() if "error" not in summary}
+        for name, summary in entry["profiles"].items():
+            if "error" in summary:
+                lines.append(f"{name}: no profile ({summary['error']})\n")
         if profiles:
             names = list(profiles)
             lines.append("| % of samples | " + " | ".join(names) + " |")
@@ -685,4 +778,36 @@ def markdown(results):
             lines.append("| samples | " + " | ".join(
                 str(profiles[n]["samples"]) for n in names) + " |")
             lines.append("")
+            lines += _per_request_table(profiles, rounds)
     return "\n".join(lines) + "\n"
+
+
+def _per_request_table(profiles, rounds):
+    """The profile's shares as microseconds of CPU per request: each share
+    times the server's median CPU per request in the unprofiled rounds."""
+    names = [name for name in profiles if rounds.get(name)]
+    if not names:
+        return []
+    cpu_us = {name: 1000.0 * stats.median(
+        [r["cpu_ms_per_request"] for r in rounds[name]]) for name in names}
+    lines = ["| µs CPU per request | " + " | ".join(names) + " |",
+             "|---|" + "---|" * len(names)]
+    for category, (label, _) in CATEGORIES.items():
+        lines.append(f"| {label} | " + " | ".join(
+            _fmt(profiles[n]["percent"][category] * cpu_us[n] / 100.0)
+            for n in names) + " |")
+    lines.append("| all | " + " | ".join(_fmt(cpu_us[n]) for n in names)
+                 + " |")
+    entries = {}
+    for name in names:
+        for entry, pct in profiles[name].get("kernel_entry_percent",
+                                             {}).items():
+            entries[entry] = entries.get(entry, 0.0) + pct
+    top = sorted(entries, key=lambda e: -entries[e])[:12]
+    lines += ["", "| kernel µs per request, by system call | "
+              + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for entry in top:
+        lines.append(f"| {entry} | " + " | ".join(
+            _fmt(profiles[n].get("kernel_entry_percent", {}).get(entry, 0.0)
+                 * cpu_us[n] / 100.0) for n in names) + " |")
+    return lines + [""]

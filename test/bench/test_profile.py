@@ -12,7 +12,7 @@ K = True
 U = False
 
 PERF_SCRIPT = """\
-apache2 4242 
+   4242 
 \tffffffff81a0 finish_task_switch.isra.0+0x9a ([kernel.kallsyms])
 \tffffffff81b0 __schedule+0x3e ([kernel.kallsyms])
 \tffffffff81c0 inet_csk_accept+0x12 ([kernel.kallsyms])
@@ -22,17 +22,17 @@ apache2 4242
 \t7f0000003000 ap_unixd_accept+0x5 (/usr/sbin/apache2)
 \t7f0000004000 [unknown] (/usr/lib/apache2/modules/mod_mpm_prefork.so)
 
-apache2 4243 
+1004243 
 \t7f0000005000 ev_worker_main+0x5 (/tmp/x/mod_mpm_bucketed.so)
 
-wrk 99 
+     99 
 \t7f0000006000 main+0x5 (/usr/bin/wrk)
 
 """
 
 
 def test_parse_perf_script_keeps_the_servers_samples_leaf_first():
-    samples = profile.parse_perf_script(PERF_SCRIPT, {4242, 4243})
+    samples = profile.parse_perf_script(PERF_SCRIPT, {4242, 1004243})
     assert len(samples) == 2
     first = samples[0]
     assert first[0] == ("finish_task_switch.isra.0", "kernel", K)
@@ -84,7 +84,7 @@ def test_owner_looks_past_libc_and_apr_and_counts_mpm_helpers():
 
 
 def test_summary_shares_and_folded_stacks():
-    samples = profile.parse_perf_script(PERF_SCRIPT, {4242, 4243})
+    samples = profile.parse_perf_script(PERF_SCRIPT, {4242, 1004243})
     summary = profile.summarize_samples(samples)
     assert summary["samples"] == 2
     assert summary["percent"][profile.K_ACCEPT] == 50.0
@@ -169,3 +169,26 @@ def test_markdown_tables():
     text = profile.markdown(results)
     assert "| b | 50 (50–50) | 0.2000 | 2.00 | 0.50 |" in text
     assert "| kernel: accept (incl. reuseport) | 100.0 |" in text
+
+
+def test_folded_stacks_read_back_to_the_same_summary(tmp_path):
+    samples = profile.parse_perf_script(PERF_SCRIPT, {4242, 1004243})
+    summary = profile.summarize_samples(samples)
+    path = tmp_path / "w.folded"
+    path.write_text("".join(";".join(stack) + f" {count}\n"
+                            for stack, count in summary["folded"].items()))
+    again = profile.summarize_samples(profile.read_folded(str(path)))
+    assert again["percent"] == summary["percent"]
+    assert again["owner_percent"] == summary["owner_percent"]
+
+
+@pytest.mark.parametrize("stack, entry", [
+    ([("tcp_sendmsg", "kernel", K), ("__x64_sys_sendto", "kernel", K),
+      ("do_syscall_64", "kernel", K), ("send", "libc.so.6", U)], "sendto"),
+    ([("clear_page", "kernel", K), ("asm_exc_page_fault", "kernel", K)],
+     "page fault"),
+    ([("net_rx_action", "kernel", K)], "interrupt"),
+    ([("main", "apache2", U)], None),
+])
+def test_kernel_entry(stack, entry):
+    assert profile.kernel_entry(stack) == entry
