@@ -7,10 +7,13 @@ Server, with its configurations), then:
   C ..., each measuring req/s and the server's CPU per request from /proc
   (procfs.cpu_seconds: every thread's schedstat plus the master's reaped
   children); reported as medians and same-round ratios;
-- profile: one more run per server under `perf record -g` restricted to
-  the server's processes (-p, every pid of its tree: all children are
-  started up front, so none is missed), with DWARF call graphs, since
-  Debian builds httpd, APR and OpenSSL without frame pointers.
+- profile: one more run per server under `perf record -a -g`, with DWARF
+  call graphs, since Debian builds httpd, APR and OpenSSL without frame
+  pointers; only the samples of the server's processes are kept (its
+  process tree before and after the run). perf is set up before the
+  load starts (Recorder): on a machine running thousands of processes
+  its start takes seconds, and a load started first was over before perf
+  recorded anything.
 
 `perf script` turns the samples into stacks; classify() puts each sample
 in one category (CATEGORIES): the MPM's own code, the server's core and
@@ -28,6 +31,7 @@ import http.client
 import json
 import os
 import re
+import signal
 import ssl
 import subprocess
 import time
@@ -53,7 +57,11 @@ OPENSSL = "/usr/bin/openssl"
 # perf's sampling rate (Hz, per CPU) and the user stack it copies per
 # sample for DWARF unwinding (bytes).
 PERF_FREQUENCY = 999
-PERF_STACK_BYTES = 16384
+PERF_STACK_BYTES = 8192
+# perf's ring buffer per CPU, in pages: each sample carries its stack copy,
+# and on a loaded machine perf's reader falls behind (the default 516 KiB
+# lost most samples here).
+PERF_BUFFER_PAGES = 4096
 # The profiled window starts this long after the load (perf's setup and
 # the load's ramp are left out) and the load outlasts it by as much.
 PERF_LEAD_S = 2.0
@@ -509,32 +517,86 @@ class ProfileError(Exception):
     """perf failed or saw nothing of the server."""
 
 
+class Recorder:
+    """perf record -a, started disabled and switched on and off through its
+    control FIFOs. Starting perf on a busy machine takes seconds (it
+    describes every process that runs), so the load begins only once perf
+    answers, and the window it records is exactly the one asked for."""
+
+    def __init__(self, data, workdir):
+        self.control = os.path.join(workdir, "perf.ctl")
+        self.ack = os.path.join(workdir, "perf.ack")
+        for fifo in (self.control, self.ack):
+            if os.path.exists(fifo):
+                os.unlink(fifo)
+            os.mkfifo(fifo)
+        self.log = open(data + ".stderr", "w+")
+        self.process = subprocess.Popen(
+            [PERF, "record", "-q", "-F", str(PERF_FREQUENCY), "-g",
+             "-m", str(PERF_BUFFER_PAGES),
+             "--call-graph", f"dwarf,{PERF_STACK_BYTES}", "-o", data,
+             "-a", "-D", "-1",
+             "--control", f"fifo:{self.control},{self.ack}"],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+        # Opened in this order by perf too: the control end first.
+        self.control_fd = os.open(self.control, os.O_WRONLY)
+        self.ack_fd = os.open(self.ack, os.O_RDONLY)
+
+    def command(self, word):
+        """Sends a control command and waits for perf's acknowledgement
+        (perf answers only from its main loop: once it records)."""
+        os.write(self.control_fd, word.encode() + b"\n")
+        answer = os.read(self.ack_fd, 16)
+        if not answer:
+            raise ProfileError(f"perf record did not acknowledge {word}")
+
+    def finish(self):
+        """Stops perf; its stderr."""
+        os.close(self.control_fd)
+        os.close(self.ack_fd)
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=120)
+        self.log.seek(0)
+        text = self.log.read()
+        self.log.close()
+        if self.process.returncode not in (0, -signal.SIGINT):
+            raise ProfileError(f"perf record failed "
+                               f"({self.process.returncode}): {text[-800:]}")
+        return text
+
+
 def profile_run(server, command, duration_s, out_prefix):
-    """One run under perf: the load runs duration_s + 2 x PERF_LEAD_S, perf
-    records the middle duration_s. Returns (load result, samples)."""
+    """One run under perf: perf set up first, then the load for
+    duration_s + 2 x PERF_LEAD_S, perf recording the middle duration_s.
+    Returns (load result, samples)."""
     pids = procfs.process_tree(server.pid)
     data = out_prefix + ".perf.data"
-    client = subprocess.Popen(
-        _with_duration(command, duration_s + 2 * PERF_LEAD_S),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(PERF_LEAD_S)
-    recorder = subprocess.run(
-        [PERF, "record", "-q", "-F", str(PERF_FREQUENCY), "-g",
-         "--call-graph", f"dwarf,{PERF_STACK_BYTES}", "-o", data,
-         "-p", ",".join(map(str, pids)), "--", "sleep", str(duration_s)],
-        capture_output=True, text=True, check=False)
+    recorder = Recorder(data, server.workdir)
+    try:
+        recorder.command("disable")
+        client = subprocess.Popen(
+            _with_duration(command, duration_s + 2 * PERF_LEAD_S),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(PERF_LEAD_S)
+        recorder.command("enable")
+        time.sleep(duration_s)
+        recorder.command("disable")
+    finally:
+        perf_log = recorder.finish()
     output, _ = client.communicate(timeout=duration_s + load.WRK_GRACE_S
                                    + 2 * PERF_LEAD_S)
     with open(out_prefix + ".client.log", "w") as log:
         log.write(output)
-    if recorder.returncode != 0:
-        raise ProfileError(f"perf record failed: {recorder.stderr[-800:]}")
+    # Threads and processes started during the run belong to it too.
+    pids = set(pids) | set(procfs.process_tree(server.pid))
     script = subprocess.run(
-        [PERF, "script", "-i", data, "-F", "pid,ip,sym,dso", "--no-inline"],
+        [PERF, "script", "-i", data, "-F", "pid,ip,sym,dso", "--no-inline",
+         "--pid", ",".join(map(str, sorted(pids)))],
         capture_output=True, text=True, check=False)
-    samples = parse_perf_script(script.stdout, set(pids))
+    samples = parse_perf_script(script.stdout, pids)
     with open(out_prefix + ".perf.log", "w") as log:
-        log.write(recorder.stderr + script.stderr[-4000:])
+        log.write(f"server pids: {sorted(pids)}\n" + perf_log
+                  + script.stderr[-4000:])
     if script.returncode != 0 or not samples:
         raise ProfileError(f"perf script gave no samples of the server "
                            f"(status {script.returncode}); perf.data kept "
