@@ -62,6 +62,8 @@ PERF_STACK_BYTES = 8192
 # and on a loaded machine perf's reader falls behind (the default 516 KiB
 # lost most samples here).
 PERF_BUFFER_PAGES = 4096
+# How long perf may take to write out what it holds once told to stop.
+PERF_STOP_S = 120
 # The profiled window starts this long after the load (perf's setup and
 # the load's ramp are left out) and the load outlasts it by as much.
 PERF_LEAD_S = 2.0
@@ -353,15 +355,15 @@ def make_certificate(directory):
 
 
 def _tls_httpd_lines(modules_dir, cert, key, h2):
-    lines = [f'LoadModule ssl_module "{modules_dir}/mod_ssl.so"',
-             f'LoadModule socache_shmcb_module '
-             f'"{modules_dir}/mod_socache_shmcb.so"']
+    lines = [f'LoadModule ssl_module "{modules_dir}/mod_ssl.so"']
     if h2:
         lines += [f'LoadModule http2_module "{modules_dir}/mod_http2.so"',
                   "Protocols h2 http/1.1"]
     lines += ["SSLEngine on", f'SSLCertificateFile "{cert}"',
               f'SSLCertificateKeyFile "{key}"',
-              'SSLSessionCache "shmcb:run/ssl_scache(512000)"']
+              # No resumption (no session cache, no tickets): every
+              # connection is a full handshake.
+              "SSLSessionTickets off"]
     return lines
 
 
@@ -388,9 +390,15 @@ def adapt_server(server, workload_name, cert, key, modules_dir):
         text = conf.read()
     if server.spec.kind == "nginx":
         text = text.replace(" reuseport backlog", " ssl reuseport backlog")
+        # TLS 1.3 as httpd negotiates it (Debian's nginx 1.22 offers only
+        # up to 1.2 by default), and no resumption: without these, wrk
+        # resumed its sessions with nginx (TLS 1.2 tickets) and did full
+        # handshakes with httpd, and the comparison was off by 6x.
         text = re.sub(r"(\n        root [^\n]*;)",
                       rf"\1\n        ssl_certificate {cert};"
-                      rf"\n        ssl_certificate_key {key};", text)
+                      rf"\n        ssl_certificate_key {key};"
+                      r"\n        ssl_protocols TLSv1.2 TLSv1.3;"
+                      r"\n        ssl_session_tickets off;", text)
     else:
         text += "\n".join(_tls_httpd_lines(modules_dir, cert, key,
                                            workload_name == "h2")) + "\n"
@@ -523,7 +531,7 @@ class Recorder:
     describes every process that runs), so the load begins only once perf
     answers, and the window it records is exactly the one asked for."""
 
-    def __init__(self, data, workdir):
+    def __init__(self, data, workdir, what=None):
         self.control = os.path.join(workdir, "perf.ctl")
         self.ack = os.path.join(workdir, "perf.ack")
         for fifo in (self.control, self.ack):
@@ -531,11 +539,11 @@ class Recorder:
                 os.unlink(fifo)
             os.mkfifo(fifo)
         self.log = open(data + ".stderr", "w+")
+        what = what or ["-F", str(PERF_FREQUENCY), "-g", "--call-graph",
+                         f"dwarf,{PERF_STACK_BYTES}"]
         self.process = subprocess.Popen(
-            [PERF, "record", "-q", "-F", str(PERF_FREQUENCY), "-g",
-             "-m", str(PERF_BUFFER_PAGES),
-             "--call-graph", f"dwarf,{PERF_STACK_BYTES}", "-o", data,
-             "-a", "-D", "-1",
+            [PERF, "record", "-q", "-m", str(PERF_BUFFER_PAGES)] + what
+            + ["-o", data, "-a", "-D", "-1",
              "--control", f"fifo:{self.control},{self.ack}"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         # Opened in this order by perf too: the control end first.
@@ -555,7 +563,11 @@ class Recorder:
         os.close(self.control_fd)
         os.close(self.ack_fd)
         self.process.send_signal(signal.SIGINT)
-        self.process.wait(timeout=120)
+        try:
+            self.process.wait(timeout=PERF_STOP_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         self.log.seek(0)
         text = self.log.read()
         self.log.close()
@@ -565,13 +577,13 @@ class Recorder:
         return text
 
 
-def profile_run(server, command, duration_s, out_prefix):
-    """One run under perf: perf set up first, then the load for
-    duration_s + 2 x PERF_LEAD_S, perf recording the middle duration_s.
-    Returns (load result, samples)."""
+def _recorded_run(server, command, duration_s, data, what=None):
+    """The load under perf record (Recorder; what: its event options):
+    perf set up first, then the load for duration_s + 2 x PERF_LEAD_S,
+    perf recording the middle duration_s. Returns (client output, perf's
+    stderr, the server's pids)."""
     pids = procfs.process_tree(server.pid)
-    data = out_prefix + ".perf.data"
-    recorder = Recorder(data, server.workdir)
+    recorder = Recorder(data, server.workdir, what)
     try:
         recorder.command("disable")
         client = subprocess.Popen(
@@ -585,10 +597,85 @@ def profile_run(server, command, duration_s, out_prefix):
         perf_log = recorder.finish()
     output, _ = client.communicate(timeout=duration_s + load.WRK_GRACE_S
                                    + 2 * PERF_LEAD_S)
+    # Threads and processes started during the run belong to it too.
+    return output, perf_log, set(pids) | set(procfs.process_tree(server.pid))
+
+
+def _client_result(command, output):
+    return parse_h2load(output) if command[0].endswith("h2load") \
+        else load.parse_result(output)
+
+
+# What syscall_run counts: every system call the server enters (by
+# number) and every context switch away from one of its threads.
+# perf's own calls are left out (it would record its own writes of what it
+# records), and the file is capped in case the machine is busier still.
+SYSCALL_EVENTS = ["-e", "raw_syscalls:sys_enter", "--exclude-perf",
+                  "-e", "sched:sched_switch", "--exclude-perf",
+                  "--max-size", "2G"]
+SYSCALL_ID = re.compile(r"NR (\d+)")
+SWITCH_FROM = re.compile(r"prev_pid=(\d+)")
+
+
+def syscall_run(server, command, duration_s, out_prefix):
+    """One run counting the server's system calls by name and its context
+    switches (tracepoints, no sampling): {"requests", "per_request":
+    {name: count per request}}."""
+    data = out_prefix + ".trace.data"
+    output, _, pids = _recorded_run(server, command, duration_s, data,
+                                    SYSCALL_EVENTS)
+    with open(out_prefix + ".trace.client.log", "w") as log:
+        log.write(output)
+    script = subprocess.run(
+        [PERF, "script", "-i", data, "-F", "pid,event,trace",
+         "--pid", ",".join(map(str, sorted(pids)))],
+        capture_output=True, text=True, check=False)
+    os.unlink(data)
+    counts = {}
+    for line in script.stdout.splitlines():
+        if "sys_enter" in line:
+            match = SYSCALL_ID.search(line)
+            name = SYSCALL_NAMES.get(int(match.group(1)),
+                                     match.group(1)) if match else "?"
+        elif "sched_switch" in line:
+            name = "context switch"
+        else:
+            continue
+        counts[name] = counts.get(name, 0) + 1
+    result = _client_result(command, output)
+    # Requests in the traced window: the client's rate times the window.
+    requests = result["rps"] * duration_s if result else 0
+    return {"requests": requests, "counts": counts,
+            "per_request": {name: count / requests
+                            for name, count in sorted(
+                                counts.items(), key=lambda kv: -kv[1])}
+            if requests else {}}
+
+
+# x86-64 system call numbers of the calls a web server makes.
+SYSCALL_NAMES = {0: "read", 1: "write", 2: "open", 3: "close", 4: "stat",
+                 5: "fstat", 7: "poll", 8: "lseek", 9: "mmap", 11: "munmap",
+                 13: "rt_sigaction", 14: "rt_sigprocmask", 16: "ioctl",
+                 17: "pread64", 19: "readv", 20: "writev", 23: "select",
+                 24: "sched_yield", 39: "getpid", 40: "sendfile",
+                 44: "sendto", 45: "recvfrom", 46: "sendmsg", 47: "recvmsg",
+                 48: "shutdown", 54: "setsockopt", 55: "getsockopt",
+                 72: "fcntl", 186: "gettid", 202: "futex", 228:
+                 "clock_gettime", 232: "epoll_wait", 233: "epoll_ctl",
+                 257: "openat", 262: "newfstatat", 270: "pselect6",
+                 271: "ppoll", 281: "epoll_pwait", 284: "eventfd",
+                 288: "accept4", 290: "eventfd2", 291: "epoll_create1",
+                 293: "pipe2", 318: "getrandom", 332: "statx",
+                 441: "epoll_pwait2"}
+
+
+def profile_run(server, command, duration_s, out_prefix):
+    """One run under perf record -g: (load result, the server's samples)."""
+    data = out_prefix + ".perf.data"
+    output, perf_log, pids = _recorded_run(server, command, duration_s,
+                                           data)
     with open(out_prefix + ".client.log", "w") as log:
         log.write(output)
-    # Threads and processes started during the run belong to it too.
-    pids = set(pids) | set(procfs.process_tree(server.pid))
     script = subprocess.run(
         [PERF, "script", "-i", data, "-F", "pid,ip,sym,dso", "--no-inline",
          "--pid", ",".join(map(str, sorted(pids)))],
@@ -602,9 +689,7 @@ def profile_run(server, command, duration_s, out_prefix):
                            f"(status {script.returncode}); perf.data kept "
                            f"in {data}: {script.stderr[-800:]}")
     os.unlink(data)
-    result = parse_h2load(output) if command[0].endswith("h2load") \
-        else load.parse_result(output)
-    return result, samples
+    return _client_result(command, output), samples
 
 
 def _with_duration(command, seconds):
@@ -634,6 +719,10 @@ def add_arguments(parser):
                         help="interleaved unprofiled rounds (0: none)")
     parser.add_argument("--no-perf", action="store_true",
                         help="rounds only, no profile")
+    parser.add_argument("--syscalls", action="store_true",
+                        help="also count each server's system calls and "
+                             "context switches per request (one more run "
+                             "each, traced)")
     parser.add_argument("--out", required=True, help="results directory")
     parser.add_argument("--retabulate", action="store_true",
                         help="only recompute the summaries and tables.md "
@@ -756,6 +845,12 @@ def _run_workload(tools, servers, workload_name, args, say):
                 out.write(svg)
         summary["load"] = result
         entry["profiles"][server.spec.name] = summary
+        if args.syscalls:
+            traced = syscall_run(server, command, args.duration, prefix)
+            entry.setdefault("syscalls", {})[server.spec.name] = traced
+            say(f"{workload_name} system calls {server.spec.name}: "
+                + ", ".join(f"{k} {v:.2f}" for k, v in
+                            list(traced["per_request"].items())[:8]))
         say(f"{workload_name} profile {server.spec.name}: "
             f"{summary['samples']} samples, "
             + ", ".join(f"{k} {v:.1f}" for k, v in
