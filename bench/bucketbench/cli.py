@@ -763,12 +763,7 @@ def profile_main(argv):
     that this hook is the only line profile.py adds to this file's
     imports."""
     from . import profile
-    parser = argparse.ArgumentParser(prog="bench/run profile",
-                                     description=profile.DESCRIPTION)
-    profile.add_arguments(parser)
-    _add_server_options(parser)
-    args = parser.parse_args(argv)
-    profile.check_arguments(parser, args)
+    args = profile.parse_args(argv, _add_server_options)
     if args.retabulate:
         with open(os.path.join(args.out, "tables.md"), "w") as out:
             out.write(profile.markdown(profile.retabulate(args.out)))

@@ -25,8 +25,11 @@ Workloads: w1 and w3 as in the main harness (catalog.WORKLOADS), `tls`
 (wrk over https with Connection: close against mod_ssl / nginx ssl, an
 ECDSA P-256 certificate made by openssl at run time: every request a full
 handshake) and `h2` (HTTP/2 over TLS with mod_http2, h2load -c100 -m10,
-the threaded models only, ThreadsPerChild 64)."""
+the threaded models only, ThreadsPerChild 64). `--syscalls` adds one
+traced run per server counting its system calls and context switches
+(syscall_run)."""
 
+import argparse
 import http.client
 import json
 import os
@@ -614,7 +617,6 @@ SYSCALL_EVENTS = ["-e", "raw_syscalls:sys_enter", "--exclude-perf",
                   "-e", "sched:sched_switch", "--exclude-perf",
                   "--max-size", "2G"]
 SYSCALL_ID = re.compile(r"NR (\d+)")
-SWITCH_FROM = re.compile(r"prev_pid=(\d+)")
 
 
 def syscall_run(server, command, duration_s, out_prefix):
@@ -631,8 +633,22 @@ def syscall_run(server, command, duration_s, out_prefix):
          "--pid", ",".join(map(str, sorted(pids)))],
         capture_output=True, text=True, check=False)
     os.unlink(data)
+    counts = count_syscalls(script.stdout)
+    result = _client_result(command, output)
+    # Requests in the traced window: the client's rate times the window.
+    requests = result["rps"] * duration_s if result else 0
+    return {"requests": requests, "counts": counts,
+            "per_request": {name: count / requests
+                            for name, count in sorted(
+                                counts.items(), key=lambda kv: -kv[1])}
+            if requests else {}}
+
+
+def count_syscalls(text):
+    """{system call name or "context switch": count} from perf script -F
+    pid,event,trace output of SYSCALL_EVENTS."""
     counts = {}
-    for line in script.stdout.splitlines():
+    for line in text.splitlines():
         if "sys_enter" in line:
             match = SYSCALL_ID.search(line)
             name = SYSCALL_NAMES.get(int(match.group(1)),
@@ -642,14 +658,7 @@ def syscall_run(server, command, duration_s, out_prefix):
         else:
             continue
         counts[name] = counts.get(name, 0) + 1
-    result = _client_result(command, output)
-    # Requests in the traced window: the client's rate times the window.
-    requests = result["rps"] * duration_s if result else 0
-    return {"requests": requests, "counts": counts,
-            "per_request": {name: count / requests
-                            for name, count in sorted(
-                                counts.items(), key=lambda kv: -kv[1])}
-            if requests else {}}
+    return counts
 
 
 # x86-64 system call numbers of the calls a web server makes.
@@ -731,6 +740,18 @@ def add_arguments(parser):
                         help="also write the flame graphs there")
     parser.add_argument("--wrk", default="/usr/bin/wrk")
     parser.add_argument("--nginx", default="/usr/sbin/nginx")
+
+
+def parse_args(argv, add_server_options):
+    """bench/run profile's options; add_server_options(parser) adds the
+    harness's own (where httpd and bucketed are)."""
+    parser = argparse.ArgumentParser(prog="bench/run profile",
+                                     description=DESCRIPTION)
+    add_arguments(parser)
+    add_server_options(parser)
+    args = parser.parse_args(argv)
+    check_arguments(parser, args)
+    return args
 
 
 def check_arguments(parser, args):

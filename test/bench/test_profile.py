@@ -192,3 +192,15 @@ def test_folded_stacks_read_back_to_the_same_summary(tmp_path):
 ])
 def test_kernel_entry(stack, entry):
     assert profile.kernel_entry(stack) == entry
+
+
+def test_count_syscalls():
+    text = ("  4242 raw_syscalls:sys_enter: NR 232 (3, 7ffd, 1, ffffffff)\n"
+            "  4242 raw_syscalls:sys_enter: NR 202 (7f00, 81, 1, 0)\n"
+            "  4243 raw_syscalls:sys_enter: NR 202 (7f00, 80, 0, 0)\n"
+            "  4243 sched:sched_switch: prev_comm=apache2 prev_pid=4243 "
+            "prev_prio=120 prev_state=S ==> next_comm=swapper/1 "
+            "next_pid=0 next_prio=120\n"
+            "  4243 raw_syscalls:sys_enter: NR 999 (0)\n")
+    assert profile.count_syscalls(text) == {
+        "epoll_wait": 1, "futex": 2, "context switch": 1, "999": 1}
