@@ -35,7 +35,7 @@ APLOG_USE_MODULE(mpm_bucketed);
 
 #if BUCKETED_HAS_EVENT_MODEL
 
-#include "event_child.h"
+#include "event_context.h"
 
 /* After SIGTERM, how long busy workers get before the process ends. */
 #define DIE_GRACE apr_time_from_sec(1)

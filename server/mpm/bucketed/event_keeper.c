@@ -38,13 +38,13 @@
 
 #include "bucketed.h"
 #include "policy_event.h"
-#include "event_timeouts.h"
+#include "policy_timeouts.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
 #if BUCKETED_HAS_EVENT_MODEL
 
-#include "event_child.h"
+#include "event_context.h"
 #include "stats.h"
 
 /* The keeper looks at its flags at least this often. */

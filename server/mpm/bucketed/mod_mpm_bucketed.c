@@ -42,7 +42,7 @@
  *   event_accept.c        its workers' accepts
  *   event_poll.c          its epoll set: listening, waiting, closing
  *   event_base.c          its pools, wake-ups, epoll_ctl()
- *   event_timeouts.c      its timeout lists and connection states  (pure)
+ *   policy_timeouts.c      its timeout lists and connection states  (pure)
  *
  * This file wires hooks: configuration checks, listener set-up and the
  * answers to ap_mpm_query().
