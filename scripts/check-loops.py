@@ -59,9 +59,9 @@ LAYERS = [
      ["bucketed*", "mpm_default.h"]),
     ("sys", "what the kernel can do: probes, trials, eBPF, the service"
      " manager", ["sys_*"]),
+    ("listen", "each bucket's sockets and their steering", ["listen_*"]),
     ("stats", "numbers shared with the children and mod_bucketed_status",
      ["stats*"]),
-    ("listen", "each bucket's sockets and their steering", ["listen_*"]),
     ("child", "what both child models share", ["child_*"]),
     ("model", "the child models", ["prefork_*", "event_*"]),
     ("parent", "the parent", ["parent*"]),
@@ -208,7 +208,7 @@ class Sources:
                 if home != node and re.search(r"\b" + function + r"\s*\(",
                                               calls[node]):
                     edges[node].setdefault(home, []).append(function + "()")
-            for name, home in given.items():
+            for name, home in sorted(given.items()):
                 if home != node and takes(code, name, typedefs):
                     edges[node].setdefault(home, []).append(name)
         return edges

@@ -30,6 +30,7 @@
 #include "bucketed.h"
 #include "listen_steering.h"
 #include "sys_bpf.h"
+#include "sys_trial.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 

@@ -65,14 +65,19 @@
 #include "child_life.h"
 #include "mpm_default.h"
 #include "sys_bpf.h"
+#include "sys_trial.h"
+#include "sys_probe.h"
 #include "listen_activation.h"
 #include "listen_sockets.h"
-#include "parent.h"
+#include "listen_steering.h"
+#include "parent_context.h"
 #include "sys_notify.h"
 #include "stats.h"
 
-/* -X and -DONE_PROCESS serve from the parent itself; -DDEBUG implies it. */
-int bucketed_one_process(void)
+/* -X and -DONE_PROCESS serve from the parent itself; -DDEBUG implies it.
+ * Recorded in the configuration at check_config (conf->one_process) for
+ * the plan and the parent. */
+static int bucketed_one_process(void)
 {
     return ap_exists_config_define("ONE_PROCESS")
            || ap_exists_config_define("DEBUG");
@@ -141,7 +146,7 @@ static const char *make_plan(apr_pool_t *p, bucketed_config *conf,
     in.have_reuseport = conf->kernel.reuseport;
     in.num_listeners = num_listeners;
     in.max_workers = conf->limits.max_workers;
-    in.one_process = bucketed_one_process();
+    in.one_process = conf->one_process;
     err = bucket_plan_make(p, &in, &conf->plan);
     return err != NULL ? err
            : bucket_listeners_choose_steering(p, conf, in.online_cpus);
@@ -259,6 +264,7 @@ static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
     }
     log_limit_warnings(s, retained, warnings);
 
+    conf->one_process = bucketed_one_process();
     kernel_probe(&conf->kernel);
     conf->migration = reuseport_bpf_choose_migration(pconf,
                                                      conf->kernel.reuseport,

@@ -6,12 +6,13 @@
  * each bucket's accept queue, then policy_maint.c's decision carried out
  * (spawns, moves, surplus stops).
  */
-#include "parent.h"
+#include "parent_context.h"
 
 #include "http_log.h"
 #include "http_main.h"
 #include "mpm_common.h"
 #include "listen_sockets.h"
+#include "listen_steering.h"
 #include "stats.h"
 
 APLOG_USE_MODULE(mpm_bucketed);

@@ -44,6 +44,7 @@
 #include "http_log.h"
 
 #include "bucketed.h"
+#include "policy_accept_queue.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
