@@ -178,10 +178,65 @@ int ev_shut_out_locked(event_child_ctx *ctx)
            && any_listener_readable(ctx);
 }
 
-void ev_update_listening_locked(event_child_ctx *ctx)
+/* Takes the first `count` listeners out of the set, all but `missing`
+ * (one the kernel did not take in). */
+static void take_out_locked(event_child_ctx *ctx, int count,
+                            const ev_listener *missing)
+{
+    int i;
+
+    for (i = 0; i < count; i++) {
+        ev_listener *l = &ctx->listeners[i];
+
+        if (l != missing) {
+            ev_epoll_set(ctx, EPOLL_CTL_DEL, l->fd, 0, NULL);
+        }
+    }
+}
+
+/* The kernel refused a listening socket into the set (ev_epoll_set()
+ * logged its errno), and the others are out again: the child would
+ * otherwise believe it listens while no connection reaches it. It says
+ * so in the scoreboard and leaves, sick (the kernel is short of memory
+ * for the entry, ENOMEM, or of entries, ENOSPC): the parent starts
+ * another at its back-off's pace; the bucket's other children are woken
+ * for what waits. Under mutex. */
+static void cannot_listen_locked(event_child_ctx *ctx)
+{
+    ap_log_error(APLOG_MARK, APLOG_ERR, 0, ctx->s, BKLOGNO(00150)
+                 "bucketed: child %" APR_PID_T_FMT " of bucket %d could "
+                 "not put its listening sockets in its epoll set: it "
+                 "leaves, and the parent starts another", getpid(),
+                 ctx->bucket);
+    ctx->listening = 0;
+    ap_get_scoreboard_process(ctx->slot)->not_accepting = 1;
+    SET(ctx, sick);
+    CHILD_LIFE_SET(ctx->life, leaving);
+    ev_wake_keeper(ctx);
+    ev_nudge_if_waiting(ctx);
+}
+
+/* Every listener into the set: whether the kernel took them all (if not,
+ * none is left in). */
+static int put_in_locked(event_child_ctx *ctx)
 {
     unsigned events = listener_events(ctx);
-    int want, i;
+    int i;
+
+    for (i = 0; i < ctx->num_listeners; i++) {
+        ev_listener *l = &ctx->listeners[i];
+
+        if (ev_epoll_set(ctx, EPOLL_CTL_ADD, l->fd, events, l) < 0) {
+            take_out_locked(ctx, i, NULL);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void ev_update_listening_locked(event_child_ctx *ctx)
+{
+    int want;
 
     want = !ev_closing_down(ctx)
            && (event_should_listen(ev_open_connections(ctx),
@@ -191,10 +246,12 @@ void ev_update_listening_locked(event_child_ctx *ctx)
     if (want == ctx->listening) {
         return;
     }
-    for (i = 0; i < ctx->num_listeners; i++) {
-        ev_listener *l = &ctx->listeners[i];
-        ev_epoll_set(ctx, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, l->fd, events,
-                  l);
+    if (want && !put_in_locked(ctx)) {
+        cannot_listen_locked(ctx);
+        return;
+    }
+    if (!want) {
+        take_out_locked(ctx, ctx->num_listeners, NULL);
     }
     ctx->listening = want;
     ap_get_scoreboard_process(ctx->slot)->not_accepting = !want;
@@ -336,9 +393,13 @@ static void take_turns(event_child_ctx *ctx, ev_listener *l)
         return;
     }
     ev_lock(ctx);
-    if (ctx->listening) {
-        ev_epoll_set(ctx, EPOLL_CTL_DEL, l->fd, 0, NULL);
-        ev_epoll_set(ctx, EPOLL_CTL_ADD, l->fd, listener_events(ctx), l);
+    if (ctx->listening
+        && ev_epoll_set(ctx, EPOLL_CTL_DEL, l->fd, 0, NULL) == 0
+        && ev_epoll_set(ctx, EPOLL_CTL_ADD, l->fd, listener_events(ctx),
+                        l) < 0) {
+        /* Out of the set now: so are the others, and the child leaves. */
+        take_out_locked(ctx, ctx->num_listeners, l);
+        cannot_listen_locked(ctx);
     }
     ev_unlock(ctx);
 }
