@@ -2,7 +2,7 @@
 /*
  * event_child.c: the event child model: what it adds to the life both
  * models share (child_life.c). It sets up what its threads share
- * (event_child.h), starts ThreadsPerChild worker threads (event_worker.c)
+ * (event_context.h), starts ThreadsPerChild worker threads (event_worker.c)
  * and one keeper thread (event_keeper.c), takes the stop signals, and
  * stops the threads. It also makes the per-bucket eventfds with which the
  * children of a bucket wake each other.

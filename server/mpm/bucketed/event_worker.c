@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event_worker.c: the worker threads of a ChildModel event child. A
- * worker waits in the child's epoll set (event_poll.c) for whatever is
+ * worker waits in the child's epoll set (event_epoll.c) for whatever is
  * ready: a new connection, which it accepts and serves itself; a
  * connection whose next request, pending output or lingering client is
  * ready; a connection from the work queue. It runs httpd's

@@ -39,10 +39,10 @@
  *   event_keeper.c        its keeper thread: timeouts, leaving, reclaiming
  *   event_worker.c        its worker threads: serving connections
  *   event_work.c          its timed callbacks, suspended connections
- *   event_accept.c        its workers' accepts
- *   event_poll.c          its epoll set: listening, waiting, closing
- *   event_base.c          its pools, wake-ups, epoll_ctl()
- *   policy_timeouts.c      its timeout lists and connection states  (pure)
+ *   event_waiting.c       its connections waiting without a thread
+ *   event_accept.c        taking connections: listening, accepting, pools
+ *   event_epoll.c         its epoll sets and eventfds
+ *   policy_timeouts.c     its timeout lists and connection states  (pure)
  *
  * This file wires hooks: configuration checks, listener set-up and the
  * answers to ap_mpm_query().
