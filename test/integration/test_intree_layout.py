@@ -117,11 +117,15 @@ def test_no_module_source_file_is_over_the_limit():
     assert long == {}
 
 
+def check_loops(*args):
+    return subprocess.run([str(TOP / "scripts" / "check-loops.py"),
+                           *map(str, args)], capture_output=True, text=True)
+
+
 def test_module_files_form_a_line():
     # No two files call (or include) each other, directly or round a
     # circle: each can be read knowing only those below it.
-    out = subprocess.run([str(TOP / "scripts" / "check-loops.py"),
-                          str(MPM_DIR)], capture_output=True, text=True)
+    out = check_loops(MPM_DIR)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -131,14 +135,12 @@ def test_loop_checker_finds_a_loop(tmp_path):
                                   "int b_two(void)\n{\n    return 2;\n}\n"
                                   "int b_three(void)\n{\n"
                                   "    return a_one();\n}\n")
-    out = subprocess.run([str(TOP / "scripts" / "check-loops.py"),
-                          str(tmp_path)], capture_output=True, text=True)
+    out = check_loops(tmp_path)
     assert out.returncode == 1, out.stdout
     assert "a.c -> b.c: b_two" in out.stdout
     assert "b.c -> a.c: a_one" in out.stdout
     (tmp_path / "b.c").write_text("int b_two(void)\n{\n    return 2;\n}\n")
-    out = subprocess.run([str(TOP / "scripts" / "check-loops.py"),
-                          str(tmp_path)], capture_output=True, text=True)
+    out = check_loops(tmp_path)
     assert out.returncode == 0, out.stdout
 
 
@@ -155,8 +157,7 @@ def test_loop_checker_counts_what_a_header_gives(tmp_path):
                                   "int a_one(b_thing *t);\n"
                                   "int b_two(b_thing *t)\n{\n"
                                   "    return a_one(t);\n}\n")
-    out = subprocess.run([str(TOP / "scripts" / "check-loops.py"),
-                          str(tmp_path)], capture_output=True, text=True)
+    out = check_loops(tmp_path)
     assert out.returncode == 1, out.stdout
     assert "a.c -> b.c: B_SIZE, b_thing" in out.stdout
     # The same types in a header that belongs to no file: a line.
@@ -164,9 +165,7 @@ def test_loop_checker_counts_what_a_header_gives(tmp_path):
     for name in ("a.c", "b.c"):
         path = tmp_path / name
         path.write_text(path.read_text().replace('"b.h"', '"things.h"'))
-    out = subprocess.run([str(TOP / "scripts" / "check-loops.py"),
-                          "--layers", str(tmp_path)],
-                         capture_output=True, text=True)
+    out = check_loops("--layers", tmp_path)
     assert out.returncode == 0, out.stdout
     assert "0 dependencies pointing up" in out.stdout
 
@@ -174,9 +173,7 @@ def test_loop_checker_counts_what_a_header_gives(tmp_path):
 def test_accept_path_turns_back_at_most_half_as_often_as_before():
     # Issue 27: one accept followed through its calls turned back 38
     # times (37 by this count) before the event model became a line.
-    out = subprocess.run([str(TOP / "scripts" / "check-loops.py"),
-                          "--follow", "ev_accept_for_worker_locked",
-                          str(MPM_DIR)], capture_output=True, text=True)
+    out = check_loops("--follow", "ev_accept_for_worker_locked", MPM_DIR)
     assert out.returncode == 0, out.stderr
     turns = int(re.search(r"(\d+) turn backs", out.stdout).group(1))
     assert turns <= 19, out.stdout
