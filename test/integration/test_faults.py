@@ -278,3 +278,44 @@ def test_descriptors_running_out_in_new_children_spare_the_server(
     for port in server.ports:
         assert http_get(port) == (200, INDEX_BODY)
     assert not server.exited()
+
+
+def test_an_event_child_the_kernel_keeps_out_of_its_epoll_set_leaves(
+        make_httpd):
+    # One child in one bucket. Every EVENT_TURN_EVERY (8) accepts it puts
+    # its listening socket back at the end of the socket's wait queue:
+    # EPOLL_CTL_DEL, then EPOLL_CTL_ADD, which the shim makes fail. The
+    # child must not go on believing it listens (no connection would
+    # reach it, and it would never leave): it leaves, sick, and the
+    # parent starts another, which serves once the kernel takes the
+    # socket in again.
+    need_build(EMFILE_SHIM)
+    server = make_httpd(directives="ChildModel event\nBucketCount 1\n"
+                        "ThreadsPerChild 2\nMaxRequestWorkers 2\n"
+                        "StartServers 1\nMinSpareThreads 1\n"
+                        "MaxSpareThreads 2\n", preload=EMFILE_SHIM)
+    flag = server.root / "epoll-ctl-fails"
+    server.environ["BUCKETED_EPOLL_CTL_FLAG"] = str(flag)
+    server.start()
+    port = server.ports[0]
+    assert http_get(port) == (200, INDEX_BODY)
+    first = children_of(server.pid)
+    assert len(first) == 1, first
+    flag.write_text("")
+    probes = Probes()
+    for _ in range(16):
+        if "BK00150" in server.error_log():
+            break
+        probes.one(port)
+        if probes.timeouts:
+            break
+    wait_until(lambda: "BK00150" in server.error_log(), 10,
+               what="the child to say it cannot listen")
+    assert "epoll_ctl(1) for descriptor" in server.error_log()
+    wait_until(lambda: first[0] not in children_of(server.pid), 30,
+               what="the child that could not listen to leave")
+    flag.unlink()
+    server.wait_ready(timeout=30)
+    for _ in range(3):
+        assert http_get(port, timeout=PROBE_TIMEOUT) == (200, INDEX_BODY)
+    assert not server.exited(), server.output()[-3000:]

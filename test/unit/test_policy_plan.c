@@ -491,6 +491,43 @@ static void test_wait_mode(void **state)
     assert_int_equal(bucket_wait_mode(2, 0), BUCKET_WAIT_MUTEX);
 }
 
+/* Each wake-up starts at the next ready socket, and every ready socket is
+ * tried once, however long the child has run: the count of wake-ups
+ * passes INT_MAX (about 25 days at 1,000 wake-ups a second) and wraps. */
+static void test_ready_index_rotates_and_wraps(void **state)
+{
+    const unsigned int turns[] = { 0, 1, 7, 0x7ffffffeu, 0x7fffffffu,
+                                   0x80000000u, 0x80000001u, 0xfffffffeu,
+                                   0xffffffffu };
+    size_t t;
+    int n, i;
+
+    (void)state;
+    for (t = 0; t < sizeof(turns) / sizeof(turns[0]); t++) {
+        for (n = 1; n <= 5; n++) {
+            int seen[5] = { 0 };
+
+            for (i = 0; i < n; i++) {
+                int k = bucket_ready_index(turns[t], i, n);
+
+                assert_in_range(k, 0, n - 1);
+                seen[k]++;
+                /* Consecutive ones within a wake-up. */
+                assert_int_equal(k, (bucket_ready_index(turns[t], 0, n) + i)
+                                    % n);
+            }
+            for (i = 0; i < n; i++) {
+                assert_int_equal(seen[i], 1);
+            }
+        }
+    }
+    /* The next wake-up starts one further on. */
+    assert_int_equal(bucket_ready_index(5, 0, 3), 2);
+    assert_int_equal(bucket_ready_index(6, 0, 3), 0);
+    assert_int_equal(bucket_ready_index(0x7fffffffu, 0, 4), 3);
+    assert_int_equal(bucket_ready_index(0x80000000u, 0, 4), 0);
+}
+
 static void test_describe(void **state)
 {
     apr_pool_t *p = *state;
@@ -628,6 +665,7 @@ int main(void)
         POOL_TEST(test_cores_buckets_ratio),
         POOL_TEST(test_unknown_cpu_count),
         POOL_TEST(test_wait_mode),
+        POOL_TEST(test_ready_index_rotates_and_wraps),
         POOL_TEST(test_describe),
         POOL_TEST(test_errors),
         POOL_TEST(test_strategy_names),

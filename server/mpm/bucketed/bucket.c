@@ -54,7 +54,7 @@ void bucket_generation_build(apr_pool_t *pconf, bucket_generation *gen,
     gen->num_buckets = num_buckets;
     gen->buckets = apr_pcalloc(pconf, sizeof(*gen->buckets) * num_buckets);
     for (b = 0; b < num_buckets; b++) {
-        bucket *bk = &gen->buckets[b];
+        bucket_rec *bk = &gen->buckets[b];
 
         bk->index = b;
         bk->kept = &kept[b];

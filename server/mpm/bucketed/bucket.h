@@ -90,7 +90,7 @@ typedef struct {
     stall_watch stall;
     apr_time_t stall_logged;         /* last stall warning */
     int can_grow;                    /* at the last pass */
-} bucket;
+} bucket_rec;
 
 /* The generation's published segment, beside the buckets' census. */
 typedef struct {
@@ -113,7 +113,7 @@ typedef struct {
  * (retained->generation) by the parent and the children it forks. */
 typedef struct bucket_generation {
     int num_buckets;                 /* plan.num_buckets once built */
-    bucket *buckets;                 /* NULL until open_logs builds them */
+    bucket_rec *buckets;             /* NULL until open_logs builds them */
     /* BucketSteering's trial, run once per generation (check_config). */
     int steer_trial_done;
     int steer_trial_err;

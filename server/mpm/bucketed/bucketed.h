@@ -23,14 +23,13 @@
 #include "bucketed_log.h"
 #include "bucket.h"
 
-#include "policy_maint.h"
+/* The policy types the configuration and retained data hold; a file
+ * includes any other policy header it uses itself. */
 #include "policy_plan.h"
 #include "policy_directives.h"
 #include "policy_event.h"
 #include "policy_exit.h"
-#include "sys_probe.h"
-#include "policy_stall.h"
-#include "policy_accept_queue.h"
+#include "policy_kernel.h"
 #include "policy_steering.h"
 
 #define BUCKETED_MPM_NAME "bucketed"
@@ -194,9 +193,6 @@ bucketed_retained *bucketed_get_retained(void);
 /* Records the scoreboard's size, fixed at the first start, where any later
  * build finds it. */
 void bucketed_note_limits(bucketed_retained *retained);
-
-/* mod_mpm_bucketed.c */
-int bucketed_one_process(void);
 
 /* directives.c */
 extern const command_rec bucketed_cmds[];

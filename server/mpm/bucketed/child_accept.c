@@ -163,7 +163,8 @@ static apr_status_t wait_epoll(accept_waiter *w, apr_socket_t **csd,
         /* Start at a different ready socket each time, so that a busy
          * address cannot starve a quiet one. */
         for (i = 0; i < n; i++) {
-            ap_listen_rec *lr = events[(i + w->next_ready) % n].data.ptr;
+            ap_listen_rec *lr =
+                events[bucket_ready_index(w->next_ready, i, n)].data.ptr;
 
             rv = child_accept_on(lr, csd, ptrans);
             if (rv == APR_SUCCESS || rv == APR_EGENERAL) {
@@ -248,7 +249,8 @@ static apr_status_t poll_under_mutex(accept_waiter *w, apr_socket_t **csd,
                          w->bucket);
             return APR_EGENERAL;
         }
-        rv = child_accept_on(ready[w->next_ready++ % num_ready].client_data,
+        rv = child_accept_on(ready[bucket_ready_index(w->next_ready++, 0,
+                                                      num_ready)].client_data,
                              csd, ptrans);
         if (rv == APR_SUCCESS || rv == APR_EGENERAL) {
             return rv;

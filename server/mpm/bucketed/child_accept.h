@@ -33,7 +33,8 @@ typedef struct {
     void *events;                    /* BUCKET_WAIT_EPOLL: room for one
                                       * event per socket */
     int num_sockets;
-    int next_ready;                  /* rotates the first socket tried */
+    unsigned int next_ready;         /* wake-ups: rotates the first socket
+                                      * tried (bucket_ready_index) */
     sigset_t leave_signals;
     sigset_t wait_mask;              /* BUCKET_WAIT_EPOLL: the signal mask
                                       * while waiting, leave signals open */

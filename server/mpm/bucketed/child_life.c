@@ -26,6 +26,7 @@
 
 #include "policy_exit.h"
 #include "listen_sockets.h"
+#include "listen_steering.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 

@@ -56,8 +56,9 @@ void child_life_run(const child_model *model, server_rec *s,
     __attribute__((noreturn));
 
 /* AP_MPMQ_MPM_STATE as this process answers it: STOPPING in a child that
- * is leaving or dying, or that the parent has asked to leave, so that http_core ends a keep-alive connection after
- * the response in progress and every response says "Connection: close" (a
+ * is leaving or dying, or that the parent has asked to leave, so that
+ * http_core ends a keep-alive connection after the response in progress
+ * and every response says "Connection: close" (a
  * client then sends nothing more on a connection the child is about to
  * close); the parent's state elsewhere. Any thread. */
 int child_life_mpm_state(const bucketed_retained *retained);

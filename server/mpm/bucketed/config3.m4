@@ -6,9 +6,9 @@ dnl Makefile.am (the apxs build); test/integration/test_intree_layout.py
 dnl checks that they match.
 bucketed_objects="mod_mpm_bucketed.lo bucketed_data.lo bucket.lo directives.lo listen_sockets.lo listen_steering.lo listen_activation.lo sys_notify.lo \
 stats_counters.lo stats_queue.lo stats_report.lo child_life.lo prefork_child.lo child_accept.lo \
-event_accept.lo event_base.lo event_work.lo event_child.lo event_keeper.lo event_poll.lo event_worker.lo sys_probe.lo \
+event_epoll.lo event_accept.lo event_waiting.lo event_work.lo event_worker.lo event_keeper.lo event_child.lo sys_probe.lo \
 sys_bpf.lo sys_trial.lo parent.lo parent_maint.lo parent_slots.lo parent_takeover.lo policy_plan.lo policy_maint.lo policy_exit.lo \
-policy_directives.lo policy_event.lo event_timeouts.lo policy_kernel.lo \
+policy_directives.lo policy_event.lo policy_timeouts.lo policy_kernel.lo \
 policy_stall.lo policy_accept_queue.lo policy_steering.lo policy_activation.lo policy_upgrade.lo"
 
 dnl APACHE_MPM_MODULE(name, static-or-shared, objects, configure-commands)

@@ -2,7 +2,7 @@
 /*
  * event_child.c: the event child model: what it adds to the life both
  * models share (child_life.c). It sets up what its threads share
- * (event_child.h), starts ThreadsPerChild worker threads (event_worker.c)
+ * (event_context.h), starts ThreadsPerChild worker threads (event_worker.c)
  * and one keeper thread (event_keeper.c), takes the stop signals, and
  * stops the threads. It also makes the per-bucket eventfds with which the
  * children of a bucket wake each other.
@@ -35,7 +35,7 @@ APLOG_USE_MODULE(mpm_bucketed);
 
 #if BUCKETED_HAS_EVENT_MODEL
 
-#include "event_child.h"
+#include "event_context.h"
 
 /* After SIGTERM, how long busy workers get before the process ends. */
 #define DIE_GRACE apr_time_from_sec(1)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event_keeper.c: the keeper thread of a ChildModel event child. The
- * workers wait in the child's epoll set themselves (event_poll.c); the
+ * workers wait in the child's epoll set themselves (event_waiting.c); the
  * keeper is never on a request's path. It waits in an epoll set of its
  * own, which holds the connections in lingering close and an eventfd to
  * wake it, until the earliest deadline of the timeout lists (at least
@@ -38,13 +38,13 @@
 
 #include "bucketed.h"
 #include "policy_event.h"
-#include "event_timeouts.h"
+#include "policy_timeouts.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
 #if BUCKETED_HAS_EVENT_MODEL
 
-#include "event_child.h"
+#include "event_context.h"
 #include "stats.h"
 
 /* The keeper looks at its flags at least this often. */

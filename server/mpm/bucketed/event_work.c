@@ -28,7 +28,7 @@ APLOG_USE_MODULE(mpm_bucketed);
 
 #if BUCKETED_HAS_EVENT_MODEL
 
-#include "event_child.h"
+#include "event_context.h"
 
 /* ---- timed callbacks and suspended connections */
 

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event_worker.c: the worker threads of a ChildModel event child. A
- * worker waits in the child's epoll set (event_poll.c) for whatever is
+ * worker waits in the child's epoll set (event_epoll.c) for whatever is
  * ready: a new connection, which it accepts and serves itself; a
  * connection whose next request, pending output or lingering client is
  * ready; a connection from the work queue. It runs httpd's
  * process_connection hooks under the async contract of conn_state_t and
- * acts on what they leave in c->cs->state (event_timeouts.c decides): flush
+ * acts on what they leave in c->cs->state (policy_timeouts.c decides): flush
  * pending output, read the next request, or put the connection back into
  * the epoll set to wait without a thread for keep-alive, for the socket
  * to drain, or for the client's FIN in lingering close. The pre-close
@@ -30,14 +30,14 @@
 #include "scoreboard.h"
 
 #include "bucketed.h"
-#include "event_timeouts.h"
 #include "httpd_compat.h"
+#include "policy_timeouts.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
 #if BUCKETED_HAS_EVENT_MODEL
 
-#include "event_child.h"
+#include "event_context.h"
 
 /* Into the epoll set to wait for ec->wait (set) without a thread. */
 static void wait_without_thread(event_child_ctx *ctx, ev_conn *ec)

@@ -30,6 +30,7 @@
 #include "bucketed.h"
 #include "listen_steering.h"
 #include "sys_bpf.h"
+#include "sys_trial.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -225,7 +226,7 @@ static int listener_of(apr_pool_t *ptemp, const retained_socket *rs,
 
 /* Appends a socket being drained to bucket b's list: it is accepted from
  * like the bucket's own, and no steering map holds it. */
-static void adopt_draining(apr_pool_t *pconf, bucket *bk,
+static void adopt_draining(apr_pool_t *pconf, bucket_rec *bk,
                            const ap_listen_rec *orig, apr_socket_t *sd)
 {
     ap_listen_rec **tail = &bk->listeners;
@@ -347,7 +348,7 @@ int bucket_listeners_close_for_helper(server_rec *s,
 }
 
 static apr_status_t create_accept_mutex(apr_pool_t *pconf, server_rec *s,
-                                        bucket *bk)
+                                        bucket_rec *bk)
 {
     int bucket = bk->index;
     apr_status_t rv;
@@ -446,7 +447,7 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
     settle_unused_duplicates(pconf, s, conf, retained, originals,
                              num_listeners, group_migrates, group_drains);
     for (b = 0; b < plan->num_buckets; b++) {
-        bucket *bk = &gen->buckets[b];
+        bucket_rec *bk = &gen->buckets[b];
         int count = bucket_listeners_count(bk);
 
         for (lr = bk->listeners; lr; lr = lr->next) {
@@ -473,7 +474,7 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
     return OK;
 }
 
-int bucket_listeners_count(const bucket *bk)
+int bucket_listeners_count(const bucket_rec *bk)
 {
     const ap_listen_rec *lr;
     int n = 0;

@@ -24,6 +24,7 @@
 
 #include "bucketed.h"
 #include "sys_bpf.h"
+#include "sys_trial.h"
 #include "listen_sockets.h"
 
 APLOG_USE_MODULE(mpm_bucketed);

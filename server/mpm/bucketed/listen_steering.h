@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * listen_steering.h: the eBPF programs and socket maps of the buckets'
- * sockets (listen_steering.c); the steering entry points the rest of the
- * MPM calls (bucket_listeners_choose_steering, _publish_idle,
- * _child_steering) are declared in bucketed.h.
+ * sockets (listen_steering.c), and the steering entry points the rest of
+ * the MPM calls (BucketSteering's choice, the idle counts, a child's
+ * part).
  */
 #ifndef LISTEN_STEERING_H
 #define LISTEN_STEERING_H
@@ -12,6 +12,7 @@
 #include "ap_listen.h"
 
 #include "bucketed.h"
+#include "policy_maint.h"
 
 /* The descriptor under an APR socket. */
 int listen_socket_fd(apr_socket_t *sd);
@@ -40,5 +41,21 @@ int listen_steering_stop(server_rec *s, const bucketed_config *conf,
  * server's maps (a socket can be in one map only; while it is in this
  * one, the next server's slot for it stays empty). */
 void listen_steering_release(bucketed_retained *retained);
+
+/* BucketSteering for this plan (runs the CPU trial once per generation
+ * when cpu is asked for); NULL or the error. */
+const char *bucket_listeners_choose_steering(apr_pool_t *p,
+                                             bucketed_config *conf,
+                                             int online_cpus);
+/* In the parent, after each census: BucketSteering load's idle counts. */
+void bucket_listeners_publish_idle(bucketed_config *conf,
+                                   bucketed_retained *retained,
+                                   const bucket_census *census,
+                                   int num_buckets);
+/* In a child: what steering needs of it (CPU affinity; no map
+ * descriptors). */
+void bucket_listeners_child_steering(server_rec *s,
+                                     const bucketed_config *conf,
+                                     bucketed_retained *retained, int bucket);
 
 #endif /* LISTEN_STEERING_H */

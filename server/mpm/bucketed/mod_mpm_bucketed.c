@@ -40,10 +40,10 @@
  *   event_keeper.c        its keeper thread: timeouts, leaving, reclaiming
  *   event_worker.c        its worker threads: serving connections
  *   event_work.c          its timed callbacks, suspended connections
- *   event_accept.c        its workers' accepts
- *   event_poll.c          its epoll set: listening, waiting, closing
- *   event_base.c          its pools, wake-ups, epoll_ctl()
- *   event_timeouts.c      its timeout lists and connection states  (pure)
+ *   event_waiting.c       its connections waiting without a thread
+ *   event_accept.c        taking connections: listening, accepting, pools
+ *   event_epoll.c         its epoll sets and eventfds
+ *   policy_timeouts.c     its timeout lists and connection states  (pure)
  *
  * This file wires hooks: configuration checks, listener set-up and the
  * answers to ap_mpm_query().
@@ -66,14 +66,19 @@
 #include "child_life.h"
 #include "mpm_default.h"
 #include "sys_bpf.h"
+#include "sys_trial.h"
+#include "sys_probe.h"
 #include "listen_activation.h"
 #include "listen_sockets.h"
-#include "parent.h"
+#include "listen_steering.h"
+#include "parent_context.h"
 #include "sys_notify.h"
 #include "stats.h"
 
-/* -X and -DONE_PROCESS serve from the parent itself; -DDEBUG implies it. */
-int bucketed_one_process(void)
+/* -X and -DONE_PROCESS serve from the parent itself; -DDEBUG implies it.
+ * Recorded in the configuration at check_config (conf->one_process) for
+ * the plan and the parent. */
+static int bucketed_one_process(void)
 {
     return ap_exists_config_define("ONE_PROCESS")
            || ap_exists_config_define("DEBUG");
@@ -144,7 +149,7 @@ static const char *make_plan(apr_pool_t *p, bucketed_config *conf,
     in.max_workers = conf->limits.max_workers;
     in.threads_per_child = conf->child_model == CHILD_MODEL_EVENT
                            ? conf->threads.threads_per_child : 0;
-    in.one_process = bucketed_one_process();
+    in.one_process = conf->one_process;
     err = bucket_plan_make(p, &in, &conf->plan);
     return err != NULL ? err
            : bucket_listeners_choose_steering(p, conf, in.online_cpus);
@@ -262,6 +267,7 @@ static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
     }
     log_limit_warnings(s, retained, warnings);
 
+    conf->one_process = bucketed_one_process();
     kernel_probe(&conf->kernel);
     conf->migration = reuseport_bpf_choose_migration(pconf,
                                                      conf->kernel.reuseport,

@@ -12,7 +12,7 @@
  * one is replaced in its slot as it goes. The listening sockets stay open
  * throughout, so nothing queued on them is reset.
  */
-#include "parent.h"
+#include "parent_context.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -202,7 +202,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     bucketed_retained *retained = bucketed_get_retained();
     ap_unixd_mpm_retained_data *mpm = retained->mpm;
     parent_context pc;
-    int one_process = bucketed_one_process();
+    int one_process = conf->one_process;
     apr_time_t last_maintenance = 0;
 
     (void)plog;

@@ -6,12 +6,13 @@
  * each bucket's accept queue, then policy_maint.c's decision carried out
  * (spawns, moves, surplus stops).
  */
-#include "parent.h"
+#include "parent_context.h"
 
 #include "http_log.h"
 #include "http_main.h"
 #include "mpm_common.h"
 #include "listen_sockets.h"
+#include "listen_steering.h"
 #include "stats.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
@@ -214,7 +215,7 @@ static void note_stalls(parent_context *pc, apr_time_t now)
 
     bucket_queue_sample(pc->s, pc->gen);
     for (b = 0; b < pc->num_buckets; b++) {
-        bucket *bk = &pc->gen->buckets[b];
+        bucket_rec *bk = &pc->gen->buckets[b];
         const bucket_census *c = &pc->census[b];
         int units = c->idle + c->busy;
         stall_verdict v = stall_watch_update(
@@ -268,7 +269,7 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
     in.rescue_only = rescue_only;
     in.covers = pc->covers;
     for (b = 0; b < pc->num_buckets; b++) {
-        bucket *bk = &pc->gen->buckets[b];
+        bucket_rec *bk = &pc->gen->buckets[b];
 
         pc->grow_limit[b] = bucket_health_grow_limit(
             &bk->kept->spawning->health, pc->census[b].children, now);

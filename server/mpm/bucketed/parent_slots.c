@@ -5,7 +5,7 @@
  * shared memory), asked to leave, reaped, and their exits weighed
  * (policy_exit.c decides whether a bucket's next child waits).
  */
-#include "parent.h"
+#include "parent_context.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -9,7 +9,7 @@
  * with the kernel to be this process's child before it is trusted (the
  * scoreboard is shared memory any child can write).
  */
-#include "parent.h"
+#include "parent_context.h"
 
 #include <dirent.h>
 #include <errno.h>

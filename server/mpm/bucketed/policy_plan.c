@@ -42,6 +42,14 @@ bucket_wait_e bucket_wait_mode(int num_sockets, int epoll_exclusive)
     return epoll_exclusive ? BUCKET_WAIT_EPOLL : BUCKET_WAIT_MUTEX;
 }
 
+/* Unsigned: the count wraps by definition, and the remainder is never
+ * negative. */
+int bucket_ready_index(unsigned int turn, int i, int n)
+{
+    return (int)((turn % (unsigned int)n + (unsigned int)i)
+                 % (unsigned int)n);
+}
+
 /* Most buckets that still leave each BUCKET_MIN_CHILDREN slots. */
 static int bucket_cap(int max_workers)
 {

@@ -79,6 +79,13 @@ const char *bucket_plan_make(apr_pool_t *p, const bucket_plan_input *in,
 
 bucket_wait_e bucket_wait_mode(int num_sockets, int epoll_exclusive);
 
+/* A child waiting on several sockets tries the ready ones starting at a
+ * different one each time, so that a busy address cannot starve a quiet
+ * one: which of n ready sockets it tries i-th (0 <= i < n) on its
+ * wake-up number `turn`, a count that grows with every wake-up and wraps
+ * at UINT_MAX. Always 0 .. n-1. */
+int bucket_ready_index(unsigned int turn, int i, int n);
+
 /* The plan in an operator's words, for `-t` and the start-up log;
  * workers_in_epoll: ChildModel event, whose worker threads wait in their
  * child's epoll set whatever the bucket's socket count. */

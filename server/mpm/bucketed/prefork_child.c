@@ -126,7 +126,7 @@ static apr_status_t set_up(child_life *life)
 {
     prefork_child *pc = life->model;
     bucketed_config *conf = life->conf;
-    const bucket *bk = &life->retained->generation->buckets[life->bucket];
+    const bucket_rec *bk = &life->retained->generation->buckets[life->bucket];
     accept_waiter *w = &pc->waiter;
 
     w->s = life->s;

@@ -8,6 +8,8 @@
 #define STATS_H
 
 #include "bucketed.h"
+#include "policy_maint.h"
+#include "policy_stall.h"
 
 /* stats_counters.c: the shared counters and the published segment. */
 apr_status_t bucket_stats_init(apr_pool_t *pconf, server_rec *s,

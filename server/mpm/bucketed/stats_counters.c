@@ -196,7 +196,7 @@ void bucket_stats_publish_census(bucket_generation *gen,
         return;
     }
     for (b = 0; b < gen->num_buckets; b++) {
-        const bucket *bk = &gen->buckets[b];
+        const bucket_rec *bk = &gen->buckets[b];
         published_census *pub = bk->published;
 
         apr_atomic_set32(&pub->idle, (apr_uint32_t)census[b].idle);

@@ -44,6 +44,7 @@
 #include "http_log.h"
 
 #include "bucketed.h"
+#include "policy_accept_queue.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -274,7 +275,7 @@ void bucket_queue_sample(server_rec *s, bucket_generation *gen)
     publish = state->last_sample == 0
               || now - state->last_sample >= SAMPLE_INTERVAL;
     for (b = 0; b < gen->num_buckets; b++) {
-        bucket *bk = &gen->buckets[b];
+        bucket_rec *bk = &gen->buckets[b];
         const ap_listen_rec *lr;
 
         for (lr = bk->listeners; lr; lr = lr->next, i++) {

@@ -55,7 +55,7 @@ static void read_bucket(apr_pool_t *p, const bucketed_config *conf,
                         int *next_socket, bucketed_bucket_status *bs)
 {
     const bucket_generation *gen = retained->generation;
-    const bucket *bk = &gen->buckets[b];
+    const bucket_rec *bk = &gen->buckets[b];
     const ap_listen_rec *lr;
     const char *addrs = NULL;
     int k = 0;

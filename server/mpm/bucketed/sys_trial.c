@@ -7,7 +7,7 @@
  * its queue, and whether a steering program steers. Programs and maps
  * come from sys_bpf.c.
  */
-#include "sys_bpf.h"
+#include "sys_trial.h"
 
 #include <errno.h>
 #include <string.h>
@@ -17,6 +17,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+
+#include "sys_bpf.h"
 
 /* Trial: connections queued before the listener closes; how long to wait
  * for them to be queued. */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * event_timeouts.c: timeout lists and the connection state machine of the
+ * policy_timeouts.c: timeout lists and the connection state machine of the
  * event child model, as pure functions.
  */
-#include "event_timeouts.h"
+#include "policy_timeouts.h"
 
 void timeout_list_init(timeout_list *q)
 {

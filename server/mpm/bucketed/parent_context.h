@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * parent.h: what the parent's files share (parent.c runs the parent,
- * parent_slots.c starts and reaps children, parent_maint.c keeps every
- * bucket supplied with idle children): the parent's context and the
- * functions one of them calls in another. The parent's alone: nothing
- * else includes it.
+ * parent_context.h: the family header of the parent's files (parent.c
+ * runs the parent, parent_slots.c starts and reaps children,
+ * parent_maint.c keeps every bucket supplied with idle children,
+ * parent_takeover.c takes over what an incompatible build left): the
+ * parent's context and the functions one of them calls in another. It
+ * belongs to no file, so that each can include it and still call only
+ * those below it. The parent's alone: nothing else includes it.
  */
-#ifndef PARENT_H
-#define PARENT_H
+#ifndef PARENT_CONTEXT_H
+#define PARENT_CONTEXT_H
 
 #include <signal.h>
 
@@ -97,4 +99,4 @@ void takeover_adopt_children(parent_context *pc);
 /* The MPM's run in the parent (the mpm hook). */
 int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s);
 
-#endif /* PARENT_H */
+#endif /* PARENT_CONTEXT_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_event_timeouts.c: unit tests of the event child model's timeout lists
+ * test_policy_timeouts.c: unit tests of the event child model's timeout lists
  * and of its connection state machine (what a connection does after the
  * process_connection hooks and after write completion).
  */
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "event_timeouts.h"
+#include "policy_timeouts.h"
 
 #define N 64
 

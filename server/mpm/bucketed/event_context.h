@@ -1,34 +1,37 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * event_child.h: what the files of a ChildModel event child share, and
- * nobody else includes: the context of the process, the record of a
- * connection, and the few functions one of them calls in another (all
- * named ev_*).
+ * event_context.h: the family header of a ChildModel event child: what
+ * its files share, and nobody else includes: the context of the process,
+ * the record of a connection, its lock, and the functions one file calls
+ * in another (all named ev_*), grouped by the file that defines them. It
+ * belongs to no file, so every file can include it and still call only
+ * those below it.
  *
- * Top down; each file calls only those below it
- * (scripts/check-loops.py):
- *   event_child.c   the process: set-up, signals, threads start and stop,
- *                   exit
- *   event_keeper.c  the keeper thread: timeouts, leaving, reclaiming,
- *                   the scoreboard's connection counts
- *   event_worker.c  the worker threads: take turns waiting in the epoll
- *                   set, run what it reports, wait again
- *   event_work.c    timed callbacks, suspended connections, a worker's
- *                   take from the work queue
- *   event_accept.c  accepting: the accept rule's reservation, taking
- *                   turns, connections found waiting behind one
- *   event_poll.c    the child's epoll set: the bucket's listening sockets
- *                   in it or out of it (the accept rule), the work
- *                   queue, connections waiting in it, closing and
- *                   lingering
- *   event_base.c    transaction pools, waking the keeper and the bucket,
- *                   epoll_ctl(), a look at a listening socket
+ * Bottom up; each file calls only those before it (scripts/check-loops.py
+ * --layers prints the order):
+ *   event_epoll.c    the epoll sets and eventfds: creating them, a change
+ *                    to the workers' set, waking the keeper or a worker
+ *   event_accept.c   accepting: the connection count and the accept
+ *                    rule, the listening sockets in the set or out of
+ *                    it, a worker's accept with its connection's pool,
+ *                    taking turns, connections found waiting behind one
+ *                    (the work queue), waking the bucket
+ *   event_waiting.c  connections waiting without a thread (keep-alive,
+ *                    write completion, lingering), closing, reclaiming
+ *   event_work.c     timed callbacks, suspended connections, a worker's
+ *                    take from the work queue
+ *   event_worker.c   the worker threads: take turns waiting in the epoll
+ *                    set, run what it reports, wait again
+ *   event_keeper.c   the keeper thread: timeouts, leaving, reclaiming,
+ *                    the scoreboard's connection counts
+ *   event_child.c    the process: set-up, signals, threads start and
+ *                    stop, exit
  *
  * Linux (epoll, eventfd) with APR's threads only: include it under
  * BUCKETED_HAS_EVENT_MODEL.
  */
-#ifndef EVENT_CHILD_H
-#define EVENT_CHILD_H
+#ifndef EVENT_CONTEXT_H
+#define EVENT_CONTEXT_H
 
 #include <sys/epoll.h>
 
@@ -41,7 +44,7 @@
 
 #include "bucketed.h"
 #include "child_life.h"
-#include "event_timeouts.h"
+#include "policy_timeouts.h"
 
 /* What an epoll event's data points at starts with one of these. */
 enum { EV_WORK = 1, EV_STOP, EV_NUDGE, EV_LISTENER, EV_CONN, EV_WAKE };
@@ -217,57 +220,123 @@ static inline void ev_unlock(event_child_ctx *ctx)
     apr_thread_mutex_unlock(ctx->mutex);
 }
 
+/* ---- event_epoll.c */
+
+/* An epoll set into *fd (a failure is logged and its errno returned); an
+ * eventfd in one, its epoll data pointing at *kind = kind_value (a new
+ * eventfd when *fd is -1). Before the threads start. */
+apr_status_t ev_epoll_create(event_child_ctx *ctx, const char *what,
+                             int *fd);
+apr_status_t ev_add_eventfd(event_child_ctx *ctx, int epoll_fd, int *fd,
+                            int *kind, int kind_value, int flags,
+                            unsigned events, const char *what);
+
+/* The epoll set with the work and stop eventfds and the bucket's eventfd;
+ * the listeners are added by ev_update_listening_locked(). Logged on
+ * failure. Before the threads start. */
+apr_status_t ev_setup_epoll(event_child_ctx *ctx);
+
+/* epoll_ctl() on the workers' set (logged on failure: -1). */
+int ev_epoll_set(event_child_ctx *ctx, int op, int fd, unsigned events,
+                 void *ptr);
+
+/* Wakes the keeper to look at the flags and counts. Any thread. */
+void ev_wake_keeper(event_child_ctx *ctx);
+
+/* One unit of work (a queued connection, a due callback) for the work
+ * queue's eventfd: wakes one waiting worker. Under mutex. */
+void ev_signal_work_locked(event_child_ctx *ctx);
+
+/* ---- event_accept.c */
+
 /* One connection more (+1) or less (-1), published at once: the parent
  * moves to another bucket only a child that holds none (policy_maint.h),
  * so a count a keeper pass late would let it close fresh ones. Under
  * mutex. */
-static inline void ev_count_connection_locked(event_child_ctx *ctx,
-                                              int delta)
-{
-    ctx->connections += delta;
-    ap_get_scoreboard_process(ctx->slot)->connections = ctx->connections;
-}
+void ev_count_connection_locked(event_child_ctx *ctx, int delta);
 
 /* Connections the accept rule counts: lingering ones and idle keep-alive
  * ones already being closed to make room are on their way out. */
-static inline int ev_open_connections(event_child_ctx *ctx)
-{
-    return ctx->connections - ctx->timeouts[WAIT_LINGER].count
-           - ctx->reclaimed;
-}
+int ev_open_connections(event_child_ctx *ctx);
 
-static inline int ev_closing_down(event_child_ctx *ctx)
-{
-    return CHILD_LIFE_IS(ctx->life, leaving)
-           || CHILD_LIFE_IS(ctx->life, dying);
-}
+/* Whether the child is leaving or dying: it takes no more connections. */
+int ev_closing_down(event_child_ctx *ctx);
 
-/* How a listening socket is in the set: edge-triggered, and exclusive
- * where the kernel has it. */
-static inline unsigned ev_listener_events(const event_child_ctx *ctx)
-{
-    return EPOLLIN | EPOLLET
-           | (ctx->conf->kernel.epoll_exclusive ? EPOLLEXCLUSIVE : 0);
-}
+/* A connection's transaction pool kept for reuse, cleared, up to a bound
+ * (under mutex). */
+void ev_keep_spare_pool_locked(event_child_ctx *ctx, apr_pool_t *p);
 
-/* ---- event_keeper.c */
+/* A new connection from l for the calling worker, which is counted busy:
+ * NULL when there is none or the rule says no. Connections found waiting
+ * behind it go to the work queue while other workers are idle for them.
+ * Called under mutex, returns without it. */
+ev_conn *ev_accept_for_worker_locked(event_child_ctx *ctx, ev_listener *l);
 
-/* The keeper's epoll set and its eventfd. Logged on failure. Before the
- * threads start. */
-apr_status_t ev_setup_keeper(event_child_ctx *ctx);
+/* What a worker whose bucket's eventfd fired takes: a connection from any
+ * of the listeners, as ev_accept_for_worker_locked() (called under mutex,
+ * returns without it). */
+ev_conn *ev_accept_nudged_locked(event_child_ctx *ctx);
 
-/* The keeper thread (arg: the context). */
-void *APR_THREAD_FUNC ev_keeper_main(apr_thread_t *thd, void *arg);
+/* Puts the listeners into the epoll set or takes them out, as the accept
+ * rule says for the counts now (under mutex). */
+void ev_update_listening_locked(event_child_ctx *ctx);
 
-/* ---- event_worker.c */
+/* A leaving or dying child closes its copies of the listening sockets
+ * once they are out of the epoll set; workers that still try them find
+ * nothing (under mutex). */
+void ev_close_listeners_locked(event_child_ctx *ctx);
 
-/* A worker thread (arg: its worker_info). */
-void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg);
+/* Called by a worker that took the last idle worker's place (none is left
+ * waiting in the set): the kernel may have woken this child for a
+ * connection of another listener, whose event it has not taken and now
+ * nobody will, until a worker is idle again. Wakes the bucket if a
+ * listener has a connection waiting. */
+void ev_nudge_if_waiting(event_child_ctx *ctx);
 
-/* One more worker beyond ThreadsPerChild, in a free scoreboard slot below
- * ThreadLimit; it retires once it would wait idle. Returns whether one
- * was started. Keeper only. */
-int ev_start_extra_worker(event_child_ctx *ctx);
+/* Whether a connection waits in the bucket's accept queue while this
+ * child, at its connection limit, is out of the set and holds idle
+ * keep-alive connections (under mutex). */
+int ev_shut_out_locked(event_child_ctx *ctx);
+
+/* The work queue: a connection queued for a worker, waking one waiting
+ * worker; the first queued connection taken off (NULL if none). Under
+ * mutex. */
+void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec);
+ev_conn *ev_dequeue_work_locked(event_child_ctx *ctx);
+
+/* ---- event_waiting.c */
+
+/* Puts an owned connection into the workers' epoll set to wait for
+ * ec->wait (WAIT_KEEPALIVE or WAIT_IO), in that wait's timeout list. The
+ * caller must not touch it afterwards. */
+void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec);
+
+/* Makes a waiting connection's armed epoll entry fire so that its next
+ * owner closes it (under mutex; it is in no list). */
+void ev_force_ready_locked(event_child_ctx *ctx, ev_conn *ec);
+
+/* Whether a keep-alive connection's next request has come (or its client
+ * closed) while no worker took it (under mutex). */
+int ev_keepalive_request_waiting_locked(event_child_ctx *ctx);
+
+/* Closes up to `want` of the oldest idle keep-alive connections, those
+ * whose client has sent nothing yet, and lets the child accept as many
+ * beyond the accept rule (swap_until), so that waiting connections take
+ * their place (under mutex). Each is ended as a timed-out one is, so the
+ * worker its entry wakes closes it cleanly (a FIN, never a reset); they
+ * no longer count for the accept rule meanwhile. Returns how many. */
+int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want);
+
+/* Takes an owned connection out of its timeout list, closes the socket (a
+ * cleanup of its pool) and frees everything of it. */
+void ev_close_conn(event_child_ctx *ctx, ev_conn *ec);
+
+/* Hands an owned connection whose lingering close has started (the write
+ * side shut) to the keeper's set, which drains what the client still
+ * sends until it closes or the timeout ends; ev_keeper_set() adds (or
+ * takes out) a lingering connection's one-shot entry there. */
+void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec);
+int ev_keeper_set(event_child_ctx *ctx, int op, ev_conn *ec);
 
 /* ---- event_work.c: timed callbacks and suspended connections */
 
@@ -291,117 +360,23 @@ void ev_run_callback(event_child_ctx *ctx, ev_callback *cb);
  * and no timeout, for a callback to finish it; 0 if one already did. */
 int ev_park_suspended(event_child_ctx *ctx, ev_conn *ec);
 
-/* ---- event_accept.c */
+/* ---- event_worker.c */
 
-/* A new connection from l for the calling worker, which is counted busy:
- * NULL when there is none or the rule says no. Connections found waiting
- * behind it go to the work queue while other workers are idle for them.
- * Called under mutex, returns without it. */
-ev_conn *ev_accept_for_worker_locked(event_child_ctx *ctx, ev_listener *l);
+/* A worker thread (arg: its worker_info). */
+void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg);
 
-/* What a worker whose bucket's eventfd fired takes: a connection from any
- * of the listeners, as ev_accept_for_worker_locked() (called under mutex,
- * returns without it). */
-ev_conn *ev_accept_nudged_locked(event_child_ctx *ctx);
+/* One more worker beyond ThreadsPerChild, in a free scoreboard slot below
+ * ThreadLimit; it retires once it would wait idle. Returns whether one
+ * was started. Keeper only. */
+int ev_start_extra_worker(event_child_ctx *ctx);
 
-/* ---- event_poll.c */
+/* ---- event_keeper.c */
 
-/* An epoll set into *fd (a failure is logged and its errno returned); an
- * eventfd in one, its epoll data pointing at *kind = kind_value (a new
- * eventfd when *fd is -1). Before the threads start. */
-apr_status_t ev_epoll_create(event_child_ctx *ctx, const char *what,
-                             int *fd);
-apr_status_t ev_add_eventfd(event_child_ctx *ctx, int epoll_fd, int *fd,
-                            int *kind, int kind_value, int flags,
-                            unsigned events, const char *what);
+/* The keeper's epoll set and its eventfd. Logged on failure. Before the
+ * threads start. */
+apr_status_t ev_setup_keeper(event_child_ctx *ctx);
 
-/* The epoll set with the work and stop eventfds and the bucket's eventfd;
- * the listeners are added by ev_update_listening(). Logged on failure.
- * Before the threads start. */
-apr_status_t ev_setup_epoll(event_child_ctx *ctx);
+/* The keeper thread (arg: the context). */
+void *APR_THREAD_FUNC ev_keeper_main(apr_thread_t *thd, void *arg);
 
-/* Puts the listeners into the epoll set or takes them out, as the accept
- * rule says for the counts now (under mutex). */
-void ev_update_listening_locked(event_child_ctx *ctx);
-
-/* A leaving or dying child closes its copies of the listening sockets
- * once they are out of the epoll set; workers that still try them find
- * nothing (under mutex). */
-void ev_close_listeners_locked(event_child_ctx *ctx);
-
-/* Called by a worker that took the last idle worker's place (none is left
- * waiting in the set): the kernel may have woken this child for a
- * connection of another listener, whose event it has not taken and now
- * nobody will, until a worker is idle again. Wakes the bucket if a
- * listener has a connection waiting. */
-void ev_nudge_if_waiting(event_child_ctx *ctx);
-
-/* The work queue: a connection queued for a worker, or one unit of work
- * signalled (a due callback), each waking one waiting worker; the first
- * queued connection taken off (NULL if none). Under mutex. */
-void ev_queue_work_locked(event_child_ctx *ctx, ev_conn *ec);
-void ev_signal_work_locked(event_child_ctx *ctx);
-ev_conn *ev_dequeue_work_locked(event_child_ctx *ctx);
-
-/* Puts an owned connection into the workers' epoll set to wait for
- * ec->wait (WAIT_KEEPALIVE or WAIT_IO), in that wait's timeout list. The
- * caller must not touch it afterwards. */
-void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec);
-
-/* Makes a waiting connection's armed epoll entry fire so that its next
- * owner closes it (under mutex; it is in no list). */
-void ev_force_ready_locked(event_child_ctx *ctx, ev_conn *ec);
-
-/* Whether a keep-alive connection's next request has come (or its client
- * closed) while no worker took it (under mutex). */
-int ev_keepalive_request_waiting_locked(event_child_ctx *ctx);
-
-/* Whether a connection waits in the bucket's accept queue while this
- * child, at its connection limit, is out of the set and holds idle
- * keep-alive connections (under mutex). */
-int ev_shut_out_locked(event_child_ctx *ctx);
-
-/* Closes up to `want` of the oldest idle keep-alive connections, those
- * whose client has sent nothing yet, and lets the child accept as many
- * beyond the accept rule (swap_until), so that waiting connections take
- * their place (under mutex). Each is ended as a timed-out one is, so the
- * worker its entry wakes closes it cleanly (a FIN, never a reset); they
- * no longer count for the accept rule meanwhile. Returns how many. */
-int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want);
-
-/* Takes an owned connection out of its timeout list, closes the socket (a
- * cleanup of its pool) and frees everything of it. */
-void ev_close_conn(event_child_ctx *ctx, ev_conn *ec);
-
-/* Hands an owned connection whose lingering close has started (the write
- * side shut) to the keeper's set, which drains what the client still
- * sends until it closes or the timeout ends; ev_keeper_set() adds (or
- * takes out) a lingering connection's one-shot entry there. */
-void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec);
-int ev_keeper_set(event_child_ctx *ctx, int op, ev_conn *ec);
-
-/* ---- event_base.c */
-
-/* Transaction pools: a new one (NULL, logged, when none can be made); a
- * spare one (NULL when none is left), and one kept for reuse, cleared
- * (both under mutex). */
-apr_pool_t *ev_new_pool(event_child_ctx *ctx);
-apr_pool_t *ev_take_spare_pool_locked(event_child_ctx *ctx);
-void ev_keep_spare_pool_locked(event_child_ctx *ctx, apr_pool_t *p);
-
-/* Wakes the keeper to look at the flags and counts. Any thread. */
-void ev_wake_keeper(event_child_ctx *ctx);
-
-/* epoll_ctl() on the workers' set (logged on failure: -1). */
-int ev_epoll_set(event_child_ctx *ctx, int op, int fd, unsigned events,
-                 void *ptr);
-
-/* Whether a listening socket has a connection waiting (1 when poll()
- * fails: better a needless wake-up than a stranded connection). */
-int ev_listener_readable(event_child_ctx *ctx, const ev_listener *l);
-
-/* Wakes every child of the bucket (its shared eventfd): see
- * ev_nudge_if_waiting(). */
-void ev_nudge_bucket(event_child_ctx *ctx);
-
-#endif /* EVENT_CHILD_H */
+#endif /* EVENT_CONTEXT_H */

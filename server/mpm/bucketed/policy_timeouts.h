@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * event_timeouts: the pure parts of the event child model. Timeout lists
+ * policy_timeouts: the pure parts of the event child model. Timeout lists
  * (connections waiting in keep-alive, write completion or lingering close,
  * each with its own deadline) and what a connection does next, from what
  * httpd's process_connection hooks and the output filters left in its
  * conn_state_t. No sockets, no threads: the event child (event_child.c)
  * acts on the answers.
  */
-#ifndef EVENT_TIMEOUTS_H
-#define EVENT_TIMEOUTS_H
+#ifndef POLICY_TIMEOUTS_H
+#define POLICY_TIMEOUTS_H
 
 #include "apr_time.h"
 
@@ -103,4 +103,4 @@ typedef struct {
 
 event_next_e event_after_flush(const event_flush_result *r);
 
-#endif /* EVENT_TIMEOUTS_H */
+#endif /* POLICY_TIMEOUTS_H */
