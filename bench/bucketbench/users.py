@@ -41,7 +41,7 @@ import subprocess
 import time
 import urllib.request
 
-from . import configs, load, markdown, procfs, stats
+from . import configs, load, markdown, procfs, slow_backend, stats
 from .catalog import WORKLOADS
 from .net import http_get
 from .server import CLEAN_PATH, HTTP_TIMEOUT_S, Server, run_as_user
@@ -81,7 +81,7 @@ def document(kind):
     if kind in LARGE_SIZES:
         return "/" + _large_name(kind), None
     if kind in PROXY_KINDS:
-        return PROXY_PATH + "page", b"backend answered\n"
+        return PROXY_PATH + "page", slow_backend.BODY
     if kind in (PHP_FPM, "php-mod"):
         return "/" + configs.PHP_NAME, configs.PHP_BODY
     return "/" + configs.DOC_NAME, configs.DOC_BODY
@@ -560,9 +560,22 @@ def _errors(point):
                      for kind, count in point["errors"].items() if count)
 
 
+def waiting(point):
+    """Clients of a proxy point not held at the backend, by Little's law:
+    connections minus req/s times the backend's mean delay (at most the
+    connections, at least 0)."""
+    mean_s = sum(slow_backend.DELAY_MS) / 2 / 1000
+    if point["rps"]["median"] is None:
+        return None
+    return min(point["concurrency"],
+               max(0.0, point["concurrency"]
+                   - point["rps"]["median"] * mean_s))
+
+
 def table(points):
     """One workload's table."""
     large = points[0]["workload"] in LARGE_SIZES
+    proxy = points[0]["workload"] in PROXY_KINDS
     rows = []
     for p in points:
         failed = p["runs"] - p["ok_runs"]
@@ -575,12 +588,14 @@ def table(points):
                      _fmt(p["latency_ms"]["p50"], 2),
                      _fmt(p["latency_ms"]["p99"], 2), _errors(p),
                      _fmt(p["server_cpu_s_per_1k"], 3) if not large else
-                     _fmt(p["server_cpu_ms_per_mb"], 3)])
+                     _fmt(p["server_cpu_ms_per_mb"], 3)]
+                    + ([_fmt(waiting(p))] if proxy else []))
     return markdown.table(
         ["Configuration", "MB/s" if large else "req/s",
          "vs stock prefork (per round)", "vs stock event (per round)",
          "p50 ms", "p99 ms", "errors",
-         "server CPU ms/MB" if large else "server CPU ms/req"], rows)
+         "server CPU ms/MB" if large else "server CPU ms/req"]
+        + (["clients waiting (c − req/s × 30 ms)"] if proxy else []), rows)
 
 
 def annotate(points, records):
