@@ -406,6 +406,7 @@ def parse_h2load(text, latencies_us):
     clients = re.search(r"clients?: \d+ total, \d+ started, \d+ done, "
                         r"\d+ succeeded, (\d+) failed", text)
     traffic = re.search(r"traffic: .*?\((\d+)\) total", text)
+    protocol = re.search(r"Application protocol: (\S+)", text)
     if not (finished and counts and codes):
         return None
     duration_s = float(finished.group(1))
@@ -418,7 +419,10 @@ def parse_h2load(text, latencies_us):
             "success": int(counts.group(4)),
             "rps": done / duration_s if duration_s else 0.0,
             "bytes": int(traffic.group(1)) if traffic else 0,
-            "errors": errors, "latency_ms": _latencies(latencies_us)}
+            "errors": errors, "latency_ms": _latencies(latencies_us),
+            # Stock prefork's mod_http2 refuses HTTP/2 (AH10034): h2load
+            # then falls back to HTTP/1.1, pipelining its streams.
+            "protocol": protocol.group(1) if protocol else None}
 
 
 def _latencies(values_us):
@@ -608,6 +612,9 @@ def annotate(points, records):
                 and r["kernel_level"] == point["kernel_level"]]
         if point["workload"] == "tls-resume":
             point["not_resumed"] = sum(r["not_resumed"] for r in runs)
+        if point["workload"] in H2_STREAMS:
+            point["protocols"] = sorted({r.get("protocol") or "not recorded"
+                                         for r in runs})
         if point["workload"] not in LARGE_SIZES:
             continue
         point["mb_per_s"] = stats.median(
@@ -647,6 +654,11 @@ def section(points, options, heading="##",
         if resumed:
             lines += ["Connections not resumed: " + ", ".join(
                 f"{p['label']}: {p['not_resumed']:,}" for p in resumed), ""]
+        negotiated = [p for p in group if p.get("protocols")]
+        if negotiated:
+            lines += ["Protocol h2load negotiated (ALPN): " + "; ".join(
+                f"{p['label']}: {', '.join(p['protocols'])}"
+                for p in negotiated), ""]
         if plots and plots.get(name):
             lines += [f"![{name}]({plots[name]})", ""]
     return "\n".join(lines)

@@ -19,6 +19,7 @@ USERS = catalog.WORKLOAD_GROUPS["users"]
 ALL_TIMEOUT_S = 900
 
 H2LOAD_OUTPUT = """\
+Application protocol: h2
 finished in 1.00s, 6900.00 req/s, 1.23MB/s
 requests: 6900 total, 7000 started, 6900 done, 6890 succeeded, 10 failed, \
 4 errored, 3 timeout
@@ -51,6 +52,7 @@ def test_h2load_totals_and_latencies():
                                 "timeout": 3, "non_2xx": 3}
     assert result["bytes"] == 1289000
     assert result["latency_ms"]["p50"] == 2.0
+    assert result["protocol"] == "h2"
     assert users.parse_h2load("no totals", []) is None
 
 
@@ -119,6 +121,8 @@ def test_each_workload_ran_on_every_server(users_run, name):
             assert record["not_resumed"] >= 0
         elif record["success"]:
             assert record["latency_ms"]["p50"] <= record["latency_ms"]["p99"]
+        if name in users.H2_STREAMS:
+            assert record["protocol"] in ("h2", "http/1.1"), where
 
 
 def test_report_has_each_table_and_plot(users_run):
