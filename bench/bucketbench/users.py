@@ -670,8 +670,7 @@ def plot(path, group, name):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     large = name in LARGE_SIZES
-    labels = [p["label"].split(" (")[0].replace(", ", ",\n", 1)
-              for p in group]
+    labels = [p["server"] for p in group]
     scale = (lambda p, v: v * p["mb_per_s"] / p["rps"]["median"]
              if p["rps"]["median"] else 0) if large else (lambda p, v: v)
     medians = [scale(p, p["rps"]["median"] or 0) for p in group]
@@ -688,7 +687,7 @@ def plot(path, group, name):
     p99_axis.set_ylabel("p99 latency, ms (median of runs; 0: n/a)")
     for axis in (rate_axis, p99_axis):
         axis.set_xticks(list(positions))
-        axis.set_xticklabels(labels, fontsize=7)
+        axis.set_xticklabels(labels, fontsize=8)
         axis.grid(True, axis="y", alpha=0.3)
     figure.suptitle(f"{name}: {WORKLOADS[name].title}", fontsize=9)
     figure.tight_layout(rect=(0, 0, 1, 0.94))
