@@ -158,7 +158,8 @@ def parse_args(argv):
                              f"{','.join(DEFAULT_WORKLOADS)}; 'skew' stands "
                              f"for the skewed two-Listen workloads, "
                              f"'faults' for the fault workloads of "
-                             f"issue 18)")
+                             f"issue 18, 'users' for the workloads users "
+                             f"serve of issue 26)")
     parser.add_argument("--levels",
                         help=f"kernel feature levels (default: both; "
                              f"{NATIVE} when only restart workloads run)")
