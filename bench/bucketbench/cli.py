@@ -162,7 +162,8 @@ def parse_args(argv):
                              f"serve of issue 26)")
     parser.add_argument("--levels",
                         help=f"kernel feature levels (default: both; "
-                             f"{NATIVE} when only restart workloads run)")
+                             f"{NATIVE} when only restart or users workloads "
+                             f"run)")
     parser.add_argument("--concurrency",
                         help=f"comma-separated connection counts (default "
                              f"{DEFAULTS['concurrency']})")
