@@ -6,7 +6,8 @@ packages="apache2 apache2-dev libapr1-dev libaprutil1-dev libcmocka-dev libpcre2
   gcc make autoconf automake libtool pkg-config curl iproute2 procps dpkg-dev
   wrk nginx python3 python3-pytest python3-matplotlib valgrind nghttp2-client git
   qemu-system-x86 busybox-static cpio util-linux libapache2-mod-php8.2 prometheus
-  bpftool build-essential debhelper lintian systemd-container debootstrap gdb linux-perf"
+  bpftool build-essential debhelper lintian systemd-container debootstrap gdb linux-perf
+  php8.2-fpm openssl"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
@@ -31,6 +32,6 @@ done
 # Debian starts the stock services on install (and libapache2-mod-php8.2 switches the
 # live apache2 to prefork and enables php8.2); bucketed's scripts use private configs
 # (the observability tests run their own Prometheus on a loopback port).
-for svc in apache2 nginx prometheus; do
+for svc in apache2 nginx prometheus php8.2-fpm; do
     if command -v service >/dev/null 2>&1; then service "$svc" stop >/dev/null 2>&1 || true; fi
 done

@@ -107,6 +107,11 @@ class Workload:
     # A restart workload (issue 24): bucketed's variants (RESTART_*) beside
     # the stock servers' stop + start; () for the others.
     restart_variants: tuple = ()
+    # A workload users serve (issue 26; see users.py): one of
+    # users.KINDS, or "". It fixes its own load (users_concurrency
+    # connections, not --concurrency).
+    users: str = ""
+    users_concurrency: int = 0
 
     @property
     def restart(self):
@@ -169,6 +174,40 @@ WORKLOADS = {workload.name: workload for workload in (
              restart_variants=(RESTART_HELD,)),
 )}
 
+# Issue 26's workloads users serve (users.py): (name, title, keep-alive,
+# connections of its load). php-mod is the php workload's page at their
+# servers and load (mod_php: the prefork models only).
+USERS_WORKLOADS = (
+    ("tls-handshake", "HTTPS, TLS 1.3 ECDSA P-256, a full handshake per "
+     "connection (Connection: close)", False, 200),
+    ("tls-resume", "HTTPS, TLS 1.3, every connection resumes a session "
+     "(openssl s_time -reuse processes)", False, 16),
+    ("tls-keepalive", "HTTPS, TLS 1.3, keep-alive", True, 200),
+    ("h2-streams", "HTTP/2 over TLS, h2load: 10 connections x 100 "
+     "streams", True, 10),
+    ("h2-conns", "HTTP/2 over TLS, h2load: 100 connections x 10 streams",
+     True, 100),
+    ("large-1m", "a 1 MB static file, keep-alive, sendfile", True, 50),
+    ("large-100m", "a 100 MB static file, keep-alive, sendfile", True, 8),
+    ("proxy-default", "reverse proxy to a local backend answering after "
+     "10-50 ms, the servers' default limits, Connection: close", False,
+     600),
+    ("proxy-tuned", "reverse proxy to a local backend answering after "
+     "10-50 ms, the harness's limits (--slots), Connection: close", False,
+     600),
+    ("php-fpm", "a small PHP page through php-fpm (FastCGI, "
+     "mod_proxy_fcgi; nginx fastcgi_pass), Connection: close", False, 50),
+    ("php-mod", "a small PHP page under mod_php, Connection: close", False,
+     50),
+)
+WORKLOADS.update((name, Workload(name, title, listen_count=1,
+                                 keep_alive=keep_alive,
+                                 handler=PHP if name == "php-mod"
+                                 else STATIC, users=name,
+                                 users_concurrency=connections))
+                 for name, title, keep_alive, connections
+                 in USERS_WORKLOADS)
+
 # Names that stand for several workloads on the command line.
 WORKLOAD_GROUPS = {
     "skew": ("skew-all-static", "skew-90-static", "skew-even-static",
@@ -176,6 +215,7 @@ WORKLOAD_GROUPS = {
     "faults": tuple(f"fault-{kind}" for kind in FAULT_KINDS),
     "restart": ("restart-close", "restart-keepalive"),
     "near-limit": LIMIT_KINDS,
+    "users": tuple(name for name, *_ in USERS_WORKLOADS),
 }
 # What runs when --workloads is not given (the skewed and idle ones on
 # request).
@@ -317,8 +357,18 @@ RESTART_NOT_SUPPORTED = (
     "both child models (" + ", ".join(RESTART_SERVERS) + ") only")
 
 
+# The servers of the workloads users serve: the stock anchors, bucketed
+# in both child models, and nginx.
+USERS_SERVERS = FAULT_SERVERS + ("nginx",)
+USERS_NOT_SUPPORTED = (
+    "the workloads users serve run stock prefork and event, bucketed in "
+    "both child models and nginx (" + ", ".join(USERS_SERVERS) + ") only")
+
+
 def unsupported_reason(spec, workload):
     """Why a server sits a workload out, or None when it runs it."""
+    if workload.users and spec.name not in USERS_SERVERS:
+        return USERS_NOT_SUPPORTED
     if workload.fault and spec.name not in FAULT_SERVERS:
         return FAULT_NOT_SUPPORTED
     if workload.restart and spec.name not in RESTART_SERVERS:

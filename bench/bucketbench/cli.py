@@ -16,10 +16,10 @@ import tempfile
 import time
 
 from . import (environment, faults, idle, limit, load, memory, overhead,
-               report, restart)
+               report, restart, users)
 from .catalog import (DEFAULT_WORKLOADS, IDLE_NOT_SUPPORTED, KERNEL_LEVELS,
-                      LIMIT_KINDS, NATIVE, NO_REUSEPORT, PHP, SERVERS, USES_SLOW_HANDLER,
-                      WORKLOAD_GROUPS, WORKLOADS, handler_skip_reason,
+                      LIMIT_KINDS, NATIVE, NO_REUSEPORT, PHP, SERVERS,
+                      USES_SLOW_HANDLER, WORKLOAD_GROUPS, WORKLOADS, handler_skip_reason,
                       unsupported_reason)
 from .configs import EVENT_THREADS_PER_CHILD, MIN_SPARE_SERVERS
 from .net import Timeout, port_is_free
@@ -47,6 +47,9 @@ RESTART_DOCS_BEGIN = \
     "<!-- bench/run --publish restart: generated tables begin -->"
 RESTART_DOCS_END = \
     "<!-- bench/run --publish restart: generated tables end -->"
+USERS_DOCS_BEGIN = \
+    "<!-- bench/run --publish users: generated tables begin -->"
+USERS_DOCS_END = "<!-- bench/run --publish users: generated tables end -->"
 
 DEFAULTS = {"concurrency": [50, 400, 1000, 2000], "runs": 5, "duration": 2,
             "warmup": 1, "slots": 1024, "slow_slots": 64,
@@ -171,10 +174,12 @@ def parse_args(argv):
                              f"{','.join(DEFAULT_WORKLOADS)}; 'skew' stands "
                              f"for the skewed two-Listen workloads, "
                              f"'faults' for the fault workloads of "
-                             f"issue 18)")
+                             f"issue 18, 'users' for the workloads users "
+                             f"serve of issue 26)")
     parser.add_argument("--levels",
                         help=f"kernel feature levels (default: both; "
-                             f"{NATIVE} when only restart workloads run)")
+                             f"{NATIVE} when only restart or users workloads "
+                             f"run)")
     parser.add_argument("--concurrency",
                         help=f"comma-separated connection counts (default "
                              f"{DEFAULTS['concurrency']})")
@@ -301,6 +306,11 @@ def _validate(args):
             args.levels = [NATIVE]
     if any(WORKLOADS[name].restart for name in args.workloads):
         _validate_restart(args)
+    if all(WORKLOADS[name].users for name in args.workloads) \
+            and not args.levels_given:
+        # The workloads users serve measure protocols and paths, not
+        # the kernel's reuseport: this kernel as it is.
+        args.levels = [NATIVE]
     if args.runs < 1 or args.duration < 1 or args.warmup < 0:
         raise UsageError("--runs and --duration must be at least 1, "
                          "--warmup at least 0")
@@ -574,6 +584,9 @@ def publish(out_dir):
     meta, records = _load_run(out_dir)
     points = report.summarize(records)
     options = meta["options"]
+    if all(WORKLOADS[name].users for name in options["workloads"]):
+        _publish_users(out_dir, meta, points)
+        return
     sections = (
         (lambda w: w.skewed, SKEW_DOCS_BEGIN, SKEW_DOCS_END,
          report.skew_section, "The skewed workloads side by side"),
@@ -606,6 +619,23 @@ def publish(out_dir):
     print(f"updated {DOCS_PAGE}", file=sys.stderr)
 
 
+def _publish_users(out_dir, meta, points):
+    """--publish of a run of the workloads users serve: its section
+    between the users markers, its plots as docs/img/bench-users-*.png."""
+    image_dir = os.path.join(os.path.dirname(DOCS_PAGE), "img")
+    os.makedirs(image_dir, exist_ok=True)
+    images = {}
+    for name, _ in users.groups(points, meta["options"]):
+        target = f"bench-users-{name}.png"
+        shutil.copy(os.path.join(out_dir, f"plot-users-{name}.png"),
+                    os.path.join(image_dir, target))
+        images[name] = f"img/{target}"
+    text = "\n".join(report.context_lines(meta, "###")) + "\n" \
+        + users.section(points, meta["options"], "###", plots=images)
+    _replace_generated(USERS_DOCS_BEGIN, USERS_DOCS_END, text)
+    print(f"updated {DOCS_PAGE}", file=sys.stderr)
+
+
 def _write_outputs(out_dir, meta, records):
     """summary.json, the plots and report.md from the run records."""
     # matplotlib only here: the other commands run without it.
@@ -619,6 +649,10 @@ def _write_outputs(out_dir, meta, records):
         plots.plot_workload(os.path.join(out_dir, name), group, level,
                             workload, options["concurrency"])
         plot_files[(level, workload)] = name
+    for workload, group in users.groups(points, options):
+        name = f"plot-users-{workload}.png"
+        users.plot(os.path.join(out_dir, name), group, workload)
+        plot_files[(None, workload)] = name
     with open(os.path.join(out_dir, "report.md"), "w") as handle:
         handle.write(report.render_markdown(meta, points, plot_files))
 

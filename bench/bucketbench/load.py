@@ -131,13 +131,14 @@ def lua_script(ports, mixed=None):
 
 
 def wrk_command(wrk, *, ports, connections, threads, duration_s, timeout_s,
-                keep_alive, script_path, document=configs.DOC_NAME):
+                keep_alive, script_path, document=configs.DOC_NAME,
+                scheme="http"):
     command = [wrk, "-t", str(threads), "-c", str(connections),
                "-d", f"{duration_s}s", "--timeout", f"{timeout_s}s",
                "-s", script_path]
     if not keep_alive:
         command += ["-H", "Connection: close"]
-    return command + [f"http://127.0.0.1:{ports[0]}/{document}"]
+    return command + [f"{scheme}://127.0.0.1:{ports[0]}/{document}"]
 
 
 def parse_result(stdout):

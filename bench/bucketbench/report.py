@@ -4,7 +4,8 @@
 import json
 from collections import defaultdict
 
-from . import faults, idle, limit, markdown, restart, stats, steering
+from . import (faults, idle, limit, markdown, restart, stats, steering,
+               users)
 from .catalog import (IDLE_BASELINE, IDLE_TARGET_SERVERS, KERNEL_LEVELS,
                       NATIVE, RATIO_BASELINES, TARGET_SERVERS, WORKLOADS)
 
@@ -249,6 +250,7 @@ def summarize(records):
             per_round = stats.round_ratios(mine, _by_round(without, _rps))
             point["idle"]["vs_no_idle"] = {
                 "median": stats.median(per_round), "per_round": per_round}
+    users.annotate(points.values(), records)
     # Records arrive in running order, so the points keep it: level,
     # workload, concurrency, then servers in their interleaving order.
     return list(points.values())
@@ -770,7 +772,7 @@ def workload_groups(points, options):
     for level, workload, group in _groups(points, options, "workload",
                                           "workloads"):
         if not (WORKLOADS[workload].fault or WORKLOADS[workload].idle
-                or WORKLOADS[workload].restart):
+                or WORKLOADS[workload].restart or WORKLOADS[workload].users):
             yield level, workload, group
 
 
@@ -846,7 +848,10 @@ def render_markdown(meta, points, plots, top_level=1):
                     faults.section(points, options, h2),
                     limit.section(points, options, h2),
                     restart.section(points, options, h2),
-                    steering.section(points, options, h2)):
+                    steering.section(points, options, h2),
+                    users.section(points, options, h2, plots={
+                        workload: path for (_, workload), path
+                        in plots.items()})):
         if section:
             lines += [section, ""]
     for level, workload, group in workload_groups(points, options):

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from . import (bucket_status, configs, faults, idle, limit, load, procfs,
-               restart)
+               restart, users)
 from .catalog import (LIMIT_KINDS, MIXED, MIXED_SLOW_EVERY, SLOW, WORKLOADS,
                       server_label, unsupported_reason)
 from .net import free_ports
@@ -82,6 +82,12 @@ class Plan:
         the idle workload, one server apiece; the usual ones otherwise."""
         return self.limits if workload.idle else (idle.SLOTS_LIMITS,)
 
+    def concurrency_for(self, workload):
+        """The connection counts a workload runs at: its own for the
+        workloads users serve, --concurrency for the others."""
+        return (workload.users_concurrency,) if workload.users \
+            else tuple(self.concurrency)
+
     def idle_counts_for(self, workload):
         """Idle connections of each run of a round (None: not idle)."""
         return self.idle_counts if workload.idle else (None,)
@@ -94,7 +100,7 @@ class Plan:
     def count_runs(self):
         return self._server_workloads(
             lambda w: len(self.limits_for(w)) * len(self.idle_counts_for(w))
-        ) * len(self.concurrency) * self.runs
+            * len(self.concurrency_for(w))) * self.runs
 
     def count_warmups(self):
         if not self.warmup_s:
@@ -189,6 +195,8 @@ class Runner:
         # one starts them afresh (see _fresh_start).
         self.used = set()
         self.runs_saved = 0      # numbers the records in running order
+        # What a workload users serve shares (users.Fixtures), or None.
+        self.fixtures = None
         os.makedirs(self.raw_dir, exist_ok=True)
 
     # ---- servers ----
@@ -210,6 +218,16 @@ class Runner:
         most_idle = max(self.plan.idle_counts) if workload.idle else None
         specs = [(limits, spec) for limits in self.plan.limits_for(workload)
                  for spec in self.plan.servers_for(level, workload)]
+        if workload.users:
+            self.fixtures = users.Fixtures(
+                workload.users,
+                os.path.join(self.scratch_dir, f"{level}-{workload.name}"),
+                free_ports(1)[0])
+            try:
+                self.fixtures.start()
+            except users.UsersError as error:
+                # The servers then fail to start, and their runs say so.
+                self.progress.say(f"{level} {workload.name}: {error}")
         for index, (limits, spec) in enumerate(specs):
             suffix = "" if limits == idle.SLOTS_LIMITS else f"-{limits}"
             workdir = os.path.join(
@@ -218,6 +236,9 @@ class Runner:
             kind, extra = (restart.RestartServer,
                            {"swap_dir": self.plan.swap_dir}) \
                 if workload.restart else (Server, {})
+            if workload.users:
+                kind, extra = users.UserServer, {"fixtures": self.fixtures,
+                                                 "kind": workload.users}
             server = kind(spec, level,
                           self._ports(index, workload.listen_count),
                           workdir, self.tools, slots=slots,
@@ -243,6 +264,9 @@ class Runner:
     def stop_all(self):
         while self.running:
             self.running.pop().stop()
+        if self.fixtures:
+            self.fixtures.stop()
+            self.fixtures = None
 
     def _restart(self, server, workload):
         """Starts (and warms up) a server that is down; None on success,
@@ -280,6 +304,14 @@ class Runner:
         # would turn its children over).
         if not server.alive() or not self.plan.warmup_s or workload.fault:
             return
+        if workload.users:
+            try:
+                self._users_load(server, workload,
+                                 workload.users_concurrency,
+                                 self.plan.warmup_s)
+            except load.LoadError:
+                pass
+            return
         command = self._wrk_command(server, workload,
                                     max(self.plan.concurrency),
                                     self.plan.warmup_s)
@@ -293,17 +325,23 @@ class Runner:
     def _measure(self, server, workload, concurrency, with_memory):
         """One measured run: wrk's result plus server and machine costs;
         with_memory: also the server's memory (the point's last run)."""
-        is_bucketed = server.spec.mpm == "bucketed"
+        # The status page answers plain HTTP only.
+        is_bucketed = server.spec.mpm == "bucketed" \
+            and workload.users not in users.TLS_KINDS
         status_before = bucket_status.fetch_status(
             server.ports[0], HTTP_TIMEOUT_S) if is_bucketed else None
-        command = self._wrk_command(server, workload, concurrency,
-                                    self.plan.duration_s)
         server_cpu_before = procfs.cpu_seconds(
             server.pid, procfs.process_tree(server.pid))
         busy_before = procfs.machine_busy_seconds()
-        result, client_cpu_s = load.run_wrk(
-            command, self.plan.duration_s,
-            os.path.join(server.workdir, "wrk.log"))
+        if workload.users:
+            command, result, client_cpu_s = self._users_load(
+                server, workload, concurrency, self.plan.duration_s)
+        else:
+            command = self._wrk_command(server, workload, concurrency,
+                                        self.plan.duration_s)
+            result, client_cpu_s = load.run_wrk(
+                command, self.plan.duration_s,
+                os.path.join(server.workdir, "wrk.log"))
         busy_after = procfs.machine_busy_seconds()
         if not server.alive():
             raise ServerError(f"{server.spec.name} died during the run "
@@ -329,6 +367,13 @@ class Runner:
             if is_bucketed else None,
         })
         return result
+
+    def _users_load(self, server, workload, concurrency, duration_s):
+        """users.run_load with the plan's wrk settings."""
+        return users.run_load(server, workload, concurrency, duration_s,
+                              self.plan.timeout_s,
+                              self.plan.threads_for(workload),
+                              self.tools.wrk)
 
     def _measure_fault(self, server, workload, concurrency):
         """One run of a faults workload (faults.py): the probes' outcomes
@@ -449,7 +494,7 @@ class Runner:
                                             round_no == self.plan.runs))
             record.update(ok=True, error=None, error_log_tail=None)
         except (ServerError, load.LoadError, faults.FaultError,
-                OSError) as error:
+                users.UsersError, OSError) as error:
             record.update(ok=False, error=str(error),
                           error_log_tail=server.error_log_tail())
         return record
@@ -492,7 +537,7 @@ class Runner:
         records = []
         servers = self._start_servers(level, workload)
         try:
-            for concurrency in self.plan.concurrency:
+            for concurrency in self.plan.concurrency_for(workload):
                 for round_no in range(1, self.plan.runs + 1):
                     # The idle workload: every limits and idle count within
                     # the round, its servers side by side at each.

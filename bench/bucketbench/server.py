@@ -111,8 +111,7 @@ class Server:
         is_idle = self.idle_connections is not None
         keepalive_s = idle.KEEPALIVE_TIMEOUT_S if is_idle \
             else configs.KEEPALIVE_TIMEOUT_S
-        default_limits = bool(self.fault) \
-            or self.limits == idle.DEFAULT_LIMITS
+        default_limits = self._default_limits()
         if self.spec.kind == "nginx":
             text = configs.nginx_config(
                 root=self.workdir, docroot=docroot, ports=self.ports,
@@ -149,6 +148,20 @@ class Server:
             self.config_path = os.path.join(self.workdir, "httpd.conf")
         with open(self.config_path, "w") as conf:
             conf.write(text)
+
+    def _default_limits(self):
+        """True: the MPM's (nginx's) default limits, not --slots."""
+        return bool(self.fault) or self.limits == idle.DEFAULT_LIMITS
+
+    def _readiness_probes(self):
+        """(port, path, expected body; None: any) that must answer 200
+        before the server counts as started."""
+        return [(port, "/" + name, expected) for port in self.ports
+                for name, expected in configs.documents(self.handler)]
+
+    def _answer(self, port, path):
+        """(status, body) of a GET of path on port."""
+        return http_get(port, path, timeout=HTTP_TIMEOUT_S)
 
     def _directives(self):
         """The server's own directives, and a fault's (bucketed with
@@ -240,14 +253,12 @@ class Server:
 
     def _wait_ready(self):
         deadline = time.monotonic() + START_TIMEOUT_S
-        pending = [(port, name, expected) for port in self.ports
-                   for name, expected in configs.documents(self.handler)]
+        pending = self._readiness_probes()
         while pending:
             self._check_alive("while starting")
-            port, name, expected = pending[0]
+            port, path, expected = pending[0]
             try:
-                status, body = http_get(port, "/" + name,
-                                        timeout=HTTP_TIMEOUT_S)
+                status, body = self._answer(port, path)
             except OSError as error:
                 # Not listening yet: keep trying until the deadline.
                 if time.monotonic() > deadline:
@@ -257,10 +268,10 @@ class Server:
                     ) from None
                 time.sleep(0.1)
                 continue
-            if status != 200 or body != expected:
+            if status != 200 or expected is not None and body != expected:
                 # It answers, wrongly: waiting will not fix the configuration.
                 raise ServerError(
-                    f"{self.spec.name}: GET /{name} on port "
+                    f"{self.spec.name}: GET {path} on port "
                     f"{port} answered HTTP {status} "
                     f"({len(body)} bytes)")
             pending.pop(0)

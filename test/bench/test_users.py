@@ -1,0 +1,134 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The workloads users serve (issue 26, bench/bucketbench/users.py): the
+pure parts on fixed inputs, then every one of them run very briefly by
+bench/run against the real servers (stock prefork and event, bucketed in
+both child models, nginx). Checks that every run succeeded and that its
+record and the report are well-formed, never what the numbers are
+(timing on a shared 2-core machine is not a test)."""
+import json
+import os
+
+import pytest
+
+from bucketbench import catalog, users
+from test_smoke import bench
+
+SERVERS = catalog.USERS_SERVERS
+USERS = catalog.WORKLOAD_GROUPS["users"]
+# A run of bench/run for all of them: 11 workloads, 5 servers, 1 s each.
+ALL_TIMEOUT_S = 900
+
+H2LOAD_OUTPUT = """\
+Application protocol: h2
+finished in 1.00s, 6900.00 req/s, 1.23MB/s
+requests: 6900 total, 7000 started, 6900 done, 6890 succeeded, 10 failed, \
+4 errored, 3 timeout
+status codes: 6890 2xx, 0 3xx, 2 4xx, 1 5xx
+traffic: 1.23MB (1289000) total, 0.1MB (100000) headers
+"""
+S_TIME_OUTPUT = ("starting\nrrrr*rr\n\n800 connections in 0.52s; "
+                 "1500.00 connections/user sec, bytes read 40000\n"
+                 "800 connections in 2 real seconds, 250 bytes read per "
+                 "connection\n")
+
+
+def test_group_names_every_new_workload():
+    assert set(USERS) == {name for name, *_ in catalog.USERS_WORKLOADS}
+    for name in USERS:
+        workload = catalog.WORKLOADS[name]
+        assert workload.users == name and workload.users_concurrency > 0
+        assert catalog.unsupported_reason(catalog.SERVERS["prefork-lcbr1"],
+                                          workload)
+    assert catalog.unsupported_reason(catalog.SERVERS["nginx"],
+                                      catalog.WORKLOADS["php-mod"])
+    assert catalog.unsupported_reason(catalog.SERVERS["nginx"],
+                                      catalog.WORKLOADS["php-fpm"]) is None
+
+
+def test_h2load_totals_and_latencies():
+    result = users.parse_h2load(H2LOAD_OUTPUT, [1000, 2000, 3000])
+    assert result["requests"] == 6900 and result["success"] == 6890
+    assert result["errors"] == {"connect": 0, "read": 4, "write": 0,
+                                "timeout": 3, "non_2xx": 3}
+    assert result["bytes"] == 1289000
+    assert result["latency_ms"]["p50"] == 2.0
+    assert result["protocol"] == "h2"
+    assert users.parse_h2load("no totals", []) is None
+
+
+def test_s_time_totals_count_connections_not_resumed():
+    result = users.parse_s_time([(0, S_TIME_OUTPUT)] * 2, 2.0)
+    assert result["requests"] == 1600 and result["rps"] == 800.0
+    assert result["not_resumed"] == 2 and result["latency_ms"] is None
+    assert result["bytes"] == 1600 * 250
+    assert users.parse_s_time([(0, "starting\n")], 1.0) is None
+
+
+def test_nginx_gets_tls_http2_and_the_proxy():
+    class Fixtures:
+        cert, key, port = "/c.pem", "/k.pem", 4321
+        fpm_socket = "/s"
+    text = ("http {\n    server {\n        listen 127.0.0.1:80 reuseport;\n"
+            "        root /d;\n    }\n}\n")
+    h2 = users.nginx_edit(text, "h2-conns", Fixtures, [80], "/d")
+    assert "listen 127.0.0.1:80 ssl http2 reuseport;" in h2
+    assert "ssl_protocols TLSv1.3;" in h2
+    proxy = users.nginx_edit(text, "proxy-tuned", Fixtures, [80], "/d")
+    assert proxy.index("upstream backend") < proxy.index("server {")
+    assert "server 127.0.0.1:4321;" in proxy and " ssl" not in proxy
+    lines = users.httpd_directives("tls-resume", Fixtures, "/m", "/r")
+    assert "SSLProtocol -all +TLSv1.3" in lines
+
+
+@pytest.fixture(scope="module")
+def users_run(tmp_path_factory):
+    """One brief bench/run of every workload users serve."""
+    top = os.environ.get("BUCKETED_TOP", os.path.join(
+        os.path.dirname(__file__), "..", ".."))
+    top = os.path.abspath(top)
+    build = os.path.abspath(os.environ.get("BUCKETED_BUILD", top))
+    out = tmp_path_factory.mktemp("users") / "run"
+    done = bench(top, build, "--workloads", "users", "--servers",
+                 ",".join(SERVERS), "--runs", "1", "--duration", "1",
+                 "--warmup", "0", "--slots", "128", "--out", str(out),
+                 timeout=ALL_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads((out / "raw" / name).read_text())
+               for name in sorted(os.listdir(out / "raw"))]
+    return out, records
+
+
+@pytest.mark.parametrize("name", USERS)
+def test_each_workload_ran_on_every_server(users_run, name):
+    _, records = users_run
+    ran = [r for r in records if r["workload"] == name]
+    expected = [server for server in SERVERS if catalog.unsupported_reason(
+        catalog.SERVERS[server], catalog.WORKLOADS[name]) is None]
+    assert sorted(r["server"] for r in ran) == sorted(expected)
+    for record in ran:
+        where = f"{name} {record['server']}"
+        assert record["ok"], f"{where}: {record['error']}"
+        assert record["concurrency"] == \
+            catalog.WORKLOADS[name].users_concurrency
+        assert record["bytes"] > 0 and record["bytes_per_s"] > 0, where
+        if name != "large-100m":    # 1 s may end before one 100 MB answer
+            assert record["success"] > 0, where
+        assert set(record["errors"]) == {"connect", "read", "write",
+                                         "timeout", "non_2xx"}
+        assert record["server_cpu_s"] >= 0 and record["client_cpu_s"] > 0
+        if name == "tls-resume":
+            assert record["latency_ms"] is None
+            assert record["not_resumed"] >= 0
+        elif record["success"]:
+            assert record["latency_ms"]["p50"] <= record["latency_ms"]["p99"]
+        if name in users.H2_STREAMS:
+            assert record["protocol"] in ("h2", "http/1.1"), where
+
+
+def test_report_has_each_table_and_plot(users_run):
+    out, _ = users_run
+    text = (out / "report.md").read_text()
+    assert "## Workloads users serve side by side" in text
+    for name in USERS:
+        assert f"### {name}: " in text
+        assert (out / f"plot-users-{name}.png").stat().st_size > 0
