@@ -29,6 +29,7 @@ typedef struct {
     bucket_move moves[MAX_B * BUCKET_MAX_SPAWN_RATE];
     int num_moves;
     const int *covers;        /* NULL: no bucket covers another */
+    int steered_to_idle;
 } pass_t;
 
 static void setup_pass(pass_t *p, int nb, const int *idle, const int *busy)
@@ -62,6 +63,7 @@ static void run_any_pass(pass_t *p, int min_spare, int max_spare,
     in.free_slots = free_slots;
     in.rescue_only = rescue_only;
     in.covers = p->covers;
+    in.steered_to_idle = p->steered_to_idle;
     p->num_moves = bucket_maint_decide(&in, p->rate, p->d, p->moves,
                                        MAX_B * BUCKET_MAX_SPAWN_RATE);
 }
@@ -843,6 +845,34 @@ static void test_census_to_publish(void **state)
     assert_int_equal(published[0].idle, 0);
 }
 
+/* Under load steering, a short bucket that is not stalled gets no child
+ * moved in: its clients go where the idle children are (httpd's test
+ * suite at MaxClients 7: 14-43 moves a run, most undoing the one before,
+ * 23-51 children started where stock prefork started 8). A stalled one
+ * still does; with the hash, shortness alone still moves. */
+static void test_no_moves_for_shortness_under_load_steering(void **state)
+{
+    static const int idle[] = { 0, 2 }, busy[] = { 3, 2 };
+    pass_t p;
+
+    (void)state;
+    setup_pass(&p, 2, idle, busy);
+    p.steered_to_idle = 1;
+    run_any_pass(&p, 2, 4, 0, 1);
+    assert_int_equal(p.num_moves, 0);
+    run_pass(&p, 2, 4, 0);
+    assert_int_equal(p.num_moves, 0);
+    setup_pass(&p, 2, idle, busy);
+    p.steered_to_idle = 1;
+    bucket_census_stalled(&p.census[0]);
+    run_any_pass(&p, 2, 4, 0, 1);
+    assert_int_equal(p.num_moves, 1);
+    assert_int_equal(p.moves[0].to, 0);
+    setup_pass(&p, 2, idle, busy);
+    run_any_pass(&p, 2, 4, 0, 1);
+    assert_int_equal(p.num_moves, 1);
+}
+
 static void test_census_movable(void **state)
 {
     static const slot_view slots[] = {
@@ -879,6 +909,7 @@ int main(void)
         POOL_TEST(test_stalled_bucket_keeps_arriving_child),
         POOL_TEST(test_census_moved),
         POOL_TEST(test_census_to_publish),
+        POOL_TEST(test_no_moves_for_shortness_under_load_steering),
         POOL_TEST(test_spare_share_defaults),
         POOL_TEST(test_spare_share_more_buckets_than_spares),
         POOL_TEST(test_spare_share_properties),

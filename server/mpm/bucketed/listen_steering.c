@@ -460,6 +460,15 @@ const char *bucket_listeners_choose_steering(apr_pool_t *p,
     return steering_choose(p, &in, &conf->steering);
 }
 
+int bucket_listeners_steer_to_idle(const bucketed_config *conf,
+                                   const bucketed_retained *retained)
+{
+    const steering_outcome *o = &retained->generation->steering;
+
+    return conf->steering.mode == STEERING_LOAD && retained->idle_map_open
+           && o->steered > 0 && o->failed == 0;
+}
+
 void bucket_listeners_publish_idle(bucketed_config *conf,
                                    bucketed_retained *retained,
                                    const bucket_census *census,

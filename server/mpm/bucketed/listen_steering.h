@@ -47,6 +47,11 @@ void listen_steering_release(bucketed_retained *retained);
 const char *bucket_listeners_choose_steering(apr_pool_t *p,
                                              bucketed_config *conf,
                                              int online_cpus);
+/* Whether BucketSteering load is in force on every reuseport group, its
+ * map of idle counts open: new connections then go where an idle unit
+ * is (bucket_maint_input.steered_to_idle). */
+int bucket_listeners_steer_to_idle(const bucketed_config *conf,
+                                   const bucketed_retained *retained);
 /* In the parent, after each census: BucketSteering load's idle counts. */
 void bucket_listeners_publish_idle(bucketed_config *conf,
                                    bucketed_retained *retained,

@@ -268,6 +268,7 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
     note_stalls(pc, now);
     in.rescue_only = rescue_only;
     in.covers = pc->covers;
+    in.steered_to_idle = bucket_listeners_steer_to_idle(pc->conf, retained);
     for (b = 0; b < pc->num_buckets; b++) {
         bucket_rec *bk = &pc->gen->buckets[b];
 

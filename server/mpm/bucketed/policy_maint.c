@@ -255,7 +255,8 @@ int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,
     }
     for (pass = 0; pass < 2; pass++) {
         for (b = 0; b < in->num_buckets; b++) {
-            if (!served_in_pass(in, b, pass)) {
+            if (!served_in_pass(in, b, pass)
+                || (in->steered_to_idle && !in->census[b].stalled)) {
                 continue;
             }
             while (unmet(in, spawn_rate, d, b) > 0 && num_moves < max_moves) {

@@ -84,6 +84,14 @@ typedef struct {
                                    * covers[to * num_buckets + from] when
                                    * bucket to has every address bucket
                                    * from has (bucket_plan_covers) */
+    int steered_to_idle;          /* BucketSteering load is in force on
+                                   * every group: new connections go to a
+                                   * bucket with an idle unit wherever one
+                                   * is, so a bucket short of idle units
+                                   * but not stalled gets no child moved in
+                                   * (a move is an exit and a fork, and at
+                                   * MaxRequestWorkers the next request
+                                   * elsewhere moved it back) */
 } bucket_maint_input;
 
 typedef struct {
