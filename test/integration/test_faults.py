@@ -278,3 +278,59 @@ def test_descriptors_running_out_in_new_children_spare_the_server(
     for port in server.ports:
         assert http_get(port) == (200, INDEX_BODY)
     assert not server.exited()
+
+
+# The spell of the test below, and the pace and bar of its probes (issue
+# 26's: no client waits over a second while a bucket cannot get a child).
+SPELL_S = 5
+PROBE_PACE_S = 0.05
+SLOW_PROBE_S = 1.0
+
+
+@pytest.mark.parametrize("steering", ["auto", "hash"])
+def test_a_bucket_that_cannot_get_a_child_gets_no_client(
+        make_httpd, child_model, steering):
+    """Every child of one of 4 buckets killed at the start of an EMFILE
+    spell: its replacements fail their set-up for the whole spell, so the
+    bucket has no child, and its socket must not keep its share of new
+    connections (nor hold the ones queued on it) until relief. Under the
+    default steering (load) and the kernel's hash."""
+    need_build(EMFILE_SHIM)
+    server = make_httpd(listens=2, directives=model_directives(
+                            child_model, 4, f"BucketSteering {steering}"),
+                        preload=EMFILE_SHIM)
+    flag = server.root / "descriptors-run-out"
+    server.environ["BUCKETED_EMFILE_FLAG"] = str(flag)
+    server.start()
+    held = wait_until(lambda: bucket_sockets(server), 20,
+                      what="every child to hold one bucket's socket")
+    victims = max(held.values(), key=len)
+    flag.write_text("")
+    slow = []
+    probes = Probes()
+    try:
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        spell_ends = time.monotonic() + SPELL_S
+        turn = 0
+        while time.monotonic() < spell_ends:
+            started = time.monotonic()
+            probes.one(server.ports[turn % 2])
+            took = time.monotonic() - started
+            if took > SLOW_PROBE_S:
+                slow.append(round(took, 2))
+            turn += 1
+            time.sleep(max(0.0, PROBE_PACE_S - took))
+        log = server.error_log()
+        sick = log.count("exited sick")
+        left = log.count("sockets leave their reuseport groups")
+    finally:
+        flag.unlink()
+    print(f"ChildModel {child_model}, {steering}: {len(victims)} children "
+          f"of one of 4 buckets killed in an EMFILE spell; {probes}; over "
+          f"{SLOW_PROBE_S} s: {slow}; {sick} failed starts, taken out of "
+          f"the steering {left} time(s)")
+    assert sick > 0, "no replacement child failed its set-up"
+    assert not server.exited(), server.output()[-3000:]
+    assert slow == [], probes
+    assert probes.timeouts == [] and probes.errors == [], probes
