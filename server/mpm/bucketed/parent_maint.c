@@ -351,28 +351,6 @@ static void note_absences(parent_context *pc)
     }
 }
 
-int parent_bucket_rejoin(parent_context *pc, int bucket)
-{
-    if (!pc->absence[bucket].out) {
-        return 0;
-    }
-    if (bucket_listeners_rejoin(pc->s, pc->conf, pc->retained, bucket)
-        != 0) {
-        return -1;
-    }
-    bucket_absence_rejoined(&pc->absence[bucket]);
-    return 0;
-}
-
-void parent_buckets_rejoin(parent_context *pc)
-{
-    int b;
-
-    for (b = 0; b < pc->num_buckets; b++) {
-        parent_bucket_rejoin(pc, b);
-    }
-}
-
 /* A full pass (once a second) or a rescue pass (in between): see
  * bucket_maint_decide(), which takes arrays: filled from the bucket
  * records, and the spawn rates written back. */

@@ -18,6 +18,7 @@
 #include "mpm_common.h"
 
 #include "child_life.h"
+#include "listen_steering.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -157,6 +158,28 @@ void parent_run_child(parent_context *pc, int slot, int bucket,
     child_life_run(pc->conf->child_model == CHILD_MODEL_EVENT
                    ? &event_child_model : &prefork_child_model,
                    pc->s, pc->conf, pc->retained, slot, bucket, parent);
+}
+
+int parent_bucket_rejoin(parent_context *pc, int bucket)
+{
+    if (!pc->absence[bucket].out) {
+        return 0;
+    }
+    if (bucket_listeners_rejoin(pc->s, pc->conf, pc->retained, bucket)
+        != 0) {
+        return -1;
+    }
+    bucket_absence_rejoined(&pc->absence[bucket]);
+    return 0;
+}
+
+void parent_buckets_rejoin(parent_context *pc)
+{
+    int b;
+
+    for (b = 0; b < pc->num_buckets; b++) {
+        parent_bucket_rejoin(pc, b);
+    }
 }
 
 int parent_spawn_child(parent_context *pc, int slot, int bucket)
