@@ -264,7 +264,8 @@ static int processes_holding(const parent_context *pc, int bucket)
     return n;
 }
 
-/* Units of the bucket's children that got through their set-up. */
+/* The bucket's children that got through their set-up (from the
+ * scoreboard: it only decides when BK00181 is logged). */
 static int ready_children(const parent_context *pc, int bucket)
 {
     int slot, n = 0;

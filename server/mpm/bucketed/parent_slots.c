@@ -334,7 +334,8 @@ static int children_in(const parent_context *pc, int bucket)
 
 /* Whether any unit of the slot's child had reported itself ready (or
  * busy): it got through its set-up. A hint read from the scoreboard, used
- * only to pace replacements (policy_exit.h). */
+ * only to pace replacements (policy_exit.h) and to say when a bucket's
+ * spell without a child is over (a log line, parent_maint.c). */
 int parent_slot_was_ready(const parent_context *pc, int slot)
 {
     int t;

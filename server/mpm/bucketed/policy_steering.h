@@ -192,7 +192,7 @@ typedef struct {
     int processes;          /* processes holding the bucket's sockets:
                              * running, starting, on their way in, of any
                              * generation */
-    int ready;              /* units of its children ready or serving */
+    int ready;              /* its children that got through their set-up */
     int can_migrate;        /* a shut-down socket's queue moves to the
                              * group's other sockets (5.14+), and each of
                              * its sockets is its own (BucketStrategy
