@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from httpd_fixture import (BUILD, INDEX_BODY, bucket_sockets, children_of,
-                           http_get, need_build, wait_until)
+                           http_get, listening_inodes, need_build,
+                           wait_until)
 
 FAULT_SO = BUILD / "test" / "modules" / "mod_test_fault.so"
 EMFILE_SHIM = BUILD / "test" / "modules" / "emfile_shim.so"
@@ -334,3 +335,36 @@ def test_a_bucket_that_cannot_get_a_child_gets_no_client(
     assert not server.exited(), server.output()[-3000:]
     assert slow == [], probes
     assert probes.timeouts == [] and probes.errors == [], probes
+
+
+def test_a_bucket_out_of_its_groups_at_a_graceful_restart_is_back_after(
+        make_httpd):
+    """A bucket that left its reuseport groups (no child could start) when
+    a graceful restart comes: the next generation reuses its sockets, so
+    they must listen again, every bucket with a child and every socket in
+    its group once the spell is over."""
+    need_build(EMFILE_SHIM)
+    server = make_httpd(listens=2, directives=model_directives("prefork", 4),
+                        preload=EMFILE_SHIM)
+    flag = server.root / "descriptors-run-out"
+    server.environ["BUCKETED_EMFILE_FLAG"] = str(flag)
+    server.start()
+    held = wait_until(lambda: bucket_sockets(server), 20,
+                      what="every child to hold one bucket's socket")
+    flag.write_text("")
+    try:
+        for pid in max(held.values(), key=len):
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: len(listening_inodes(server.ports[0])) < 4, 20,
+                   what="the childless bucket to leave its groups")
+        server.signal(signal.SIGUSR1)
+        wait_until(lambda: "Doing graceful restart" in server.error_log(),
+                   20, what="the graceful restart")
+    finally:
+        flag.unlink()
+    server.wait_ready(timeout=30)
+    for port in server.ports:
+        assert len(listening_inodes(port)) == 4, server.error_log()[-3000:]
+    for turn in range(40):
+        assert http_get(server.ports[turn % 2]) == (200, INDEX_BODY)
+    assert not server.exited()
