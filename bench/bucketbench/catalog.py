@@ -36,7 +36,10 @@ CRASH = "crash"
 HANG = "hang"
 EMFILE = "emfile"
 CRASH_EXIT = "crash-exit"
-FAULT_KINDS = (CRASH, HANG, EMFILE, CRASH_EXIT)
+EMFILE_BUCKET = "emfile-bucket"
+FAULT_KINDS = (CRASH, HANG, EMFILE, CRASH_EXIT, EMFILE_BUCKET)
+# The EMFILE spells (both need two Listens, see the workloads below).
+EMFILE_KINDS = (EMFILE, EMFILE_BUCKET)
 FAULT_BUCKETS = 4            # bucketed's BucketCount in the faults
 CRASH_RATE = 4               # /crash requests a second
 CRASH_EXIT_MCPC = 20         # MaxConnectionsPerChild of crash-exit
@@ -50,6 +53,10 @@ FAULT_TITLES = {
             "child per bucket killed",
     CRASH_EXIT: f"crash-exit: every exiting child segfaults, "
                 f"MaxConnectionsPerChild {CRASH_EXIT_MCPC}",
+    EMFILE_BUCKET: f"emfile-bucket: new children cannot set up (EMFILE) "
+                   f"for a spell, every child of one of {FAULT_BUCKETS} "
+                   f"buckets killed at its start (stock: a quarter of its "
+                   f"children)",
 }
 
 # Issue 25's near-the-limit workloads (limit.py runs them, as faults: a
@@ -159,7 +166,8 @@ WORKLOADS = {workload.name: workload for workload in (
     # Two Listens for emfile: a bucketed prefork-model child then waits in
     # epoll, so it sets up an epoll set as every other child does.
     *(Workload(f"fault-{kind}", FAULT_TITLES[kind],
-               listen_count=2 if kind == EMFILE else 1, keep_alive=False,
+               listen_count=2 if kind in EMFILE_KINDS else 1,
+               keep_alive=False,
                fault=kind) for kind in FAULT_KINDS),
     *(Workload(kind, FAULT_TITLES[kind], listen_count=1, keep_alive=True,
                fault=kind) for kind in LIMIT_KINDS),

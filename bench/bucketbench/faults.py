@@ -17,6 +17,10 @@ with a PROBE_TIMEOUT_S limit, measure what a client meets meanwhile.
   replacements must set up, and the flag is removed after EMFILE_S:
   whether the server survived and the time from that relief until it
   serves again (RECOVERY_STREAK probes in a row answered).
+- emfile-bucket: the same spell, but every child of one of the
+  FAULT_BUCKETS buckets is killed at its start (stock: a quarter of its
+  children), so that one bucket has no child for the whole spell (issue
+  26: its socket must not keep its share of new connections).
 - crash-exit: ServerRoot/crash-at-exit makes every child segfault as it
   exits, MaxConnectionsPerChild CRASH_EXIT_MCPC, and a paced stream of
   requests beside the probes turns the children over.
@@ -36,7 +40,8 @@ from dataclasses import dataclass, field
 
 from . import configs, load, markdown, procfs, stats
 from .catalog import (CRASH, CRASH_EXIT, CRASH_EXIT_MCPC, CRASH_RATE, EMFILE,
-                      FAULT_BUCKETS, FAULT_TITLES, HANG, LIMIT_KINDS)
+                      EMFILE_BUCKET, EMFILE_KINDS, FAULT_BUCKETS,
+                      FAULT_TITLES, HANG, LIMIT_KINDS)
 from .net import http_get
 
 PROBE_TIMEOUT_S = 5
@@ -72,7 +77,7 @@ def windows(fault_s):
     EMFILE spell a third of it each (at least 1 s)."""
     third = max(1, fault_s // 3)
     return {CRASH: fault_s, CRASH_EXIT: fault_s, HANG: third,
-            EMFILE: third}
+            EMFILE: third, EMFILE_BUCKET: third}
 
 
 # ---------------------------------------------------------------- servers
@@ -108,7 +113,7 @@ def server_settings(kind, fault_modules, root):
             f'"{os.path.join(fault_modules, "mod_test_fault.so")}"',
             f"MaxConnectionsPerChild {CRASH_EXIT_MCPC}"]
         settings.files.append(CRASH_EXIT_FLAG)
-    elif kind == EMFILE:
+    elif kind in EMFILE_KINDS:
         settings.environment.update({
             "LD_PRELOAD": os.path.join(fault_modules, "emfile_shim.so"),
             "BUCKETED_EMFILE_FLAG": os.path.join(root, EMFILE_FLAG)})
@@ -329,9 +334,10 @@ def _crash_exit(ctx):
                      "crashes": crashes}
 
 
-def hang_victims(server):
-    """The children the hang stops: every child of the bucket most
-    children hold (bucketed), a quarter of the children (stock)."""
+def bucket_victims(server):
+    """The children the hang stops and emfile-bucket kills: every child of
+    the bucket most children hold (bucketed), a quarter of the children
+    (stock)."""
     if server.spec.mpm == "bucketed":
         return max(bucket_groups(server).values(), key=len)
     pids = children(server)
@@ -353,7 +359,7 @@ def _hang(ctx):
     seconds = windows(ctx.fault_s)[HANG]
     _wrk(ctx, seconds, "wrk-hang-warmup.log")
     baseline = _wrk(ctx, seconds, "wrk-before-hang.log")
-    victims = hang_victims(server)
+    victims = bucket_victims(server)
     probes = Probes(server.ports[0])
     signal_all(victims, signal.SIGSTOP)
     try:
@@ -399,11 +405,11 @@ def _recover(server, probes, relief):
     return None
 
 
-def _emfile(ctx):
+def _emfile(ctx, kind=EMFILE, choose_victims=emfile_victims):
     server = ctx.server
-    seconds = windows(ctx.fault_s)[EMFILE]
+    seconds = windows(ctx.fault_s)[kind]
     flag = os.path.join(server.workdir, EMFILE_FLAG)
-    victims = emfile_victims(server)
+    victims = choose_victims(server)
     probes = Probes(server.ports[0])
     with open(flag, "w"):
         pass
@@ -421,8 +427,12 @@ def _emfile(ctx):
         "survived": server.alive(), "recovery_s": recovery}
 
 
+def _emfile_bucket(ctx):
+    return _emfile(ctx, EMFILE_BUCKET, bucket_victims)
+
+
 MEASURE = {CRASH: _crash, HANG: _hang, EMFILE: _emfile,
-           CRASH_EXIT: _crash_exit}
+           CRASH_EXIT: _crash_exit, EMFILE_BUCKET: _emfile_bucket}
 
 
 def measure(kind, ctx):
@@ -441,7 +451,7 @@ def describe(result):
             f"{result['timeouts']} timeouts, {result['errors']} errors")
     if result["kind"] == HANG and result["throughput_ratio"] is not None:
         text += f", req/s ratio {result['throughput_ratio']:.2f}"
-    if result["kind"] == EMFILE:
+    if result["kind"] in EMFILE_KINDS:
         recovery = result["recovery_s"]
         text += (f", survived {result['survived']}, serving again after "
                  f"{'n/a' if recovery is None else f'{recovery:.2f} s'}")
@@ -516,12 +526,13 @@ def _extra(summary):
         text = "n/a" if ratio is None else \
             f"{ratio:.2f}x{_range(summary['throughput_ratio_all'])}"
         return [text, f"{summary['stopped_children']:.0f}"]
-    if kind == EMFILE:
+    if kind in EMFILE_KINDS:
         recovery = summary.get("recovery_s")
         values = summary.get("recovery_s_all", [])
         text = "n/a" if recovery is None else \
             f"{recovery:.2f}{_range(values)}"
-        return [f"{summary['survived']} of {summary['runs']}", text]
+        return [_counts(summary["slow"]),
+                f"{summary['survived']} of {summary['runs']}", text]
     if kind in LIMIT_KINDS:
         return [_counts(summary["slow"]),
                 _counts(summary["held_failures_all"]),
@@ -535,7 +546,9 @@ EXTRA_HEADERS = {
     CRASH: ["crashes (median)"],
     CRASH_EXIT: ["children crashed at exit (median)"],
     HANG: ["req/s with / without the hang (range)", "children stopped"],
-    EMFILE: ["survived", "relief to serving again, s (range)"],
+    **{kind: [f"probes over {SLOW_PROBE_S:g} s (per run)", "survived",
+              "relief to serving again, s (range)"]
+       for kind in EMFILE_KINDS},
     **{kind: [f"probes over {SLOW_PROBE_S:g} s (per run)",
               "held clients' failures (per run)",
               "held connections closed between requests (per run)",
@@ -587,7 +600,8 @@ def section(points, options, heading="##",
         f"{FAULT_BUCKETS}. Windows: crash and crash-exit {spans[CRASH]} s; "
         f"hang: wrk {spans[HANG]} s unmeasured, {spans[HANG]} s "
         f"without, then {spans[HANG]} s with the hang (probes during the "
-        f"latter; req/s ratio with / without); emfile: flag held "
+        f"latter; req/s ratio with / without); emfile and emfile-bucket: "
+        f"flag held "
         f"{spans[EMFILE]} s (and until the probe then in flight ends), "
         f"then probes until {RECOVERY_STREAK} in a row are answered (at "
         f"most {RECOVERY_LIMIT_S} s).", ""]

@@ -19,7 +19,8 @@ NUMBER = r"-?[\d,]+(\.\d+)?"
 
 def test_windows_scale_with_the_fault_window():
     assert faults.windows(15) == {"crash": 15, "crash-exit": 15,
-                                  "hang": 5, "emfile": 5}
+                                  "hang": 5, "emfile": 5,
+                                  "emfile-bucket": 5}
     assert faults.windows(3)["hang"] == 1
 
 
@@ -57,6 +58,7 @@ def test_fault_workloads_run_only_their_servers():
         assert catalog.unsupported_reason(catalog.SERVERS[name],
                                           crash) is None
     assert catalog.WORKLOADS["fault-emfile"].listen_count == 2
+    assert catalog.WORKLOADS["fault-emfile-bucket"].listen_count == 2
 
 
 def _fault_record(server, round_no, kind, p99, **extra):
@@ -90,7 +92,7 @@ def test_summary_and_section_of_fixed_runs():
                "workloads": ["fault-emfile", "fault-hang"]}
     text = faults.section(points, options)
     assert "| prefork | 10 | 1.0 | 20.0 | 40.0 (60.0) | 3 (1/1/1) | " \
-           "0 (0/0/0) | 2 of 3 | 1.00 (0.50-1.50) |" in text
+           "0 (0/0/0) | 0 (0/0/0) | 2 of 3 | 1.00 (0.50-1.50) |" in text
     assert "| 0.50x (0.50-0.50) | 2 |" in text
     # The sweep tables and plots leave the faults out.
     assert list(report.workload_groups(points, options)) == []
@@ -139,10 +141,12 @@ def test_faults_quick_run(top, build, tmp_path):
     hang = _rows(text, "### fault-hang:")
     assert all(re.fullmatch(rf"{NUMBER}x \({NUMBER}-{NUMBER}\)", row[7])
                for row in hang), hang
-    emfile = _rows(text, "### fault-emfile:")
-    assert all(re.fullmatch(r"[01] of 1", row[7]) for row in emfile)
-    assert all(row[8] == "n/a" or re.match(NUMBER, row[8])
-               for row in emfile), emfile
+    for spell in ("### fault-emfile:", "### fault-emfile-bucket:"):
+        emfile = _rows(text, spell)
+        assert all(re.fullmatch(r"\d+ \(\d+\)", row[7]) for row in emfile)
+        assert all(re.fullmatch(r"[01] of 1", row[8]) for row in emfile)
+        assert all(row[9] == "n/a" or re.match(NUMBER, row[9])
+                   for row in emfile), emfile
     conf = (out / "servers" / "native-fault-crash-prefork" /
             "httpd.conf").read_text()
     assert "MaxRequestWorkers" not in conf and "test-crash" in conf

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from httpd_fixture import (BUILD, INDEX_BODY, bucket_sockets, children_of,
-                           http_get, need_build, wait_until)
+                           http_get, listening_inodes, need_build,
+                           wait_until)
 
 FAULT_SO = BUILD / "test" / "modules" / "mod_test_fault.so"
 EMFILE_SHIM = BUILD / "test" / "modules" / "emfile_shim.so"
@@ -319,3 +320,92 @@ def test_an_event_child_the_kernel_keeps_out_of_its_epoll_set_leaves(
     for _ in range(3):
         assert http_get(port, timeout=PROBE_TIMEOUT) == (200, INDEX_BODY)
     assert not server.exited(), server.output()[-3000:]
+
+
+# The spell of the test below, and the pace and bar of its probes (issue
+# 26's: no client waits over a second while a bucket cannot get a child).
+SPELL_S = 5
+PROBE_PACE_S = 0.05
+SLOW_PROBE_S = 1.0
+
+
+@pytest.mark.parametrize("steering", ["auto", "hash"])
+def test_a_bucket_that_cannot_get_a_child_gets_no_client(
+        make_httpd, child_model, steering):
+    """Every child of one of 4 buckets killed at the start of an EMFILE
+    spell: its replacements fail their set-up for the whole spell, so the
+    bucket has no child, and its socket must not keep its share of new
+    connections (nor hold the ones queued on it) until relief. Under the
+    default steering (load) and the kernel's hash."""
+    need_build(EMFILE_SHIM)
+    server = make_httpd(listens=2, directives=model_directives(
+                            child_model, 4, f"BucketSteering {steering}"),
+                        preload=EMFILE_SHIM)
+    flag = server.root / "descriptors-run-out"
+    server.environ["BUCKETED_EMFILE_FLAG"] = str(flag)
+    server.start()
+    held = wait_until(lambda: bucket_sockets(server), 20,
+                      what="every child to hold one bucket's socket")
+    victims = max(held.values(), key=len)
+    flag.write_text("")
+    slow = []
+    probes = Probes()
+    try:
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        spell_ends = time.monotonic() + SPELL_S
+        turn = 0
+        while time.monotonic() < spell_ends:
+            started = time.monotonic()
+            probes.one(server.ports[turn % 2])
+            took = time.monotonic() - started
+            if took > SLOW_PROBE_S:
+                slow.append(round(took, 2))
+            turn += 1
+            time.sleep(max(0.0, PROBE_PACE_S - took))
+        log = server.error_log()
+        sick = log.count("exited sick")
+        left = log.count("sockets leave their reuseport groups")
+    finally:
+        flag.unlink()
+    print(f"ChildModel {child_model}, {steering}: {len(victims)} children "
+          f"of one of 4 buckets killed in an EMFILE spell; {probes}; over "
+          f"{SLOW_PROBE_S} s: {slow}; {sick} failed starts, taken out of "
+          f"the steering {left} time(s)")
+    assert sick > 0, "no replacement child failed its set-up"
+    assert not server.exited(), server.output()[-3000:]
+    assert slow == [], probes
+    assert probes.timeouts == [] and probes.errors == [], probes
+
+
+def test_a_bucket_out_of_its_groups_at_a_graceful_restart_is_back_after(
+        make_httpd):
+    """A bucket that left its reuseport groups (no child could start) when
+    a graceful restart comes: the next generation reuses its sockets, so
+    they must listen again, every bucket with a child and every socket in
+    its group once the spell is over."""
+    need_build(EMFILE_SHIM)
+    server = make_httpd(listens=2, directives=model_directives("prefork", 4),
+                        preload=EMFILE_SHIM)
+    flag = server.root / "descriptors-run-out"
+    server.environ["BUCKETED_EMFILE_FLAG"] = str(flag)
+    server.start()
+    held = wait_until(lambda: bucket_sockets(server), 20,
+                      what="every child to hold one bucket's socket")
+    flag.write_text("")
+    try:
+        for pid in max(held.values(), key=len):
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: len(listening_inodes(server.ports[0])) < 4, 20,
+                   what="the childless bucket to leave its groups")
+        server.signal(signal.SIGUSR1)
+        wait_until(lambda: "Doing graceful restart" in server.error_log(),
+                   20, what="the graceful restart")
+    finally:
+        flag.unlink()
+    server.wait_ready(timeout=30)
+    for port in server.ports:
+        assert len(listening_inodes(port)) == 4, server.error_log()[-3000:]
+    for turn in range(40):
+        assert http_get(server.ports[turn % 2]) == (200, INDEX_BODY)
+    assert not server.exited()

@@ -399,6 +399,55 @@ static void test_steering_in_force_says_what_the_programs_did(void **state)
     }
 }
 
+/* A bucket leaves its groups only when no process holds its sockets, its
+ * queue can move, and another bucket still listens. */
+static void test_absence_takes_out_only_a_bucket_nobody_holds(void **state)
+{
+    static const struct {
+        absence_input in;
+        absence_step step;
+    } cases[] = {
+        { { 0, 0, 1, 3 }, ABSENCE_TAKE_OUT },
+        { { 1, 0, 1, 3 }, ABSENCE_STAY },    /* a child is starting */
+        { { 0, 0, 0, 3 }, ABSENCE_STAY },    /* the queue would be reset */
+        { { 0, 0, 1, 0 }, ABSENCE_STAY },    /* nowhere for it to go */
+    };
+    bucket_absence a = { 0, 0 };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(bucket_absence_decide(&a, &cases[i].in),
+                         cases[i].step);
+    }
+}
+
+/* One spell, out and in as retries fail, logged once at each end. */
+static void test_absence_spell_is_logged_once(void **state)
+{
+    absence_input none = { 0, 0, 1, 3 }, starting = { 1, 0, 1, 3 },
+                  ready = { 1, 1, 1, 3 };
+    bucket_absence a = { 0, 0 };
+
+    (void)state;
+    assert_int_equal(bucket_absence_decide(&a, &none), ABSENCE_TAKE_OUT);
+    assert_true(bucket_absence_took_out(&a));
+    /* Out: nothing more to do until a child is forked into it. */
+    assert_int_equal(bucket_absence_decide(&a, &none), ABSENCE_STAY);
+    bucket_absence_rejoined(&a);
+    assert_int_equal(bucket_absence_decide(&a, &starting), ABSENCE_STAY);
+    /* The retry failed: out again, the same spell. */
+    assert_int_equal(bucket_absence_decide(&a, &none), ABSENCE_TAKE_OUT);
+    assert_false(bucket_absence_took_out(&a));
+    bucket_absence_rejoined(&a);
+    assert_int_equal(bucket_absence_decide(&a, &ready), ABSENCE_SPELL_ENDS);
+    bucket_absence_spell_ended(&a);
+    assert_int_equal(bucket_absence_decide(&a, &ready), ABSENCE_STAY);
+    /* A later loss is a new spell. */
+    assert_int_equal(bucket_absence_decide(&a, &none), ABSENCE_TAKE_OUT);
+    assert_true(bucket_absence_took_out(&a));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -415,6 +464,8 @@ int main(void)
         POOL_TEST(test_steering_load),
         POOL_TEST(test_cpu_in_bucket),
         POOL_TEST(test_steering_in_force_says_what_the_programs_did),
+        POOL_TEST(test_absence_takes_out_only_a_bucket_nobody_holds),
+        POOL_TEST(test_absence_spell_is_logged_once),
     };
 
     return RUN_POOL_TESTS(tests);

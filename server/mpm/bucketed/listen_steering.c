@@ -66,18 +66,30 @@ static int in_reuseport_group(const ap_listen_rec *lr)
     return on;
 }
 
-/* The retained map record of an address, created empty if new. */
-static retained_map *steer_map_of(apr_pool_t *ptemp,
-                                  bucketed_retained *retained,
-                                  const ap_listen_rec *orig)
+/* The retained map record of the address named key ("%pI"), or NULL. */
+static retained_map *steer_map_found(bucketed_retained *retained,
+                                     const char *key)
 {
-    const char *key = apr_psprintf(ptemp, "%pI", orig->bind_addr);
     retained_map *rm;
 
     for (rm = retained->steer_maps; rm; rm = rm->next) {
         if (strcmp(rm->key, key) == 0) {
             return rm;
         }
+    }
+    return NULL;
+}
+
+/* The retained map record of an address, created empty if new. */
+static retained_map *steer_map_of(apr_pool_t *ptemp,
+                                  bucketed_retained *retained,
+                                  const ap_listen_rec *orig)
+{
+    const char *key = apr_psprintf(ptemp, "%pI", orig->bind_addr);
+    retained_map *rm = steer_map_found(retained, key);
+
+    if (rm != NULL) {
+        return rm;
     }
     rm = apr_pcalloc(retained->socket_pool, sizeof(*rm));
     rm->key = apr_pstrdup(retained->socket_pool, key);
@@ -390,11 +402,7 @@ int listen_steering_stop(server_rec *s, const bucketed_config *conf,
             continue;
         }
         apr_snprintf(key, sizeof(key), "%pI", lr->bind_addr);
-        for (rm = retained->steer_maps; rm; rm = rm->next) {
-            if (strcmp(rm->key, key) == 0) {
-                break;
-            }
-        }
+        rm = steer_map_found(retained, key);
         if (rm == NULL || rm->fd < 0) {
             continue;
         }
@@ -546,4 +554,72 @@ void bucket_listeners_child_steering(server_rec *s,
     (void)s;
     (void)bucket;
 #endif
+}
+
+int bucket_listeners_leave(server_rec *s, const bucketed_config *conf,
+                           bucketed_retained *retained, int b)
+{
+    const bucket_def *def = &conf->plan.buckets[b];
+    const ap_listen_rec *lr = retained->generation->buckets[b].listeners;
+    int k;
+
+    for (k = 0; k < def->num_sockets && lr; k++, lr = lr->next) {
+        /* On a listener, SHUT_RD is what stops it (Linux): the kernel
+         * takes it out of its group and moves its queue. */
+        if (shutdown(listen_socket_fd(lr->sd), SHUT_RD) < 0) {
+            int err = errno;
+            ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00182)
+                                                        "bucketed: cannot "
+                         "shut bucket %d's socket for %pI down; it stays "
+                         "in its reuseport group", b, lr->bind_addr);
+            bucket_listeners_rejoin(s, conf, retained, b);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int bucket_listeners_rejoin(server_rec *s, const bucketed_config *conf,
+                            bucketed_retained *retained, int b)
+{
+    const bucket_def *def = &conf->plan.buckets[b];
+    const ap_listen_rec *lr = retained->generation->buckets[b].listeners;
+    int k, rc = 0;
+
+    for (k = 0; k < def->num_sockets && lr; k++, lr = lr->next) {
+        int fd = listen_socket_fd(lr->sd), err;
+        char key[128];
+        retained_map *rm;
+
+        /* listen() again puts a shut-down socket back into its group
+         * (Linux 5.14+, which this runs on only where migration was seen
+         * working); on one still listening it changes nothing. */
+        if (listen(fd, conf->listen_backlog) < 0) {
+            err = errno;
+            ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00183)
+                                                        "bucketed: cannot "
+                         "listen on bucket %d's socket for %pI again",
+                         b, lr->bind_addr);
+            rc = -1;
+            continue;
+        }
+        apr_snprintf(key, sizeof(key), "%pI", lr->bind_addr);
+        rm = steer_map_found(retained, key);
+        if (rm == NULL || rm->fd < 0) {
+            continue;
+        }
+        /* The kernel emptied its slot when it left the group; EBUSY: it
+         * never left (in the map already, so in this very slot). */
+        err = reuseport_bpf_sockarray_set(rm->fd, def->sockets[k].duplicate,
+                                          fd);
+        if (err != 0 && err != EBUSY) {
+            ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00184)
+                                                        "bucketed: cannot "
+                         "put bucket %d's socket for %pI back in its socket "
+                         "map; the kernel's hash picks it meanwhile",
+                         b, lr->bind_addr);
+            rc = -1;
+        }
+    }
+    return rc;
 }

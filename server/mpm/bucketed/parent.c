@@ -227,6 +227,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     pc.moves = apr_pcalloc(pconf, sizeof(bucket_move) * pc.max_moves);
     pc.slot_views = apr_pcalloc(pconf, sizeof(slot_view)
                                        * retained->first_server_limit);
+    pc.absence = apr_pcalloc(pconf, sizeof(bucket_absence) * pc.num_buckets);
     pc.last_monitor = apr_time_now();
     sigemptyset(&pc.sigchld);
     sigaddset(&pc.sigchld, SIGCHLD);
@@ -284,6 +285,9 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
         }
     }
 
+    /* The next generation reuses the sockets; a stop closes them with
+     * everyone's queue migrating to the original. */
+    parent_buckets_rejoin(&pc);
     if (mpm->shutdown_pending) {
         mpm->mpm_state = AP_MPMQ_STOPPING;
         notify_send(s, retained, "STOPPING=1\nSTATUS=stopping");

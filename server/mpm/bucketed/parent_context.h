@@ -19,6 +19,7 @@
 #include "policy_maint.h"
 #include "bucketed.h"
 #include "policy_stall.h"
+#include "policy_steering.h"
 
 /* replace_into for a child asked to leave whose slot stays free. */
 #define NO_REPLACEMENT (-1)
@@ -47,6 +48,8 @@ typedef struct {
     bucket_move *moves;              /* room for every move of a pass */
     int max_moves;
     slot_view *slot_views;           /* per slot, reused every pass */
+    bucket_absence *absence;         /* per bucket: out of its reuseport
+                                      * groups while it has no child */
     sigset_t sigchld;                /* blocked; taken by wait_for_child */
     apr_time_t last_monitor;
 } parent_context;
@@ -76,6 +79,7 @@ void parent_run_child(parent_context *pc, int slot, int bucket,
 void parent_ask_to_leave(parent_context *pc, int slot, int replace_into);
 void parent_ask_again(parent_context *pc, int slot);
 /* An exit reaped: its slot freed (or refilled), its bucket's health noted. */
+int parent_slot_was_ready(const parent_context *pc, int slot);
 void parent_reap_one(parent_context *pc, apr_proc_t *proc,
                      apr_exit_why_e why, int status);
 
@@ -84,6 +88,8 @@ void parent_reap_one(parent_context *pc, apr_proc_t *proc,
  * children that have not gone yet. */
 void parent_maintain_buckets(parent_context *pc, int rescue_only);
 void parent_repeat_leave_requests(parent_context *pc);
+int parent_bucket_rejoin(parent_context *pc, int bucket);
+void parent_buckets_rejoin(parent_context *pc);
 
 /* parent_takeover.c: after a graceful restart onto this build from one
  * whose state it could not read (retained->takeover set). Before the

@@ -248,6 +248,110 @@ static void note_stalls(parent_context *pc, apr_time_t now)
     }
 }
 
+/* Processes holding bucket's sockets, from the parent's own table: its
+ * children of any generation, and those on their way in. */
+static int processes_holding(const parent_context *pc, int bucket)
+{
+    int slot, n = 0;
+
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        const child_slot *cs = &pc->retained->slots[slot];
+
+        n += cs->pid != 0
+             && (cs->bucket == bucket
+                 || (cs->exit_requested && cs->replace_into == bucket));
+    }
+    return n;
+}
+
+/* The bucket's children that got through their set-up (from the
+ * scoreboard: it only decides when BK00181 is logged). */
+static int ready_children(const parent_context *pc, int bucket)
+{
+    int slot, n = 0;
+
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        const child_slot *cs = &pc->retained->slots[slot];
+
+        n += cs->pid != 0 && cs->bucket == bucket
+             && cs->generation == pc->generation
+             && parent_slot_was_ready(pc, slot);
+    }
+    return n;
+}
+
+/* Whether a socket shut down leaves nothing behind: every group of the
+ * bucket's sockets migrates, and those sockets are the bucket's own. */
+static int buckets_can_leave(const parent_context *pc)
+{
+    const bucketed_config *conf = pc->conf;
+    int b, groups = 0;
+
+    if (conf->plan.strategy != BUCKET_STRATEGY_REUSEPORT
+        || pc->num_buckets < 2) {
+        return 0;
+    }
+    if (conf->migration.mechanism == MIGRATION_SYSCTL) {
+        return 1;
+    }
+    for (b = 0; b < pc->num_buckets; b++) {
+        if (conf->plan.buckets[b].num_sockets > groups) {
+            groups = conf->plan.buckets[b].num_sockets;
+        }
+    }
+    return conf->migration.mechanism == MIGRATION_EBPF
+           && pc->gen->migration_groups >= groups;
+}
+
+/* A bucket with no process and none to be had this pass leaves its
+ * reuseport groups, its queue moving to the other buckets' sockets
+ * (policy_steering.h, bucket_absence); a child forked into it puts it
+ * back (parent_bucket_rejoin). */
+static void note_absences(parent_context *pc)
+{
+    absence_input in;
+    int b, c;
+
+    in.can_migrate = buckets_can_leave(pc);
+    for (b = 0; b < pc->num_buckets; b++) {
+        bucket_absence *a = &pc->absence[b];
+
+        in.processes = processes_holding(pc, b);
+        in.ready = ready_children(pc, b);
+        in.others_in = 0;
+        for (c = 0; c < pc->num_buckets; c++) {
+            in.others_in += c != b && !pc->absence[c].out;
+        }
+        switch (bucket_absence_decide(a, &in)) {
+        case ABSENCE_TAKE_OUT:
+            if (bucket_listeners_leave(pc->s, pc->conf, pc->retained, b)
+                != 0) {
+                break;
+            }
+            if (bucket_absence_took_out(a)) {
+                ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s,
+                             BKLOGNO(00180) "bucketed: bucket %d has no "
+                             "child and cannot get one now (its children "
+                             "fail to start, or no slot is free); its "
+                             "sockets leave their reuseport groups: what is "
+                             "queued on them moves to the other buckets, "
+                             "and new connections go there until it has a "
+                             "child again", b);
+            }
+            break;
+        case ABSENCE_SPELL_ENDS:
+            bucket_absence_spell_ended(a);
+            ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00181)
+                                                           "bucketed: "
+                         "bucket %d has a child again; its sockets are back "
+                         "in their reuseport groups", b);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
 /* A full pass (once a second) or a rescue pass (in between): see
  * bucket_maint_decide(), which takes arrays: filled from the bucket
  * records, and the spawn rates written back. */
@@ -266,6 +370,7 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
     in.max_spare = pc->limits->max_spare;
     in.free_slots = take_census(pc);
     note_stalls(pc, now);
+    note_absences(pc);
     in.rescue_only = rescue_only;
     in.covers = pc->covers;
     in.steered_to_idle = bucket_listeners_steer_to_idle(pc->conf, retained);

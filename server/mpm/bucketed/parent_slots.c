@@ -18,6 +18,7 @@
 #include "mpm_common.h"
 
 #include "child_life.h"
+#include "listen_steering.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -159,11 +160,37 @@ void parent_run_child(parent_context *pc, int slot, int bucket,
                    pc->s, pc->conf, pc->retained, slot, bucket, parent);
 }
 
+int parent_bucket_rejoin(parent_context *pc, int bucket)
+{
+    if (!pc->absence[bucket].out) {
+        return 0;
+    }
+    if (bucket_listeners_rejoin(pc->s, pc->conf, pc->retained, bucket)
+        != 0) {
+        return -1;
+    }
+    bucket_absence_rejoined(&pc->absence[bucket]);
+    return 0;
+}
+
+void parent_buckets_rejoin(parent_context *pc)
+{
+    int b;
+
+    for (b = 0; b < pc->num_buckets; b++) {
+        parent_bucket_rejoin(pc, b);
+    }
+}
+
 int parent_spawn_child(parent_context *pc, int slot, int bucket)
 {
     pid_t parent = getpid(), pid;
     sigset_t block, saved;
 
+    /* A child must find its bucket's sockets listening. */
+    if (parent_bucket_rejoin(pc, bucket) != 0) {
+        return -1;
+    }
     parent_note_slot_used(pc->retained, slot);
     ap_update_child_status_from_indexes(slot, 0, SERVER_STARTING, NULL);
     /* Held until the child has its own handlers: a SIGTERM landing on the
@@ -307,8 +334,9 @@ static int children_in(const parent_context *pc, int bucket)
 
 /* Whether any unit of the slot's child had reported itself ready (or
  * busy): it got through its set-up. A hint read from the scoreboard, used
- * only to pace replacements (policy_exit.h). */
-static int slot_was_ready(const parent_context *pc, int slot)
+ * only to pace replacements (policy_exit.h) and to say when a bucket's
+ * spell without a child is over (a log line, parent_maint.c). */
+int parent_slot_was_ready(const parent_context *pc, int slot)
 {
     int t;
 
@@ -379,7 +407,7 @@ void parent_reap_one(parent_context *pc, apr_proc_t *proc,
         child_gone(pc, slot, proc->pid, child_exit_classify(
             processed == APEXIT_CHILDSICK, APR_PROC_CHECK_SIGNALED(why),
             retained->slots[slot].exit_requested != 0,
-            slot_was_ready(pc, slot)));
+            parent_slot_was_ready(pc, slot)));
     }
     else if (ap_unregister_extra_mpm_process(proc->pid, &old_gen)) {
         ap_run_child_status(pc->s, proc->pid, old_gen, -1, MPM_CHILD_EXITED);

@@ -354,3 +354,35 @@ const char *steering_in_force(apr_pool_t *p, steering_e mode,
                         "program failed: %s)", steering_name(mode),
                         o->steered, o->failed, steering_name(mode), why);
 }
+
+absence_step bucket_absence_decide(const bucket_absence *a,
+                                   const absence_input *in)
+{
+    if (!a->out && in->processes == 0 && in->can_migrate
+        && in->others_in > 0) {
+        return ABSENCE_TAKE_OUT;
+    }
+    if (a->spell && !a->out && in->ready > 0) {
+        return ABSENCE_SPELL_ENDS;
+    }
+    return ABSENCE_STAY;
+}
+
+int bucket_absence_took_out(bucket_absence *a)
+{
+    int began = !a->spell;
+
+    a->out = 1;
+    a->spell = 1;
+    return began;
+}
+
+void bucket_absence_rejoined(bucket_absence *a)
+{
+    a->out = 0;
+}
+
+void bucket_absence_spell_ended(bucket_absence *a)
+{
+    a->spell = 0;
+}

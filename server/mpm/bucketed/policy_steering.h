@@ -171,4 +171,53 @@ steering_e steering_mode_in_force(steering_e mode,
  * children are kept on exactly those CPUs. */
 int steering_cpu_in_bucket(int cpu, int bucket, int num_buckets);
 
+/* ---- a bucket with no child (issue 26)
+ *
+ * A bucket that has lost every child and cannot get one at once (set-up
+ * failures and their back-off, the fork limit) leaves its reuseport
+ * groups: the parent shuts its sockets down, the kernel moves what is
+ * queued on them to the group's other sockets (through the migration
+ * program, or tcp_migrate_req) and steers nothing more to them; they
+ * listen again just before a child is forked into the bucket. */
+
+typedef struct {
+    int out;                /* its sockets are shut down, out of their
+                             * groups */
+    int spell;              /* out since its last ready child, at least
+                             * once: logged when it began, and again when
+                             * a child is ready */
+} bucket_absence;
+
+typedef struct {
+    int processes;          /* processes holding the bucket's sockets:
+                             * running, starting, on their way in, of any
+                             * generation */
+    int ready;              /* its children that got through their set-up */
+    int can_migrate;        /* a shut-down socket's queue moves to the
+                             * group's other sockets (5.14+), and each of
+                             * its sockets is its own (BucketStrategy
+                             * reuseport) */
+    int others_in;          /* other buckets whose sockets listen */
+} absence_input;
+
+typedef enum {
+    ABSENCE_STAY = 0,       /* nothing to do */
+    ABSENCE_TAKE_OUT,       /* shut its sockets down */
+    ABSENCE_SPELL_ENDS      /* a child is ready again: log it */
+} absence_step;
+
+/* What this pass does with a bucket. Takes out only a bucket no process
+ * holds (a child accepting from a shut-down socket would fail) and only
+ * where the queue moves (else it would be reset) to a socket that still
+ * listens. */
+absence_step bucket_absence_decide(const bucket_absence *a,
+                                   const absence_input *in);
+
+/* Notes a step carried out (TAKE_OUT, SPELL_ENDS) or the bucket's sockets
+ * listening again (rejoined); returns 1 when the step begins a spell (the
+ * first TAKE_OUT since a ready child: the one to log). */
+int bucket_absence_took_out(bucket_absence *a);
+void bucket_absence_rejoined(bucket_absence *a);
+void bucket_absence_spell_ended(bucket_absence *a);
+
 #endif /* POLICY_STEERING_H */
