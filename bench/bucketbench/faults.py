@@ -605,9 +605,16 @@ def section(points, options, heading="##",
         f"{spans[EMFILE]} s (and until the probe then in flight ends), "
         f"then probes until {RECOVERY_STREAK} in a row are answered (at "
         f"most {RECOVERY_LIMIT_S} s).", ""]
+    return "\n".join(lines + tables(faulted, options, heading))
+
+
+def tables(points, options, heading):
+    """Markdown lines: a table per kernel level and workload of points
+    (faults or near-limit), under a heading with the workload's title."""
+    lines = []
     for level in options["levels"]:
         for name in options["workloads"]:
-            group = [p for p in faulted if p["kernel_level"] == level
+            group = [p for p in points if p["kernel_level"] == level
                      and p["workload"] == name]
             if not group:
                 continue
@@ -616,4 +623,4 @@ def section(points, options, heading="##",
                 if kind == HANG else ""
             lines += [f"{heading}# {name}: {FAULT_TITLES[kind]} — {level}"
                       f"{load_note}", "", fault_table(group), ""]
-    return "\n".join(lines)
+    return lines

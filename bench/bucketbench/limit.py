@@ -25,7 +25,7 @@ import threading
 import time
 
 from . import configs, faults, procfs
-from .catalog import FAULT_TITLES, LIMIT_BUCKETS, LIMIT_KINDS, LIMIT_WORKERS
+from .catalog import LIMIT_BUCKETS, LIMIT_KINDS, LIMIT_WORKERS
 
 # Debian's KeepAliveTimeout, and the clients' pause under it.
 KEEPALIVE_S = 5
@@ -209,12 +209,4 @@ def section(points, options, heading="##",
         f"connection closed by the server between requests is allowed (a "
         f"client reopens it); children started counts every child pid seen "
         f"during the run.", ""]
-    for level in options["levels"]:
-        for name in options["workloads"]:
-            group = [p for p in near if p["kernel_level"] == level
-                     and p["workload"] == name]
-            if group:
-                lines += [f"{heading}# {name}: "
-                          f"{FAULT_TITLES[group[0]['fault']['kind']]} — "
-                          f"{level}", "", faults.fault_table(group), ""]
-    return "\n".join(lines)
+    return "\n".join(lines + faults.tables(near, options, heading))

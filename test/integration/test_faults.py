@@ -329,6 +329,21 @@ PROBE_PACE_S = 0.05
 SLOW_PROBE_S = 1.0
 
 
+def start_with_bucket_sockets(make_httpd, directives):
+    """A server with two Listens under the EMFILE shim, started, its
+    children holding one bucket's sockets each: (server, its flag file,
+    {socket inode: [child pids]})."""
+    need_build(EMFILE_SHIM)
+    server = make_httpd(listens=2, directives=directives,
+                        preload=EMFILE_SHIM)
+    flag = server.root / "descriptors-run-out"
+    server.environ["BUCKETED_EMFILE_FLAG"] = str(flag)
+    server.start()
+    held = wait_until(lambda: bucket_sockets(server), 20,
+                      what="every child to hold one bucket's socket")
+    return server, flag, held
+
+
 @pytest.mark.parametrize("steering", ["auto", "hash"])
 def test_a_bucket_that_cannot_get_a_child_gets_no_client(
         make_httpd, child_model, steering):
@@ -337,15 +352,9 @@ def test_a_bucket_that_cannot_get_a_child_gets_no_client(
     bucket has no child, and its socket must not keep its share of new
     connections (nor hold the ones queued on it) until relief. Under the
     default steering (load) and the kernel's hash."""
-    need_build(EMFILE_SHIM)
-    server = make_httpd(listens=2, directives=model_directives(
-                            child_model, 4, f"BucketSteering {steering}"),
-                        preload=EMFILE_SHIM)
-    flag = server.root / "descriptors-run-out"
-    server.environ["BUCKETED_EMFILE_FLAG"] = str(flag)
-    server.start()
-    held = wait_until(lambda: bucket_sockets(server), 20,
-                      what="every child to hold one bucket's socket")
+    server, flag, held = start_with_bucket_sockets(
+        make_httpd, model_directives(child_model, 4,
+                                     f"BucketSteering {steering}"))
     victims = max(held.values(), key=len)
     flag.write_text("")
     slow = []
@@ -384,14 +393,8 @@ def test_a_bucket_out_of_its_groups_at_a_graceful_restart_is_back_after(
     a graceful restart comes: the next generation reuses its sockets, so
     they must listen again, every bucket with a child and every socket in
     its group once the spell is over."""
-    need_build(EMFILE_SHIM)
-    server = make_httpd(listens=2, directives=model_directives("prefork", 4),
-                        preload=EMFILE_SHIM)
-    flag = server.root / "descriptors-run-out"
-    server.environ["BUCKETED_EMFILE_FLAG"] = str(flag)
-    server.start()
-    held = wait_until(lambda: bucket_sockets(server), 20,
-                      what="every child to hold one bucket's socket")
+    server, flag, held = start_with_bucket_sockets(
+        make_httpd, model_directives("prefork", 4))
     flag.write_text("")
     try:
         for pid in max(held.values(), key=len):
