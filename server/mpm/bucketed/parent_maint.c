@@ -352,6 +352,18 @@ static void note_absences(parent_context *pc)
     }
 }
 
+/* BucketSteering load's idle counts from this pass's census
+ * (bucket_census_to_publish); `fresh` after a move, whose counts must not
+ * be carried over from before it. */
+static void publish_to_steering(parent_context *pc, int fresh)
+{
+    pc->published_carried = bucket_census_to_publish(
+        pc->census, pc->published, pc->num_buckets,
+        fresh || pc->published_carried);
+    bucket_listeners_publish_idle(pc->conf, pc->retained, pc->published,
+                                  pc->num_buckets);
+}
+
 /* A full pass (once a second) or a rescue pass (in between): see
  * bucket_maint_decide(), which takes arrays: filled from the bucket
  * records, and the spawn rates written back. */
@@ -383,10 +395,7 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
         pc->spawn_rate[b] = bk->kept->spawning->spawn_rate;
     }
     bucket_stats_publish_census(pc->gen, pc->census, now);
-    pc->published_carried = bucket_census_to_publish(
-        pc->census, pc->published, pc->num_buckets, pc->published_carried);
-    bucket_listeners_publish_idle(pc->conf, retained, pc->published,
-                                  pc->num_buckets);
+    publish_to_steering(pc, 0);
     num_moves = bucket_maint_decide(&in, pc->spawn_rate, pc->decisions,
                                     pc->moves, pc->max_moves);
     for (b = 0; b < pc->num_buckets; b++) {
@@ -413,10 +422,7 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
         }
     }
     if (moved) {
-        pc->published_carried = bucket_census_to_publish(
-            pc->census, pc->published, pc->num_buckets, 1);
-        bucket_listeners_publish_idle(pc->conf, retained, pc->published,
-                                      pc->num_buckets);
+        publish_to_steering(pc, 1);
     }
     if (starved && !retained->maxclients_reported) {
         ap_log_error(APLOG_MARK, APLOG_ERR, 0, pc->s, BKLOGNO(00111)
