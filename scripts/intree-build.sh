@@ -314,10 +314,15 @@ pick_user() {
     run_group=$(id -gn "$run_user")
 }
 
+# A port below the kernel's ephemeral range (ip_local_port_range, 32768 up by
+# default), where no outgoing connection takes its local port: one nothing
+# listens on is then free to bind (the CI's own clients took one above it).
 free_port() {
-    local p
+    local p low
+    low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)
+    [ "$low" -gt 21000 ] || low=32768
     for _ in $(seq 1 50); do
-        p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
+        p=$(( 20000 + (RANDOM * 32768 + RANDOM) % (low - 20000) ))
         if [ -z "$(ss -Htln "sport = :$p")" ]; then
             echo "$p"
             return 0
