@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-HTTP/2 (h2c, mod_http2): served under both child models; on the event
-child model idle HTTP/2 connections leave room for new requests at small
-limits, and many short connections with several streams each all
-complete. The event model answers AP_MPMQ_CAN_WAITIO 1, so mod_http2 may
+HTTP/2 (h2c, mod_http2): served under the event child model; the prefork
+child model gives HTTP/1.1 instead, as stock prefork does (mod_http2 turns
+itself off under prefork: it would run the streams of modules that are not
+thread-safe, mod_php, on threads, so it negotiates HTTP/2 under neither). On the event child model idle HTTP/2
+connections leave room for new requests at small limits, and many short
+connections with several streams each all complete. The event model answers AP_MPMQ_CAN_WAITIO 1, so mod_http2 may
 hand a connection back to wait for I/O without a worker
 (CONN_STATE_ASYNC_WAITIO).
 """
@@ -83,12 +85,67 @@ def h2load(server, requests, *args):
 
 
 @NEEDS_H2LOAD
-def test_h2c_through_mod_http2(make_httpd, child_model):
-    threads = "ThreadsPerChild 8\n" if child_model == "event" else ""
-    server = make_httpd(directives=CHILD_MODELS[child_model] + threads
+def test_h2c_through_mod_http2_in_the_event_model(make_httpd):
+    server = make_httpd(directives=CHILD_MODELS["event"] + "ThreadsPerChild 8\n"
                         + "MaxRequestWorkers 32\n" + H2)
     server.start()
     assert "h2c" in h2load(server, 5000, "-c", "10", "-m", "10")
+    upgrade, _ = protocols_answered(server.ports[0])
+    assert upgrade.startswith(b"HTTP/1.1 101 Switching Protocols"), upgrade
+    assert "BK00205" not in server.error_log()
+
+
+def protocols_answered(port):
+    """What an HTTP/2 client gets: the response to an h2c Upgrade request,
+    and the first bytes answered to the HTTP/2 preface (prior knowledge)."""
+    with socket.create_connection((LOOPBACK, port),
+                                  timeout=ANSWER_TIMEOUT) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n"
+                     b"Connection: Upgrade, HTTP2-Settings\r\n"
+                     b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n"
+                     b"\r\n")
+        upgrade = sock.recv(200)
+    with socket.create_connection((LOOPBACK, port),
+                                  timeout=ANSWER_TIMEOUT) as sock:
+        sock.sendall(PREFACE)
+        direct = sock.recv(9)
+    return upgrade, direct
+
+
+def test_the_prefork_model_answers_http2_as_stock_prefork(make_httpd):
+    """Stock prefork with mod_http2 and `Protocols h2 h2c http/1.1`
+    (Debian's http2.conf) does not negotiate HTTP/2 (ALPN, Upgrade), only
+    answers a client that starts with it; so does the prefork model, with
+    one warning that says why and where HTTP/2 is served. Before, it served
+    HTTP/2 with a single worker thread per child for a connection's every
+    stream (0.47x stock prefork's req/s with 100 streams per connection),
+    and ran mod_php's requests on a thread."""
+    debian_h2 = H2.replace("Protocols h2c", "Protocols h2 h2c")
+    answers = {}
+    for mpm, directives in (("prefork", ""),
+                            ("bucketed", CHILD_MODELS["prefork"])):
+        server = make_httpd(mpm=mpm, directives=directives + debian_h2)
+        server.start()
+        try:
+            upgrade, direct = protocols_answered(server.ports[0])
+            answers[mpm] = (upgrade.split(b"\r\n")[0], direct[:8])
+            assert b"101 Switching Protocols" not in upgrade
+            assert b"200 OK" in upgrade.split(b"\r\n")[0]
+            # Prior knowledge (H2Direct) is not a negotiation: mod_http2
+            # answers the preface with its SETTINGS frame (type 4) under
+            # stock prefork too.
+            assert direct[3] == 4, direct
+            # Start-up warnings go to the console, as stock's do.
+            log = (server.stdout_path.read_text(errors="replace")
+                   + server.error_log())
+        finally:
+            server.stop()
+        if mpm == "bucketed":
+            warnings = [line for line in log.splitlines() if "BK00205" in line]
+            assert len(warnings) == 1, log
+            assert "does not offer HTTP/2 (h2 h2c in Protocols)" in warnings[0]
+            assert "ChildModel event serves HTTP/2" in warnings[0]
+    assert answers["prefork"] == answers["bucketed"]
 
 
 @NEEDS_H2LOAD

@@ -50,6 +50,27 @@ static void test_child_model(void **state)
     assert_string_equal(child_model_name(CHILD_MODEL_PREFORK), "prefork");
 }
 
+static void test_protocols_per_model(void **state)
+{
+    static const char *const http2[] = { "h2", "h2c", "H2" };
+    static const char *const others[] = { "http/1.1", "acme-tls/1", "h2x" };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(http2) / sizeof(http2[0]); i++) {
+        CASE_CHECK(http2[i],
+                   !child_model_serves_protocol(CHILD_MODEL_PREFORK, http2[i]));
+        CASE_CHECK(http2[i],
+                   child_model_serves_protocol(CHILD_MODEL_EVENT, http2[i]));
+    }
+    for (i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+        CASE_CHECK(others[i],
+                   child_model_serves_protocol(CHILD_MODEL_PREFORK, others[i]));
+        CASE_CHECK(others[i],
+                   child_model_serves_protocol(CHILD_MODEL_EVENT, others[i]));
+    }
+}
+
 static int factor_ok(apr_pool_t *p, const char *arg)
 {
     int scaled = UNTOUCHED;
@@ -452,6 +473,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         POOL_TEST(test_child_model),
+        cmocka_unit_test(test_protocols_per_model),
         POOL_TEST(test_async_factor),
         POOL_TEST(test_thread_defaults),
         POOL_TEST(test_threads_per_child_above_limit),

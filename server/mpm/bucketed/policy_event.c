@@ -21,6 +21,14 @@ const char *child_model_name(child_model_e model)
     return model == CHILD_MODEL_EVENT ? "event" : "prefork";
 }
 
+int child_model_serves_protocol(child_model_e model, const char *protocol)
+{
+    if (model == CHILD_MODEL_EVENT) {
+        return 1;
+    }
+    return strcasecmp(protocol, "h2") != 0 && strcasecmp(protocol, "h2c") != 0;
+}
+
 const char *directive_parse_child_model(apr_pool_t *p, const char *directive,
                                         const char *arg, child_model_e *out)
 {

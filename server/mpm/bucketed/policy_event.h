@@ -24,6 +24,13 @@ const char *directive_parse_child_model(apr_pool_t *p, const char *directive,
                                         const char *arg, child_model_e *out);
 const char *child_model_name(child_model_e model);
 
+/* Whether a child model serves a protocol that a Protocols directive names.
+ * The prefork model does not serve HTTP/2 ("h2", "h2c"): mod_http2 runs
+ * each stream on a thread of its own, and the prefork model is where
+ * modules that are not thread-safe (mod_php) live; mod_http2 turns itself
+ * off under stock prefork for that reason. */
+int child_model_serves_protocol(child_model_e model, const char *protocol);
+
 /* A positive decimal number ("2", "1.5", "0.25") of at most 10000; stock
  * event's AsyncRequestWorkerFactor. Stored scaled by 16 as stock does, so
  * the smallest step is 1/16; a value that rounds to 0 is refused. */
