@@ -331,8 +331,13 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want);
  * cleanup of its pool) and frees everything of it. */
 void ev_close_conn(event_child_ctx *ctx, ev_conn *ec);
 
+/* Reads and discards what a lingering client sent (its socket non-blocking,
+ * into buf): 1 once it has closed its side or the socket failed, so the
+ * connection can be closed; 0 when nothing more is there for now. */
+int ev_linger_done(ev_conn *ec, char *buf, apr_size_t size);
+
 /* Hands an owned connection whose lingering close has started (the write
- * side shut) to the keeper's set, which drains what the client still
+ * side shut) to the keeper's set (counted in the bucket's `lingered`), which drains what the client still
  * sends until it closes or the timeout ends; ev_keeper_set() adds (or
  * takes out) a lingering connection's one-shot entry there. */
 void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec);

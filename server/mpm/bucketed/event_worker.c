@@ -60,10 +60,15 @@ static void wait_for_io(event_child_ctx *ctx, ev_conn *ec, int want_write,
 }
 
 /* Lingering close: the pre-close hooks, what is left of the output, the
- * write side shut; then the keeper drains what the client still sends
- * until it closes or the timeout ends. */
+ * write side shut; what the client sent is read and discarded, and if it
+ * has closed its side already (a client that read the whole response
+ * before this look), the connection is closed here; otherwise the keeper
+ * drains what the client still sends until it closes or the timeout
+ * ends. A client whose data is still on its way is never reset. */
 static void start_linger(event_child_ctx *ctx, ev_conn *ec)
 {
+    char buf[LINGER_BUF_SIZE];
+
     apr_socket_timeout_set(ec->csd, apr_time_from_sec(LINGER_SHORT_SEC));
     ec->cs->state = CONN_STATE_LINGER;
     if (ap_start_lingering_close(ec->c)) {
@@ -81,6 +86,10 @@ static void start_linger(event_child_ctx *ctx, ev_conn *ec)
         ec->cs->state = CONN_STATE_LINGER_NORMAL;
     }
     ap_run_suspend_connection(ec->c, NULL);
+    if (ev_linger_done(ec, buf, sizeof(buf))) {
+        ev_close_conn(ctx, ec);
+        return;
+    }
     ev_linger_in_keeper(ctx, ec);
 }
 
