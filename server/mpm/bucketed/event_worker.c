@@ -342,8 +342,13 @@ static void *wait_for_event(event_child_ctx *ctx, worker_info *wi, int first)
         err = n < 0 ? errno : 0;
         ev_lock(ctx);
         ctx->leading = 0;
-        apr_thread_cond_signal(ctx->follow);
         ctx->idle_workers--;
+        /* The next follower is woken with the mutex free: woken while this
+         * worker held it, it would find it taken and wait again, a futex
+         * wait and wake and a context switch more for every event. */
+        ev_unlock(ctx);
+        apr_thread_cond_signal(ctx->follow);
+        ev_lock(ctx);
         if (n > 0) {
             return ev.data.ptr;
         }
@@ -376,8 +381,8 @@ void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg)
         ev_conn *ec = NULL;
 
         first = 0;
-        /* The accept rule is checked in the critical section the wake-up
-         * is counted in. */
+        /* The accept rule is checked under the mutex still held, this
+         * worker counted busy already. */
         if (kind == EV_LISTENER) {
             ec = ev_accept_for_worker_locked(ctx, ready);
         }
