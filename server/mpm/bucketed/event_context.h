@@ -337,9 +337,10 @@ void ev_close_conn(event_child_ctx *ctx, ev_conn *ec);
 int ev_linger_done(ev_conn *ec, char *buf, apr_size_t size);
 
 /* Hands an owned connection whose lingering close has started (the write
- * side shut) to the keeper's set (counted in the bucket's `lingered`), which drains what the client still
- * sends until it closes or the timeout ends; ev_keeper_set() adds (or
- * takes out) a lingering connection's one-shot entry there. */
+ * side shut) to the keeper's set, which drains what the client still
+ * sends until it closes or the timeout ends, and counts it in the
+ * bucket's `lingered`; ev_keeper_set() adds (or takes out) a lingering
+ * connection's one-shot entry there. */
 void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec);
 int ev_keeper_set(event_child_ctx *ctx, int op, ev_conn *ec);
 

@@ -183,9 +183,9 @@ void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec)
     int failed;
 
     ec->wait = WAIT_LINGER;
+    bucket_stats_count_lingered(ctx->retained, ctx->bucket);
     /* In the list and in the set at once, as the keeper sees it: it may
      * close the connection as soon as either is done. */
-    bucket_stats_count_lingered(ctx->retained, ctx->bucket);
     ev_lock(ctx);
     timeout_list_insert(&ctx->timeouts[WAIT_LINGER], &ec->timer,
                        apr_time_now() + timeout);

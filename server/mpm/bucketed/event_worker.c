@@ -61,10 +61,11 @@ static void wait_for_io(event_child_ctx *ctx, ev_conn *ec, int want_write,
 
 /* Lingering close: the pre-close hooks, what is left of the output, the
  * write side shut; what the client sent is read and discarded, and if it
- * has closed its side already (a client that read the whole response
- * before this look), the connection is closed here; otherwise the keeper
- * drains what the client still sends until it closes or the timeout
- * ends. A client whose data is still on its way is never reset. */
+ * has closed its side already (one that shut it after its request), the
+ * connection is closed here; otherwise the keeper drains what the client
+ * still sends until it closes or the timeout ends. Only an end of file
+ * already read skips that wait, so a client whose data is still on its
+ * way is never reset. */
 static void start_linger(event_child_ctx *ctx, ev_conn *ec)
 {
     char buf[LINGER_BUF_SIZE];
