@@ -33,6 +33,7 @@
 #ifndef EVENT_CONTEXT_H
 #define EVENT_CONTEXT_H
 
+#include <semaphore.h>
 #include <sys/epoll.h>
 
 #include "apr_atomic.h"
@@ -167,8 +168,12 @@ typedef struct event_child_ctx {
     /* Under mutex. */
     apr_thread_mutex_t *mutex;
     apr_thread_cond_t *gone;         /* a worker exited */
-    apr_thread_cond_t *follow;       /* the waiting worker left the epoll
-                                      * set (event_worker.c) */
+    sem_t turn;                      /* posted when the worker waiting in
+                                      * the epoll set leaves it: a
+                                      * follower may lead (event_worker.c;
+                                      * not under mutex) */
+    int turn_waiters;                /* followers waiting on turn */
+    int turns_posted;                /* posts no follower has taken yet */
     int leading;                     /* a worker waits in the epoll set */
     int listening;                   /* listeners in the epoll set */
     int listeners_closed;            /* ev_close_listeners_locked() ran */
@@ -375,6 +380,13 @@ void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg);
  * ThreadLimit; it retires once it would wait idle. Returns whether one
  * was started. Keeper only. */
 int ev_start_extra_worker(event_child_ctx *ctx);
+
+/* Counts as posted the turns that let up to `want` of the followers
+ * waiting go (under mutex); ev_post_turns() posts them, best outside it
+ * (a follower let go takes the mutex at once). 0 on success; on failure
+ * (logged) the child is marked sick and dying. */
+int ev_turns_to_post_locked(event_child_ctx *ctx, int want);
+int ev_post_turns(event_child_ctx *ctx, int count);
 
 /* ---- event_keeper.c */
 

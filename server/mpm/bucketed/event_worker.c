@@ -308,17 +308,78 @@ static void conn_ready(event_child_ctx *ctx, ev_conn *ec, int thread_num,
     serve_conn(ctx, ec, thread_num, thd);
 }
 
+int ev_turns_to_post_locked(event_child_ctx *ctx, int want)
+{
+    int waiting = ctx->turn_waiters - ctx->turns_posted;
+    int count = want < waiting ? want : waiting;
+
+    if (count <= 0) {
+        return 0;
+    }
+    ctx->turns_posted += count;
+    return count;
+}
+
+/* A worker cannot take or give turns any more: the child ends. */
+static void turns_broken(event_child_ctx *ctx, int err, const char *what)
+{
+    ap_log_error(APLOG_MARK, APLOG_CRIT, err, ctx->s, BKLOGNO(00195)
+                 "bucketed: %s of the workers' turn", what);
+    SET(ctx, sick);
+    CHILD_LIFE_SET(ctx->life, dying);
+    ev_wake_keeper(ctx);
+}
+
+int ev_post_turns(event_child_ctx *ctx, int count)
+{
+    while (count-- > 0) {
+        if (sem_post(&ctx->turn) < 0) {
+            turns_broken(ctx, errno, "sem_post");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A follower waits for a turn; called and returns under mutex. 0 once
+ * let go; -1 when waiting failed (logged, the child dies). */
+static int wait_turn(event_child_ctx *ctx)
+{
+    int rc;
+
+    ctx->turn_waiters++;
+    ev_unlock(ctx);
+    while ((rc = sem_wait(&ctx->turn)) < 0 && errno == EINTR) {
+        continue;
+    }
+    if (rc < 0) {
+        int err = errno;
+        ev_lock(ctx);
+        ctx->turn_waiters--;
+        turns_broken(ctx, err, "sem_wait");
+        return -1;
+    }
+    ev_lock(ctx);
+    ctx->turn_waiters--;
+    ctx->turns_posted--;
+    return 0;
+}
+
 /* Waits for one event; with the lock held on return (NULL: stop, or an
  * extra worker's retirement once it served). One idle worker at a time
  * waits in the epoll set, the others wait their turn: a ready connection
  * wakes a worker only when one gets the CPU to take it, so on a busy
  * machine connections wait in the epoll set's ready list, first come first
  * served, not as woken threads in the run queue, where the scheduler can
- * leave one behind for hundreds of milliseconds while others run. */
+ * leave one behind for hundreds of milliseconds while others run. The
+ * others wait on a semaphore, not a condition variable: a thread back from
+ * pthread_cond_wait() holds the mutex marked contended, and its next
+ * unlock makes a futex wake-up whether anybody waits or not (one more
+ * system call per event). */
 static void *wait_for_event(event_child_ctx *ctx, worker_info *wi, int first)
 {
     struct epoll_event ev;
-    int n, err;
+    int n, err, posts;
 
     for (;;) {
         set_worker_status(ctx, wi->num, SERVER_READY);
@@ -331,7 +392,10 @@ static void *wait_for_event(event_child_ctx *ctx, worker_info *wi, int first)
         ctx->waits++;
         ev_update_listening_locked(ctx);
         while (ctx->leading && !ctx->stop_workers) {
-            apr_thread_cond_wait(ctx->follow, ctx->mutex);
+            if (wait_turn(ctx) < 0) {
+                ctx->idle_workers--;
+                return NULL;
+            }
         }
         if (ctx->stop_workers) {
             ctx->idle_workers--;
@@ -344,12 +408,18 @@ static void *wait_for_event(event_child_ctx *ctx, worker_info *wi, int first)
         ev_lock(ctx);
         ctx->leading = 0;
         ctx->idle_workers--;
-        /* The next follower is woken with the mutex free: woken while this
-         * worker held it, it would find it taken and wait again, a futex
-         * wait and wake and a context switch more for every event. */
-        ev_unlock(ctx);
-        apr_thread_cond_signal(ctx->follow);
-        ev_lock(ctx);
+        /* The next follower is let go with the mutex free: woken while
+         * this worker held it, it would find it taken and wait again, a
+         * futex wait and wake and a context switch more for every event. */
+        posts = ev_turns_to_post_locked(ctx, 1);
+        if (posts > 0) {
+            ev_unlock(ctx);
+            if (ev_post_turns(ctx, posts) < 0) {
+                ev_lock(ctx);
+                return NULL;
+            }
+            ev_lock(ctx);
+        }
         if (n > 0) {
             return ev.data.ptr;
         }
