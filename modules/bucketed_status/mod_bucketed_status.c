@@ -139,7 +139,7 @@ static void text_report(request_rec *r, const bucketed_status *st)
         if (inherited_sockets(bs) > 0) {
             ap_rprintf(r, " inherited=%d", inherited_sockets(bs));
         }
-        ap_rputs("\n", r);
+        ap_rprintf(r, " lingered=%u\n", bs->lingered);
     }
 }
 
@@ -202,6 +202,11 @@ static apr_uint64_t bucket_reclaimed(const bucketed_bucket_status *bs)
     return bs->reclaimed;
 }
 
+static apr_uint64_t bucket_lingered(const bucketed_bucket_status *bs)
+{
+    return bs->lingered;
+}
+
 /* One value per sampled socket; has_value says whether it has one. */
 typedef apr_uint64_t (*socket_value_fn)(const bucketed_socket_status *ss,
                                         int *has_value);
@@ -252,6 +257,11 @@ static const struct {
       "Idle keep-alive connections the bucket's children (ChildModel event) "
       "closed at their connection limit so that new connections got in, "
       "since the server was last (re)started.", bucket_reclaimed, NULL },
+    { "bucketed_bucket_lingering_waits_total", "counter",
+      "Connections whose lingering close waited in a keeper thread "
+      "(ChildModel event) for the client to close its side, since the "
+      "server was last (re)started; the others were closed at once.",
+      bucket_lingered, NULL },
     { "bucketed_listener_queued_connections", "gauge",
       "Connections waiting in the listening socket's accept queue (sampled "
       "by the parent about once a second).", NULL, socket_depth },
@@ -343,6 +353,8 @@ static void status_auto(request_rec *r, const bucketed_status *st)
         ap_rprintf(r, "BucketedBucket[%d]Accepted: %u\n", b, bs->accepted);
         ap_rprintf(r, "BucketedBucket[%d]ReclaimedKeepAlive: %u\n", b,
                    bs->reclaimed);
+        ap_rprintf(r, "BucketedBucket[%d]LingeringWaits: %u\n", b,
+                   bs->lingered);
         for (k = 0; k < bs->sockets; k++) {
             const bucketed_socket_status *ss = &bs->socket[k];
 

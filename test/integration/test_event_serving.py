@@ -53,7 +53,7 @@ def test_prefork_model_says_not_threaded(make_httpd):
 
 
 def test_one_idle_worker_at_a_time_waits_in_the_epoll_set(make_httpd):
-    """The others wait their turn on a condition variable, so a ready
+    """The others wait their turn on a semaphore, so a ready
     connection wakes one worker when that one gets the CPU, never a crowd
     of them that the scheduler then serves in its own order (the p99 of
     issue 19). An idle child of 4 workers: its main thread waits for

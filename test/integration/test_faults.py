@@ -191,8 +191,8 @@ COUNTER_EXPRESSIONS = (
     "&((bucketed_retained *)((state_header *)ap_retained_data_get("
     "\"mpm_bucketed_state\"))->state)->counters[0]",
 )
-# Two apr_uint32_t per bucket: accepted, then reclaimed.
-COUNTER_SIZE = 8
+# Three apr_uint32_t per bucket: accepted, reclaimed, lingered.
+COUNTER_SIZE = 12
 
 
 def counters_address(pid):

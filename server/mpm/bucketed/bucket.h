@@ -34,6 +34,9 @@ typedef struct {
     apr_uint32_t accepted;
     apr_uint32_t reclaimed;          /* idle keep-alive connections closed
                                       * to admit new ones (event model) */
+    apr_uint32_t lingered;           /* connections whose lingering close
+                                      * waited in the keeper for the
+                                      * client (event model) */
 } bucket_counter;
 
 /* The parent's spawning state of a bucket, in memory children never map

@@ -135,7 +135,7 @@ struct passed_socket;
  * policy_upgrade.h). Settable at build time only to build a second layout
  * for the tests. */
 #ifndef BUCKETED_RETAINED_LAYOUT
-#define BUCKETED_RETAINED_LAYOUT 3
+#define BUCKETED_RETAINED_LAYOUT 4
 #endif
 
 /* Survives the DSO unload/reload of every restart. */

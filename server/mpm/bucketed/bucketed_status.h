@@ -55,6 +55,10 @@ typedef struct {
                                   * connections its children closed, at
                                   * their connection limit, to admit new
                                   * ones, since the last (re)start */
+    apr_uint32_t lingered;       /* ChildModel event: connections whose
+                                  * lingering close waited in the
+                                  * keeper thread for the client to
+                                  * close, since the last (re)start */
     bucketed_socket_status *socket;  /* `sockets` entries */
 } bucketed_bucket_status;
 

@@ -42,6 +42,17 @@ APLOG_USE_MODULE(mpm_bucketed);
 
 /* ------------------------------------------------------------ the process */
 
+static apr_status_t destroy_turn(void *data)
+{
+    event_child_ctx *ctx = data;
+
+    /* Nothing to release on Linux; it fails only for a bad semaphore. */
+    if (sem_destroy(&ctx->turn) < 0) {
+        return errno;
+    }
+    return APR_SUCCESS;
+}
+
 static apr_status_t setup_threads_sync(event_child_ctx *ctx)
 {
     apr_status_t rv;
@@ -52,7 +63,13 @@ static apr_status_t setup_threads_sync(event_child_ctx *ctx)
         rv = apr_thread_cond_create(&ctx->gone, ctx->pchild);
     }
     if (rv == APR_SUCCESS) {
-        rv = apr_thread_cond_create(&ctx->follow, ctx->pchild);
+        if (sem_init(&ctx->turn, 0, 0) < 0) {
+            rv = errno;
+        }
+        else {
+            apr_pool_cleanup_register(ctx->pchild, ctx, destroy_turn,
+                                      apr_pool_cleanup_null);
+        }
     }
     if (rv != APR_SUCCESS) {
         ap_log_error(APLOG_MARK, APLOG_EMERG, rv, ctx->s,
@@ -99,7 +116,7 @@ static int stop_workers(event_child_ctx *ctx, worker_info *workers)
     ctx->stop_workers = 1;
     /* The workers waiting their turn see stop_workers; the one in the
      * epoll set sees the eventfd, level-triggered and never read. */
-    apr_thread_cond_broadcast(ctx->follow);
+    ev_post_turns(ctx, ev_turns_to_post_locked(ctx, ctx->turn_waiters));
     if (write(ctx->stop_fd, &one, sizeof(one)) < 0) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_ERR, err, ctx->s,

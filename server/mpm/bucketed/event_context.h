@@ -33,6 +33,7 @@
 #ifndef EVENT_CONTEXT_H
 #define EVENT_CONTEXT_H
 
+#include <semaphore.h>
 #include <sys/epoll.h>
 
 #include "apr_atomic.h"
@@ -167,8 +168,12 @@ typedef struct event_child_ctx {
     /* Under mutex. */
     apr_thread_mutex_t *mutex;
     apr_thread_cond_t *gone;         /* a worker exited */
-    apr_thread_cond_t *follow;       /* the waiting worker left the epoll
-                                      * set (event_worker.c) */
+    sem_t turn;                      /* posted when the worker waiting in
+                                      * the epoll set leaves it: a
+                                      * follower may lead (event_worker.c;
+                                      * not under mutex) */
+    int turn_waiters;                /* followers waiting on turn */
+    int turns_posted;                /* posts no follower has taken yet */
     int leading;                     /* a worker waits in the epoll set */
     int listening;                   /* listeners in the epoll set */
     int listeners_closed;            /* ev_close_listeners_locked() ran */
@@ -331,10 +336,16 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want);
  * cleanup of its pool) and frees everything of it. */
 void ev_close_conn(event_child_ctx *ctx, ev_conn *ec);
 
+/* Reads and discards what a lingering client sent (its socket non-blocking,
+ * into buf): 1 once it has closed its side or the socket failed, so the
+ * connection can be closed; 0 when nothing more is there for now. */
+int ev_linger_done(ev_conn *ec, char *buf, apr_size_t size);
+
 /* Hands an owned connection whose lingering close has started (the write
  * side shut) to the keeper's set, which drains what the client still
- * sends until it closes or the timeout ends; ev_keeper_set() adds (or
- * takes out) a lingering connection's one-shot entry there. */
+ * sends until it closes or the timeout ends, and counts it in the
+ * bucket's `lingered`; ev_keeper_set() adds (or takes out) a lingering
+ * connection's one-shot entry there. */
 void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec);
 int ev_keeper_set(event_child_ctx *ctx, int op, ev_conn *ec);
 
@@ -369,6 +380,13 @@ void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg);
  * ThreadLimit; it retires once it would wait idle. Returns whether one
  * was started. Keeper only. */
 int ev_start_extra_worker(event_child_ctx *ctx);
+
+/* Counts as posted the turns that let up to `want` of the followers
+ * waiting go (under mutex); ev_post_turns() posts them, best outside it
+ * (a follower let go takes the mutex at once). 0 on success; on failure
+ * (logged) the child is marked sick and dying. */
+int ev_turns_to_post_locked(event_child_ctx *ctx, int want);
+int ev_post_turns(event_child_ctx *ctx, int count);
 
 /* ---- event_keeper.c */
 

@@ -83,13 +83,7 @@ static void close_lingering(event_child_ctx *ctx, ev_conn *ec, int armed)
  * failed), otherwise waits again. */
 static void drain_linger(event_child_ctx *ctx, ev_conn *ec)
 {
-    apr_status_t rv;
-
-    do {
-        apr_size_t n = sizeof(ctx->linger_buf);
-        rv = apr_socket_recv(ec->csd, ctx->linger_buf, &n);
-    } while (rv == APR_SUCCESS);
-    if (!APR_STATUS_IS_EAGAIN(rv)
+    if (ev_linger_done(ec, ctx->linger_buf, sizeof(ctx->linger_buf))
         || ev_keeper_set(ctx, EPOLL_CTL_MOD, ec) < 0) {
         close_lingering(ctx, ec, 0);
     }

@@ -165,6 +165,17 @@ int ev_keeper_set(event_child_ctx *ctx, int op, ev_conn *ec)
     return 0;
 }
 
+int ev_linger_done(ev_conn *ec, char *buf, apr_size_t size)
+{
+    apr_status_t rv;
+
+    do {
+        apr_size_t n = size;
+        rv = apr_socket_recv(ec->csd, buf, &n);
+    } while (rv == APR_SUCCESS);
+    return !APR_STATUS_IS_EAGAIN(rv);
+}
+
 void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec)
 {
     apr_interval_time_t timeout = apr_time_from_sec(
@@ -172,6 +183,7 @@ void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec)
     int failed;
 
     ec->wait = WAIT_LINGER;
+    bucket_stats_count_lingered(ctx->retained, ctx->bucket);
     /* In the list and in the set at once, as the keeper sees it: it may
      * close the connection as soon as either is done. */
     ev_lock(ctx);

@@ -60,10 +60,16 @@ static void wait_for_io(event_child_ctx *ctx, ev_conn *ec, int want_write,
 }
 
 /* Lingering close: the pre-close hooks, what is left of the output, the
- * write side shut; then the keeper drains what the client still sends
- * until it closes or the timeout ends. */
+ * write side shut; what the client sent is read and discarded, and if it
+ * has closed its side already (one that shut it after its request), the
+ * connection is closed here; otherwise the keeper drains what the client
+ * still sends until it closes or the timeout ends. Only an end of file
+ * already read skips that wait, so a client whose data is still on its
+ * way is never reset. */
 static void start_linger(event_child_ctx *ctx, ev_conn *ec)
 {
+    char buf[LINGER_BUF_SIZE];
+
     apr_socket_timeout_set(ec->csd, apr_time_from_sec(LINGER_SHORT_SEC));
     ec->cs->state = CONN_STATE_LINGER;
     if (ap_start_lingering_close(ec->c)) {
@@ -81,6 +87,10 @@ static void start_linger(event_child_ctx *ctx, ev_conn *ec)
         ec->cs->state = CONN_STATE_LINGER_NORMAL;
     }
     ap_run_suspend_connection(ec->c, NULL);
+    if (ev_linger_done(ec, buf, sizeof(buf))) {
+        ev_close_conn(ctx, ec);
+        return;
+    }
     ev_linger_in_keeper(ctx, ec);
 }
 
@@ -298,17 +308,78 @@ static void conn_ready(event_child_ctx *ctx, ev_conn *ec, int thread_num,
     serve_conn(ctx, ec, thread_num, thd);
 }
 
+int ev_turns_to_post_locked(event_child_ctx *ctx, int want)
+{
+    int waiting = ctx->turn_waiters - ctx->turns_posted;
+    int count = want < waiting ? want : waiting;
+
+    if (count <= 0) {
+        return 0;
+    }
+    ctx->turns_posted += count;
+    return count;
+}
+
+/* A worker cannot take or give turns any more: the child ends. */
+static void turns_broken(event_child_ctx *ctx, int err, const char *what)
+{
+    ap_log_error(APLOG_MARK, APLOG_CRIT, err, ctx->s, BKLOGNO(00195)
+                 "bucketed: %s of the workers' turn", what);
+    SET(ctx, sick);
+    CHILD_LIFE_SET(ctx->life, dying);
+    ev_wake_keeper(ctx);
+}
+
+int ev_post_turns(event_child_ctx *ctx, int count)
+{
+    while (count-- > 0) {
+        if (sem_post(&ctx->turn) < 0) {
+            turns_broken(ctx, errno, "sem_post");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A follower waits for a turn; called and returns under mutex. 0 once
+ * let go; -1 when waiting failed (logged, the child dies). */
+static int wait_turn(event_child_ctx *ctx)
+{
+    int rc;
+
+    ctx->turn_waiters++;
+    ev_unlock(ctx);
+    while ((rc = sem_wait(&ctx->turn)) < 0 && errno == EINTR) {
+        continue;
+    }
+    if (rc < 0) {
+        int err = errno;
+        ev_lock(ctx);
+        ctx->turn_waiters--;
+        turns_broken(ctx, err, "sem_wait");
+        return -1;
+    }
+    ev_lock(ctx);
+    ctx->turn_waiters--;
+    ctx->turns_posted--;
+    return 0;
+}
+
 /* Waits for one event; with the lock held on return (NULL: stop, or an
  * extra worker's retirement once it served). One idle worker at a time
  * waits in the epoll set, the others wait their turn: a ready connection
  * wakes a worker only when one gets the CPU to take it, so on a busy
  * machine connections wait in the epoll set's ready list, first come first
  * served, not as woken threads in the run queue, where the scheduler can
- * leave one behind for hundreds of milliseconds while others run. */
+ * leave one behind for hundreds of milliseconds while others run. The
+ * others wait on a semaphore, not a condition variable: a thread back from
+ * pthread_cond_wait() holds the mutex marked contended, and its next
+ * unlock makes a futex wake-up whether anybody waits or not (one more
+ * system call per event). */
 static void *wait_for_event(event_child_ctx *ctx, worker_info *wi, int first)
 {
     struct epoll_event ev;
-    int n, err;
+    int n, err, posts;
 
     for (;;) {
         set_worker_status(ctx, wi->num, SERVER_READY);
@@ -321,7 +392,10 @@ static void *wait_for_event(event_child_ctx *ctx, worker_info *wi, int first)
         ctx->waits++;
         ev_update_listening_locked(ctx);
         while (ctx->leading && !ctx->stop_workers) {
-            apr_thread_cond_wait(ctx->follow, ctx->mutex);
+            if (wait_turn(ctx) < 0) {
+                ctx->idle_workers--;
+                return NULL;
+            }
         }
         if (ctx->stop_workers) {
             ctx->idle_workers--;
@@ -333,8 +407,19 @@ static void *wait_for_event(event_child_ctx *ctx, worker_info *wi, int first)
         err = n < 0 ? errno : 0;
         ev_lock(ctx);
         ctx->leading = 0;
-        apr_thread_cond_signal(ctx->follow);
         ctx->idle_workers--;
+        /* The next follower is let go with the mutex free: woken while
+         * this worker held it, it would find it taken and wait again, a
+         * futex wait and wake and a context switch more for every event. */
+        posts = ev_turns_to_post_locked(ctx, 1);
+        if (posts > 0) {
+            ev_unlock(ctx);
+            if (ev_post_turns(ctx, posts) < 0) {
+                ev_lock(ctx);
+                return NULL;
+            }
+            ev_lock(ctx);
+        }
         if (n > 0) {
             return ev.data.ptr;
         }
@@ -367,8 +452,8 @@ void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg)
         ev_conn *ec = NULL;
 
         first = 0;
-        /* The accept rule is checked in the critical section the wake-up
-         * is counted in. */
+        /* The accept rule is checked under the mutex still held, this
+         * worker counted busy already. */
         if (kind == EV_LISTENER) {
             ec = ev_accept_for_worker_locked(ctx, ready);
         }

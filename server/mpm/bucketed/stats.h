@@ -20,6 +20,9 @@ void bucket_stats_count_reclaimed(bucketed_retained *retained, int bucket,
                                   int n);
 apr_uint32_t bucket_stats_reclaimed(const bucketed_retained *retained,
                                     int bucket);
+void bucket_stats_count_lingered(bucketed_retained *retained, int bucket);
+apr_uint32_t bucket_stats_lingered(const bucketed_retained *retained,
+                                   int bucket);
 apr_uint32_t bucket_stats_accepted(const bucketed_retained *retained,
                                    int bucket);
 /* Parent: its census of each bucket (maintain_buckets) for display, with

@@ -130,6 +130,17 @@ apr_uint32_t bucket_stats_reclaimed(const bucketed_retained *retained,
     return apr_atomic_read32(&retained->buckets[bucket].counter->reclaimed);
 }
 
+void bucket_stats_count_lingered(bucketed_retained *retained, int bucket)
+{
+    apr_atomic_inc32(&retained->buckets[bucket].counter->lingered);
+}
+
+apr_uint32_t bucket_stats_lingered(const bucketed_retained *retained,
+                                   int bucket)
+{
+    return apr_atomic_read32(&retained->buckets[bucket].counter->lingered);
+}
+
 apr_uint32_t bucket_stats_accepted(const bucketed_retained *retained,
                                    int bucket)
 {

@@ -85,6 +85,7 @@ static void read_bucket(apr_pool_t *p, const bucketed_config *conf,
     bs->listen = addrs ? addrs : "";
     bs->accepted = bucket_stats_accepted(retained, b);
     bs->reclaimed = bucket_stats_reclaimed(retained, b);
+    bs->lingered = bucket_stats_lingered(retained, b);
     if (bk->published != NULL) {
         bs->idle = (int)apr_atomic_read32(&bk->published->idle);
         bs->busy = (int)apr_atomic_read32(&bk->published->busy);
