@@ -15,10 +15,13 @@
 #
 # Usage: bench/httpd-suite.sh [RUNS [TEST-FILES...]]   e.g.  bench/httpd-suite.sh 3 t/ssl/proxy.t
 #        (no test files: the whole suite). Results: $OUT/summary.tsv, one line per run.
+#        BUCKETED_BASE_SO=other/mod_mpm_bucketed.so adds a third server, bucketed-base, to
+#        every round (an A/B of two builds beside stock prefork).
 set -eu
 RUNS=${1:-3}; [ $# -gt 0 ] && shift
 HTTPD_TESTS=${HTTPD_TESTS:-/tmp/httpd-tests}
 BUCKETED_SO=${BUCKETED_SO:-$(cd "$(dirname "$0")/.." && pwd)/mod_mpm_bucketed.so}
+BUCKETED_BASE_SO=${BUCKETED_BASE_SO:-}
 PERL5LIB=${PERL5LIB:-/tmp/modperl/usr/lib/x86_64-linux-gnu/perl5/5.36}; export PERL5LIB
 OUT=${OUT:-/tmp/httpd-suite.$$}
 BUCKETED_EXTRA=${BUCKETED_EXTRA:-}   # more directives for bucketed, e.g. "BucketSteering hash"
@@ -60,7 +63,7 @@ setup() { # name mpm-loadmodule-line
     sed -i 's/^use Apache::TestRun ();/&no warnings "redefine"; *Apache::TestRun::check_runtime_user = sub { 1 };/' \
         "$tree/t/TEST"
     grep -q 'check_runtime_user = sub' "$tree/t/TEST"
-    if [ "$1" = bucketed ]; then
+    if [ "${1%-base}" = bucketed ]; then
         block=$(sed -n '/^<IfModule prefork.c>/,/MaxRequestsPerChild/p' "$tree/t/conf/httpd.conf" |
                 grep -E '^ +(StartServers|MinSpareServers|MaxSpareServers|MaxClients|MaxRequestsPerChild) ')
         printf '\n<IfModule mod_mpm_bucketed.c>\n    BucketCount 2\n%s\n%s\n</IfModule>\n' \
@@ -87,7 +90,7 @@ reap_orphans() { # tree
 run() { # name run-number test-files...
     name=$1 n=$2; shift 2
     tree=$OUT/ht-$name log=$OUT/$name-$n
-    if [ "$name" = bucketed ] && ! grep -q '^<IfModule mod_mpm_bucketed.c>' "$tree/t/conf/httpd.conf"; then
+    if [ "${name%-base}" = bucketed ] && ! grep -q '^<IfModule mod_mpm_bucketed.c>' "$tree/t/conf/httpd.conf"; then
         echo "$tree/t/conf/httpd.conf lost bucketed's block (regenerated?)" >&2; exit 1
     fi
     rm -f "$tree/t/logs/error_log" "$tree/t/logs/access_log"
@@ -125,11 +128,13 @@ run() { # name run-number test-files...
 
 setup stock "LoadModule mpm_prefork_module $MODS/mod_mpm_prefork.so"
 setup bucketed "LoadModule mpm_bucketed_module $BUCKETED_SO"
+[ -z "$BUCKETED_BASE_SO" ] || setup bucketed-base "LoadModule mpm_bucketed_module $BUCKETED_BASE_SO"
 printf 'server\trun\tseconds\tprove_s\tfailed_subtests\tfailed_files\tqueue_stalls\tBK00109\tBK00108\tBK00111\tBK00110\tchildren\tload\tresult\n' \
     | tee -a "$OUT/summary.tsv"
 i=1
 while [ "$i" -le "$RUNS" ]; do
     run stock "$i" "$@"
     run bucketed "$i" "$@"
+    [ -z "$BUCKETED_BASE_SO" ] || run bucketed-base "$i" "$@"
     i=$((i + 1))
 done

@@ -199,6 +199,27 @@ static void test_decide_too_many_idle(void **state)
     assert_int_equal(rate, 1);
 }
 
+/* MaxSpareServers 3 over two buckets is 2 each (rounded up: a bucket's
+ * maximum is above its minimum of 1). A bucket with 3 idle children while
+ * the other's are all busy is within MaxSpare for the server, as prefork
+ * counts it: nothing stops. With 2 idle more elsewhere it is not. */
+static void test_surplus_counted_over_the_server(void **state)
+{
+    static const int lopsided[] = { 3, 0 }, both[] = { 3, 2 };
+    static const int busy[] = { 0, 4 };
+    pass_t p;
+
+    (void)state;
+    setup_pass(&p, 2, lopsided, busy);
+    run_pass(&p, 1, 3, 0);
+    assert_int_equal(p.d[0].stop + p.d[1].stop, 0);
+    setup_pass(&p, 2, both, busy);
+    run_pass(&p, 1, 3, 0);
+    assert_int_equal(p.d[0].stop, 1);
+    assert_int_equal(p.d[1].stop, 0);
+    assert_int_equal(p.d[0].idle_after + p.d[1].idle_after, 4);
+}
+
 static void test_decide_within_range(void **state)
 {
     int idle, rate;
@@ -422,6 +443,7 @@ static void test_decide_properties(void **state)
     for (round = 0; round < 20000; round++) {
         pass_t p;
         int idle[MAX_B], busy[MAX_B], b, i, spawned = 0;
+        int stops = 0, idle_after = 0;
         int nb = 1 + (int)((seed = seed * 1103515245 + 12345) >> 16) % MAX_B;
         int min_spare = 1 + (int)((seed = seed * 1103515245 + 12345) >> 16)
                             % 20;
@@ -462,10 +484,15 @@ static void test_decide_properties(void **state)
             CASE_CHECK(desc, p.d[b].stop <= 1);
             CASE_CHECK(desc, p.d[b].stop == 0
                              || p.d[b].idle_after >= lim.max_spare);
+            stops += p.d[b].stop;
+            idle_after += p.d[b].idle_after;
             CASE_CHECK(desc, p.rate[b] >= 1
                              && p.rate[b] <= BUCKET_MAX_SPAWN_RATE);
         }
         CASE_CHECK(desc, spawned <= free_slots);
+        /* Stops only while the whole server has more than MaxSpare idle,
+         * and never below it. */
+        CASE_CHECK(desc, stops == 0 || idle_after >= max_spare);
         /* Moves only once the slots are used up. */
         CASE_CHECK(desc, p.num_moves == 0 || spawned == free_slots);
         for (i = 0; i < p.num_moves; i++) {
@@ -653,20 +680,21 @@ static void test_floor_limit_gives_one_child(void **state)
 static void test_threads_spawn_and_stop(void **state)
 {
     pass_t p;
-    int idle[2] = { 10, 200 };
+    int idle[2] = { 10, 250 };
 
     (void)state;
     /* MinSpareThreads 75 / MaxSpareThreads 250 over 2 buckets: 38 and 37
-     * minimum, 125 maximum each. */
+     * minimum, 125 maximum each; 285 idle threads in all once bucket 0
+     * has its child. */
     setup_pass(&p, 2, idle, NULL);
     p.unit = 25;
     run_pass(&p, 75, 250, 4);
     assert_int_equal(p.d[0].spawn, 1);
     assert_int_equal(p.d[0].idle_after, 35);
     assert_int_equal(p.d[0].stop, 0);
-    /* 200 idle threads above 125: one child (25 threads) stops. */
+    /* 250 idle threads above 125: one child (25 threads) stops. */
     assert_int_equal(p.d[1].stop, 1);
-    assert_int_equal(p.d[1].idle_after, 175);
+    assert_int_equal(p.d[1].idle_after, 225);
     assert_int_equal(p.d[1].spawn, 0);
 }
 
@@ -934,6 +962,7 @@ int main(void)
         POOL_TEST(test_stalled_bucket_takes_the_last_idle_child),
         POOL_TEST(test_floor_limit_gives_one_child),
         POOL_TEST(test_threads_spawn_and_stop),
+        POOL_TEST(test_surplus_counted_over_the_server),
         POOL_TEST(test_threads_no_flip_flop),
         POOL_TEST(test_threads_move),
         POOL_TEST(test_move_keeps_connections_open),

@@ -231,7 +231,7 @@ int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,
                         bucket_decision *d, bucket_move *moves,
                         int max_moves)
 {
-    int b, pass, num_moves = 0, free_slots = in->free_slots;
+    int b, pass, num_moves = 0, free_slots = in->free_slots, idle_total = 0;
 
     for (b = 0; b < in->num_buckets; b++) {
         d[b].spawn = d[b].moved_in = d[b].moved_out = d[b].stop = 0;
@@ -275,6 +275,9 @@ int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,
             }
         }
     }
+    for (b = 0; b < in->num_buckets; b++) {
+        idle_total += d[b].idle_after;
+    }
     for (b = 0; b < in->num_buckets && !in->rescue_only; b++) {
         bucket_spare_limits lim = share_of(in, b);
         int gained = d[b].spawn + d[b].moved_in;
@@ -291,10 +294,17 @@ int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,
             spawn_rate[b] = 1;
         }
         d[b].report_busy = gained >= BUCKET_BUSY_REPORT;
-        /* One at a time, as prefork: a burst may be about to need them. */
-        if (d[b].idle_after > lim.max_spare) {
+        /* One at a time, as prefork: a burst may be about to need them.
+         * And only while the server as a whole has more idle units than
+         * MaxSpare, as prefork counts them: a bucket's share of MaxSpare
+         * is often rounded up (two buckets, MaxSpareServers 3: 2 each),
+         * and a bucket above it while the other is busy was stopping a
+         * child that the next move or spawn started again (issue 25:
+         * httpd's test suite at MaxClients 7). */
+        if (d[b].idle_after > lim.max_spare && idle_total > in->max_spare) {
             d[b].stop = 1;
             d[b].idle_after -= unit_of(in);
+            idle_total -= unit_of(in);
         }
     }
     return num_moves;

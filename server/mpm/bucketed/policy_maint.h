@@ -170,7 +170,8 @@ bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
  * address of the giver is one of its own, so the giver's clients can be sent
  * to it): at MaxRequestWorkers the free child goes where a client waits, as
  * with one accept queue. A bucket
- * above its spare maximum stops one idle child. Idle counts are in units; a
+ * above its spare maximum stops one idle child, while the idle units of
+ * all buckets together are above max_spare (prefork's count). Idle counts are in units; a
  * bucket's spare maximum is kept at least one child's units above its minimum,
  * so that stopping a child never makes a bucket short. spawn_rate (per bucket,
  * in and out) starts at 1. In a rescue pass, a bucket with no idle child gains
