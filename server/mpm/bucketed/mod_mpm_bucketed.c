@@ -36,6 +36,7 @@
  *   child_life.c          a child's life, the same in both models
  *   prefork_child.c       ChildModel prefork: one connection at a time
  *   child_accept.c        waiting for a connection, accepting one
+ *   child_protocols.c     the protocols a child model negotiates
  *   event_child.c         ChildModel event: its threads and signals
  *   event_keeper.c        its keeper thread: timeouts, leaving, reclaiming
  *   event_worker.c        its worker threads: serving connections
@@ -59,12 +60,12 @@
 #include "http_core.h"
 #include "http_log.h"
 #include "http_main.h"
-#include "http_protocol.h"
 #include "mpm_common.h"
 #include "util_mutex.h"
 
 #include "bucketed.h"
 #include "child_life.h"
+#include "child_protocols.h"
 #include "mpm_default.h"
 #include "sys_bpf.h"
 #include "sys_trial.h"
@@ -174,77 +175,6 @@ static void log_limit_warnings(server_rec *s, bucketed_retained *retained,
     }
 }
 
-/* HTTP/2 under the prefork model: what mod_http2 does under stock prefork,
- * where it proposes neither h2 (TLS ALPN) nor h2c (Upgrade) and says so
- * once at start-up; see child_model_serves_protocol. The check runs after
- * the virtual hosts' Protocols are merged, so `-t` shows the warning. */
-static void warn_unserved_protocols(apr_pool_t *ptemp, server_rec *main_s,
-                                    bucketed_retained *retained,
-                                    child_model_e model)
-{
-    apr_array_header_t *unserved = apr_array_make(ptemp, 2,
-                                                  sizeof(const char *));
-    server_rec *s;
-    int i;
-
-    if (ap_find_linked_module("mod_http2.c") == NULL) {
-        return;
-    }
-    for (s = main_s; s != NULL; s = s->next) {
-        core_server_config *core = ap_get_core_module_config(s->module_config);
-
-        for (i = 0; core->protocols != NULL && i < core->protocols->nelts;
-             i++) {
-            const char *name = APR_ARRAY_IDX(core->protocols, i,
-                                             const char *);
-
-            if (!child_model_serves_protocol(model, name)
-                && !ap_array_str_contains(unserved, name)) {
-                APR_ARRAY_PUSH(unserved, const char *) = name;
-            }
-        }
-    }
-    /* Like the limit warnings: not again on the second start-up pass. */
-    if (unserved->nelts > 0 && retained->mpm->module_loads != 2) {
-        ap_log_error(APLOG_MARK, APLOG_WARNING
-                     | (retained->mpm->module_loads == 1 ? APLOG_STARTUP : 0),
-                     0, main_s, BKLOGNO(00205)
-                     "bucketed: ChildModel %s does not offer HTTP/2 (%s in "
-                     "Protocols): clients that negotiate get HTTP/1.1, as "
-                     "with stock prefork, where mod_http2 declines because "
-                     "it runs streams on threads and this model hosts "
-                     "modules that are not thread-safe, such as mod_php; "
-                     "ChildModel event serves HTTP/2",
-                     child_model_name(model),
-                     apr_array_pstrcat(ptemp, unserved, ' '));
-    }
-}
-
-/* Takes back what this child model does not serve from what other modules
- * proposed (mod_http2's h2 and h2c): the last to run. */
-static int bucketed_protocol_propose(conn_rec *c, request_rec *r,
-                                     server_rec *s,
-                                     const apr_array_header_t *offers,
-                                     apr_array_header_t *proposals)
-{
-    child_model_e model = bucketed_get_config(ap_server_conf)->child_model;
-    int i, kept = 0;
-
-    (void)c;
-    (void)r;
-    (void)s;
-    (void)offers;
-    for (i = 0; i < proposals->nelts; i++) {
-        const char *name = APR_ARRAY_IDX(proposals, i, const char *);
-
-        if (child_model_serves_protocol(model, name)) {
-            APR_ARRAY_IDX(proposals, kept++, const char *) = name;
-        }
-    }
-    proposals->nelts = kept;
-    return DECLINED;
-}
-
 /* ChildModel event: stock event's limits, and the process view of them
  * that the shared parent runs on (children, spare threads). */
 static const char *check_thread_limits(apr_pool_t *ptemp,
@@ -338,7 +268,7 @@ static int bucketed_check_config(apr_pool_t *pconf, apr_pool_t *plog,
         }
     }
     log_limit_warnings(s, retained, warnings);
-    warn_unserved_protocols(ptemp, s, retained, conf->child_model);
+    child_protocols_check(ptemp, s, retained, conf->child_model);
 
     conf->one_process = bucketed_one_process();
     kernel_probe(&conf->kernel);
@@ -646,8 +576,7 @@ static void bucketed_register_hooks(apr_pool_t *p)
     ap_hook_drop_privileges(bucketed_drop_privileges, NULL, NULL,
                             APR_HOOK_REALLY_FIRST);
     ap_hook_mpm_query(bucketed_query, NULL, NULL, APR_HOOK_MIDDLE);
-    ap_hook_protocol_propose(bucketed_protocol_propose, NULL, NULL,
-                             APR_HOOK_REALLY_LAST);
+    child_protocols_register_hooks();
     ap_hook_mpm_get_name(bucketed_get_name, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_mpm_register_timed_callback(bucketed_timed_callback, NULL, NULL,
                                         APR_HOOK_MIDDLE);
