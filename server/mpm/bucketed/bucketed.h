@@ -193,6 +193,11 @@ bucketed_retained *bucketed_get_retained(void);
 /* Records the scoreboard's size, fixed at the first start, where any later
  * build finds it. */
 void bucketed_note_limits(bucketed_retained *retained);
+/* Where a configuration warning goes: the flags to add to its level
+ * (APLOG_STARTUP: the console, at the first start-up pass; 0: the log, at
+ * each restart), or -1 at the second start-up pass, which would only
+ * repeat it. */
+int bucketed_config_warning_flags(const bucketed_retained *retained);
 
 /* directives.c */
 extern const command_rec bucketed_cmds[];

@@ -136,3 +136,11 @@ void bucketed_note_limits(bucketed_retained *retained)
     header->first_server_limit = retained->first_server_limit;
     header->first_thread_limit = retained->first_thread_limit;
 }
+
+int bucketed_config_warning_flags(const bucketed_retained *retained)
+{
+    if (retained->mpm->module_loads == 2) {
+        return -1;
+    }
+    return retained->mpm->module_loads == 1 ? APLOG_STARTUP : 0;
+}

@@ -25,7 +25,7 @@ void child_protocols_check(apr_pool_t *ptemp, server_rec *main_s,
     apr_array_header_t *unserved = apr_array_make(ptemp, 2,
                                                   sizeof(const char *));
     server_rec *s;
-    int i;
+    int i, flags;
 
     if (ap_find_linked_module("mod_http2.c") == NULL) {
         return;
@@ -44,11 +44,10 @@ void child_protocols_check(apr_pool_t *ptemp, server_rec *main_s,
             }
         }
     }
-    /* Like the limit warnings: not again on the second start-up pass. */
-    if (unserved->nelts > 0 && retained->mpm->module_loads != 2) {
-        ap_log_error(APLOG_MARK, APLOG_WARNING
-                     | (retained->mpm->module_loads == 1 ? APLOG_STARTUP : 0),
-                     0, main_s, BKLOGNO(00205)
+    flags = bucketed_config_warning_flags(retained);
+    if (unserved->nelts > 0 && flags >= 0) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING | flags, 0, main_s,
+                     BKLOGNO(00205)
                      "bucketed: ChildModel %s does not offer HTTP/2 (%s in "
                      "Protocols): clients that negotiate get HTTP/1.1, as "
                      "with stock prefork, where mod_http2 declines because "

@@ -160,17 +160,12 @@ static const char *make_plan(apr_pool_t *p, bucketed_config *conf,
 static void log_limit_warnings(server_rec *s, bucketed_retained *retained,
                                apr_array_header_t *warnings)
 {
+    int flags = bucketed_config_warning_flags(retained);
     int i;
 
-    /* Once at start-up (to the console), once per restart after that;
-     * not on the second start-up pass, which would only repeat them. */
-    if (retained->mpm->module_loads == 2) {
-        return;
-    }
-    for (i = 0; i < warnings->nelts; i++) {
-        ap_log_error(APLOG_MARK, APLOG_WARNING
-                     | (retained->mpm->module_loads == 1 ? APLOG_STARTUP : 0),
-                     0, s, BKLOGNO(00085) "bucketed: %s",
+    for (i = 0; flags >= 0 && i < warnings->nelts; i++) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING | flags, 0, s,
+                     BKLOGNO(00085) "bucketed: %s",
                      APR_ARRAY_IDX(warnings, i, const char *));
     }
 }
