@@ -11,13 +11,16 @@ import socket
 
 import pytest
 
-from httpd_fixture import CHILD_MODELS, LOOPBACK
+from httpd_fixture import CHILD_MODELS, LOOPBACK, wait_until
+from steering_maps import idle_counts, idle_map_of
 
 KEEPALIVE_TIMEOUT = 30
 # Far below KEEPALIVE_TIMEOUT: a probe that waits for a keep-alive
 # connection to expire fails; one served by the free child does not.
 PROBE_TIMEOUT = 10
 PROBES = 20
+BURSTS = 5
+KEEPALIVE_GET = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 LIMITS = {
     "prefork": "MaxRequestWorkers {n}\nServerLimit {n}\nStartServers {n}\n"
@@ -30,7 +33,7 @@ LIMITS = {
 
 def keepalive_connection(port):
     c = socket.create_connection((LOOPBACK, port), PROBE_TIMEOUT)
-    c.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    c.sendall(KEEPALIVE_GET)
     assert c.recv(4096).startswith(b"HTTP/1.1 200")
     return c
 
@@ -59,3 +62,39 @@ def test_one_free_child_serves_every_bucket(make_httpd, child_model,
         for c in held:
             c.close()
     assert answers == [b"HTTP/1.1 200"] * PROBES
+
+
+@pytest.mark.parametrize("workers,buckets", [(8, 2), (8, 4)])
+def test_a_burst_the_size_of_the_limit_needs_no_move(make_httpd, workers,
+                                                     buckets):
+    """Prefork model, every child idle: as many clients as children
+    connect at once, each keeping its connection after one request, so each
+    needs a child of its own. With one accept queue (stock prefork) each
+    finds one. Within one census (100 ms) the steering program's idle
+    counts are what the parent last wrote, so unless each connection it
+    sends takes one from them, the hash splits the burst and some bucket
+    gets more clients than children: it stalls (BK00108) and a child is
+    moved in (BK00110), an exit and a fork, while a client waits."""
+    server = make_httpd(directives=CHILD_MODELS["prefork"]
+                        + LIMITS["prefork"].format(n=workers)
+                        + f"BucketCount {buckets}\nKeepAlive On\n"
+                        f"KeepAliveTimeout {KEEPALIVE_TIMEOUT}\n")
+    server.start()
+    port = server.ports[0]
+    idle_map = idle_map_of(server)
+    for _ in range(BURSTS):
+        wait_until(lambda: sum(idle_counts(idle_map)) == workers, 30,
+                   what=f"all {workers} children idle, as steering sees it")
+        clients = [socket.create_connection((LOOPBACK, port), PROBE_TIMEOUT)
+                   for _ in range(workers)]
+        try:
+            for c in clients:
+                c.settimeout(PROBE_TIMEOUT)
+                c.sendall(KEEPALIVE_GET)
+            answers = [c.recv(4096)[:12] for c in clients]
+        finally:
+            for c in clients:
+                c.close()
+        assert answers == [b"HTTP/1.1 200"] * workers
+    log = server.error_log()
+    assert "BK00108" not in log and "BK00110" not in log, log

@@ -8,7 +8,6 @@ client's, so a client pinned to CPU c must land in bucket c.
 """
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +17,9 @@ import pytest
 from httpd_fixture import (CHILD_MODELS, INDEX_BODY, NOREUSEPORT_SO, TOP,
                            BackgroundGet, children_of, free_ports, http_get,
                            need_build, wait_until)
+from steering_maps import BPFTOOL, PROGRAM_ID, idle_counts, idle_map_of
 
-BPFTOOL = "/usr/sbin/bpftool"
 REQUESTS = 30
-PROGRAM_ID = re.compile(r"program id (\d+) on 1 reuseport")
 
 # Runs pinned to one CPU: the status page, REQUESTS GETs, the status page
 # again; prints each bucket's accepted connections in between.
@@ -235,41 +233,10 @@ SLOW_SECONDS = 15
 QUICK = 10
 
 
-def idle_map_of(server):
-    """The id of the load program's array of idle counts (bpftool)."""
-    prog_id = PROGRAM_ID.search(server.error_log()).group(1)
-    shown = json.loads(subprocess.run(
-        [BPFTOOL, "-j", "prog", "show", "id", prog_id], capture_output=True,
-        text=True, timeout=30, check=True).stdout)
-    for map_id in shown["map_ids"]:
-        found = json.loads(subprocess.run(
-            [BPFTOOL, "-j", "map", "show", "id", str(map_id)],
-            capture_output=True, text=True, timeout=30, check=True).stdout)
-        if found["name"] == "bucketed_idle":
-            return map_id
-    raise AssertionError(f"program {prog_id} has no bucketed_idle map")
-
-
-def idle_counts(map_id):
-    """What the program reads: idle children per bucket, as the parent last
-    wrote them. Read with bpftool, not over HTTP: a status request could
-    itself wait behind the slow ones."""
-    dumped = json.loads(subprocess.run(
-        [BPFTOOL, "-j", "map", "dump", "id", str(map_id)],
-        capture_output=True, text=True, timeout=30, check=True).stdout)
-    counts = {}
-    for entry in dumped:
-        key = int.from_bytes(bytes(int(b, 16) for b in entry["key"]),
-                             "little")
-        counts[key] = int.from_bytes(bytes(int(b, 16)
-                                           for b in entry["value"]), "little")
-    return [counts[b] for b in sorted(counts)]
-
-
 def one_bucket_all_busy(map_id):
     """(busy bucket, idle bucket) while one has no idle child and the
     other one, else None."""
-    idle = idle_counts(map_id)
+    idle = idle_counts(map_id, written=True)
     if sorted(idle) == [0, 1]:
         return idle.index(0), idle.index(1)
     return None
@@ -292,15 +259,16 @@ def test_load_steering_avoids_a_busy_bucket(make_httpd, child_model):
     log = server.error_log()
     assert "steering: load (BucketSteering load)" in log, log
     idle_map = idle_map_of(server)
-    wait_until(lambda: sum(idle_counts(idle_map)) == workers, 10,
-               what="every worker idle")
+    wait_until(lambda: sum(idle_counts(idle_map, written=True)) == workers,
+               10, what="every worker idle")
     slow = []
     for held in range(1, workers):
         # The answer comes after SLOW_SECONDS of silence: wait longer.
         slow.append(BackgroundGet(server.ports[0],
                                   f"/cgi-bin/slow.cgi?{SLOW_SECONDS}",
                                   timeout=SLOW_SECONDS + 30))
-        wait_until(lambda: sum(idle_counts(idle_map)) == workers - held, 10,
+        wait_until(lambda: sum(idle_counts(idle_map, written=True))
+                   == workers - held, 10,
                    what=f"{held} slow request(s) in progress")
     busy, _ = wait_until(lambda: one_bucket_all_busy(idle_map), 10,
                          what="one bucket all busy")

@@ -208,7 +208,8 @@ static void carry_out(parent_context *pc, int bucket,
 
 /* Buckets whose queued connections nobody accepts (policy_stall.h)
  * count as having no idle child, so that this pass gives them one. The
- * watch goes by the accept queues the parent reads itself. */
+ * watch goes by the accept queues the parent reads itself, which also go
+ * into the census (what steering is told). */
 static void note_stalls(parent_context *pc, apr_time_t now)
 {
     int b;
@@ -218,6 +219,8 @@ static void note_stalls(parent_context *pc, apr_time_t now)
         bucket_rec *bk = &pc->gen->buckets[b];
         const bucket_census *c = &pc->census[b];
         int units = c->idle + c->busy;
+
+        pc->census[b].queued = (int)bk->queued;
         stall_verdict v = stall_watch_update(
             &bk->stall, bk->queued, units > 0 && c->serving >= units, now,
             STALL_AFTER);

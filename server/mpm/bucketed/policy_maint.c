@@ -21,6 +21,12 @@ void bucket_census_moved(bucket_census *census, int from, int to, int unit)
     census[to].children++;
 }
 
+/* Idle units no queued connection will take. */
+static int unclaimed_idle(const bucket_census *c)
+{
+    return c->idle > c->queued ? c->idle - c->queued : 0;
+}
+
 int bucket_census_to_publish(const bucket_census *census,
                              bucket_census *published, int num_buckets,
                              int carried)
@@ -28,11 +34,14 @@ int bucket_census_to_publish(const bucket_census *census,
     int b, idle_now = 0, idle_before = 0;
 
     for (b = 0; b < num_buckets; b++) {
-        idle_now |= census[b].idle > 0;
+        idle_now |= unclaimed_idle(&census[b]) > 0;
         idle_before |= published[b].idle > 0 && !census[b].stalled;
     }
     if (idle_now || carried || !idle_before) {
         memcpy(published, census, sizeof(*census) * num_buckets);
+        for (b = 0; b < num_buckets; b++) {
+            published[b].idle = unclaimed_idle(&census[b]);
+        }
         return 0;
     }
     for (b = 0; b < num_buckets; b++) {
@@ -73,7 +82,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
     for (b = 0; b < num_buckets; b++) {
         census[b].idle = census[b].busy = census[b].children = 0;
         census[b].serving = census[b].movable = census[b].stalled = 0;
-        census[b].arriving = 0;
+        census[b].arriving = census[b].queued = 0;
     }
     for (slot = 0; slot < num_slots; slot++) {
         const slot_view *v = &slots[slot];

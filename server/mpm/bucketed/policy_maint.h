@@ -35,6 +35,8 @@ typedef struct {
     int arriving;     /* of the idle units, those of children on their
                        * way in or not yet accepting: the ones that will
                        * take what waits in a stalled bucket */
+    int queued;       /* connections in its accept queues when the parent
+                       * last read them: each will take an idle unit */
 } bucket_census;
 
 /* What the parent's slot table says of one slot. */
@@ -140,7 +142,9 @@ void bucket_census_moved(bucket_census *census, int from, int to, int unit);
 
 /* What BucketSteering load is told this pass, into `published` (which
  * holds what it was told last): the census as it is while some bucket has
- * an idle unit. With none, the steering program falls back to the hash and
+ * an idle unit, each bucket's idle units less its queued connections (a
+ * connection steered there and not yet accepted will take one; the
+ * steering program itself takes one per connection it sends). With none, the steering program falls back to the hash and
  * spreads the next clients over buckets whose children all hold
  * connections, each then waiting for the stall watch to move a child; at
  * MaxRequestWorkers a census often catches the one free child in a short

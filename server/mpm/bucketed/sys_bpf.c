@@ -54,10 +54,17 @@
 #define HASH_PROGRAM_NAME "bucketed_hash"
 #define LOAD_PROGRAM_NAME "bucketed_load"
 #define IDLE_MAP_NAME "bucketed_idle"
-/* The load program: a head, one block per bucket, a tail. */
+/* The load program: a head, two blocks per bucket (one per pass), a
+ * tail; each block starts with a lookup. */
 #define LOAD_HEAD 3
-#define LOAD_BLOCK 13
+#define LOAD_LOOKUP 10
+#define LOAD_TAKE (LOAD_LOOKUP + 7)
+#define LOAD_SEEN (LOAD_LOOKUP + 3)
 #define LOAD_TAIL 10
+/* An idle map entry: two unsigned ints, both the census's idle units; the
+ * program takes one from the first per connection it sends. */
+#define IDLE_UNTAKEN 0
+#define IDLE_SEEN 4
 #define MAP_NAME "bucketed_socks"
 /* No GPL-only helper is called: the license string is informative. */
 #define PROGRAM_LICENSE "Apache-2.0"
@@ -234,43 +241,69 @@ int reuseport_bpf_hash_load(int map_fd, int buckets, int migrate, int *err)
                                HASH_PROGRAM_NAME, err);
 }
 
+/* Emits, for the i-th bucket from the hash's (r7), key = (r7 + i) mod
+ * buckets on the stack at r10 - 4 and r0 = &idle[key] or NULL
+ * (LOAD_LOOKUP slots). */
+static int emit_idle_lookup(struct bpf_insn *prog, int n, int i, int buckets,
+                            int idle_map)
+{
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_8, BPF_REG_7, 0, 0);
+    prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_8, 0, 0, i);
+    prog[n++] = insn(BPF_JMP | BPF_JLT | BPF_K, BPF_REG_8, 0, 1, buckets);
+    prog[n++] = insn(BPF_ALU64 | BPF_SUB | BPF_K, BPF_REG_8, 0, 0, buckets);
+    prog[n++] = insn(BPF_STX | BPF_MEM | BPF_W, BPF_REG_10, BPF_REG_8, -4, 0);
+    n = emit_map(prog, n, BPF_REG_1, idle_map);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_2, BPF_REG_10, 0, 0);
+    prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_2, 0, 0, -4);
+    prog[n++] = insn(BPF_JMP | BPF_CALL, 0, 0, 0, ABI_FUNC_MAP_LOOKUP_ELEM);
+    return n;
+}
+
 int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
                             int migrate, int *err)
 {
-    struct bpf_insn prog[LOAD_HEAD + LOAD_BLOCK * STEERING_MAX_LOAD_BUCKETS
-                         + LOAD_TAIL];
+    struct bpf_insn prog[LOAD_HEAD + (LOAD_TAKE + LOAD_SEEN)
+                                     * STEERING_MAX_LOAD_BUCKETS + LOAD_TAIL];
     int n = 0, i, select_at;
 
     if (buckets < 1 || buckets > STEERING_MAX_LOAD_BUCKETS) {
         *err = EINVAL;
         return -1;
     }
-    select_at = LOAD_HEAD + LOAD_BLOCK * buckets + 1;
+    select_at = LOAD_HEAD + (LOAD_TAKE + LOAD_SEEN) * buckets + 1;
     /* r7 = ctx->hash % buckets: the hash's own choice comes first */
     prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_6, BPF_REG_1, 0, 0);
     prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_7, BPF_REG_6,
                      ABI_SK_REUSEPORT_MD_HASH, 0);
     prog[n++] = insn(BPF_ALU | BPF_MOD | BPF_K, BPF_REG_7, 0, 0, buckets);
+    /* First pass: a bucket with an idle unit not yet taken; this
+     * connection takes one (atomic, so two CPUs may both take the last:
+     * a count below 0 reads as none). A burst between two censuses then
+     * spreads over the idle children instead of all going to the first
+     * bucket that had one. */
     for (i = 0; i < buckets; i++) {
-        /* key = (r7 + i) mod buckets, on the stack at r10 - 4 */
-        prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_8, BPF_REG_7,
-                         0, 0);
-        prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_8, 0, 0, i);
-        prog[n++] = insn(BPF_JMP | BPF_JLT | BPF_K, BPF_REG_8, 0, 1, buckets);
-        prog[n++] = insn(BPF_ALU64 | BPF_SUB | BPF_K, BPF_REG_8, 0, 0,
-                         buckets);
-        prog[n++] = insn(BPF_STX | BPF_MEM | BPF_W, BPF_REG_10, BPF_REG_8,
-                         -4, 0);
-        /* r0 = &idle[key]; next bucket if none or 0, else select it */
-        n = emit_map(prog, n, BPF_REG_1, idle_map);
-        prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_2, BPF_REG_10,
-                         0, 0);
-        prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_2, 0, 0, -4);
-        prog[n++] = insn(BPF_JMP | BPF_CALL, 0, 0, 0,
-                         ABI_FUNC_MAP_LOOKUP_ELEM);
+        n = emit_idle_lookup(prog, n, i, buckets, idle_map);
+        prog[n++] = insn(BPF_JMP | BPF_JEQ | BPF_K, BPF_REG_0, 0, 6, 0);
+        prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_1, BPF_REG_0,
+                         IDLE_UNTAKEN, 0);
+        prog[n++] = insn(BPF_JMP | BPF_JEQ | BPF_K, BPF_REG_1, 0, 4, 0);
+        prog[n++] = insn(BPF_JMP | BPF_JGT | BPF_K, BPF_REG_1, 0, 3,
+                         0x7fffffff);
+        prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_1, 0, 0, -1);
+        prog[n++] = insn(BPF_STX | BPF_XADD | BPF_W, BPF_REG_0, BPF_REG_1,
+                         IDLE_UNTAKEN, 0);
+        prog[n] = insn(BPF_JMP | BPF_JA, 0, 0, select_at - (n + 1), 0);
+        n++;
+    }
+    /* Second pass, every unit taken: a bucket the census saw idle. Its
+     * children are the likeliest to be free again (a unit comes back only
+     * with the next census); the hash would send the connection to
+     * buckets whose children may all hold connections. */
+    for (i = 0; i < buckets; i++) {
+        n = emit_idle_lookup(prog, n, i, buckets, idle_map);
         prog[n++] = insn(BPF_JMP | BPF_JEQ | BPF_K, BPF_REG_0, 0, 2, 0);
-        prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_1, BPF_REG_0, 0,
-                         0);
+        prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_1, BPF_REG_0,
+                         IDLE_SEEN, 0);
         prog[n] = insn(BPF_JMP | BPF_JNE | BPF_K, BPF_REG_1, 0,
                        select_at - (n + 1), 0);
         n++;
@@ -286,13 +319,17 @@ int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
 
 int reuseport_bpf_idle_map_create(int entries, int *err)
 {
-    return create_map(ABI_MAP_TYPE_ARRAY, sizeof(unsigned int), entries,
+    return create_map(ABI_MAP_TYPE_ARRAY, 2 * sizeof(unsigned int), entries,
                       IDLE_MAP_NAME, err);
 }
 
 int reuseport_bpf_idle_set(int map_fd, int index, unsigned int value)
 {
-    return update_elem(map_fd, index, &value);
+    unsigned int entry[2];
+
+    entry[IDLE_UNTAKEN / sizeof(unsigned int)] = value;
+    entry[IDLE_SEEN / sizeof(unsigned int)] = value;
+    return update_elem(map_fd, index, entry);
 }
 
 int reuseport_bpf_sockarray_create(int entries, int *err)

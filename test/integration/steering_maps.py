@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What BucketSteering load's program reads, read back with bpftool: the
+array of idle units per bucket that the parent writes after each census
+(twice: the program takes one from the first per connection it sends)."""
+import json
+import re
+import subprocess
+
+BPFTOOL = "/usr/sbin/bpftool"
+PROGRAM_ID = re.compile(r"program id (\d+) on 1 reuseport")
+
+
+def idle_map_of(server):
+    """The id of the load program's array of idle counts."""
+    prog_id = PROGRAM_ID.search(server.error_log()).group(1)
+    shown = json.loads(subprocess.run(
+        [BPFTOOL, "-j", "prog", "show", "id", prog_id], capture_output=True,
+        text=True, timeout=30, check=True).stdout)
+    for map_id in shown["map_ids"]:
+        found = json.loads(subprocess.run(
+            [BPFTOOL, "-j", "map", "show", "id", str(map_id)],
+            capture_output=True, text=True, timeout=30, check=True).stdout)
+        if found["name"] == "bucketed_idle":
+            return map_id
+    raise AssertionError(f"program {prog_id} has no bucketed_idle map")
+
+
+def idle_counts(map_id, written=False):
+    """Idle units per bucket, in bucket order: those the program has not
+    taken since the parent last wrote them, or (written) as written. Read
+    with bpftool, not over HTTP: a status request could itself wait, and
+    would take a unit."""
+    dumped = json.loads(subprocess.run(
+        [BPFTOOL, "-j", "map", "dump", "id", str(map_id)],
+        capture_output=True, text=True, timeout=30, check=True).stdout)
+    counts = {}
+    for entry in dumped:
+        key = int.from_bytes(bytes(int(b, 16) for b in entry["key"]),
+                             "little")
+        value = bytes(int(b, 16) for b in entry["value"])
+        half = value[4:8] if written else value[0:4]
+        counts[key] = int.from_bytes(half, "little", signed=True)
+    return [counts[b] for b in sorted(counts)]
