@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What BucketSteering load's program reads, read back with bpftool: the
-array of idle units per bucket that the parent writes after each census
-(twice: the program takes one from the first per connection it sends)."""
+array of idle counts per bucket that the parent writes after each
+census."""
 import json
 import re
 import subprocess
@@ -25,11 +25,12 @@ def idle_map_of(server):
     raise AssertionError(f"program {prog_id} has no bucketed_idle map")
 
 
-def idle_counts(map_id, written=False):
-    """Idle units per bucket, in bucket order: those the program has not
-    taken since the parent last wrote them, or (written) as written. Read
-    with bpftool, not over HTTP: a status request could itself wait, and
-    would take a unit."""
+def idle_counts(map_id, seen=False):
+    """Per bucket, in bucket order: the units the program may still hand
+    out (the parent writes the idle units no queued connection claims, the
+    program takes one per connection it sends), or (seen) the idle units
+    the parent's census saw. Read with bpftool, not over HTTP: a status
+    request could itself wait, and would take a unit."""
     dumped = json.loads(subprocess.run(
         [BPFTOOL, "-j", "map", "dump", "id", str(map_id)],
         capture_output=True, text=True, timeout=30, check=True).stdout)
@@ -38,6 +39,6 @@ def idle_counts(map_id, written=False):
         key = int.from_bytes(bytes(int(b, 16) for b in entry["key"]),
                              "little")
         value = bytes(int(b, 16) for b in entry["value"])
-        half = value[4:8] if written else value[0:4]
+        half = value[4:8] if seen else value[0:4]
         counts[key] = int.from_bytes(half, "little", signed=True)
     return [counts[b] for b in sorted(counts)]

@@ -236,7 +236,7 @@ QUICK = 10
 def one_bucket_all_busy(map_id):
     """(busy bucket, idle bucket) while one has no idle child and the
     other one, else None."""
-    idle = idle_counts(map_id, written=True)
+    idle = idle_counts(map_id, seen=True)
     if sorted(idle) == [0, 1]:
         return idle.index(0), idle.index(1)
     return None
@@ -259,7 +259,7 @@ def test_load_steering_avoids_a_busy_bucket(make_httpd, child_model):
     log = server.error_log()
     assert "steering: load (BucketSteering load)" in log, log
     idle_map = idle_map_of(server)
-    wait_until(lambda: sum(idle_counts(idle_map, written=True)) == workers,
+    wait_until(lambda: sum(idle_counts(idle_map, seen=True)) == workers,
                10, what="every worker idle")
     slow = []
     for held in range(1, workers):
@@ -267,7 +267,7 @@ def test_load_steering_avoids_a_busy_bucket(make_httpd, child_model):
         slow.append(BackgroundGet(server.ports[0],
                                   f"/cgi-bin/slow.cgi?{SLOW_SECONDS}",
                                   timeout=SLOW_SECONDS + 30))
-        wait_until(lambda: sum(idle_counts(idle_map, written=True))
+        wait_until(lambda: sum(idle_counts(idle_map, seen=True))
                    == workers - held, 10,
                    what=f"{held} slow request(s) in progress")
     busy, _ = wait_until(lambda: one_bucket_all_busy(idle_map), 10,

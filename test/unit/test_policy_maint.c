@@ -873,32 +873,24 @@ static void test_census_to_publish(void **state)
     assert_int_equal(published[0].idle, 0);
 }
 
-/* A connection queued in a bucket will take one of its idle units: what
- * steering is told leaves those out, and a bucket whose idle units are all
- * claimed counts as having none (a burst of connections between two
- * censuses went to the first bucket that had an idle child). */
-static void test_census_to_publish_leaves_out_queued(void **state)
+/* A connection queued in a bucket will take one of its idle units: the
+ * steering program may hand out only the others (a burst of connections
+ * between two censuses went to the first bucket that had an idle child). */
+static void test_census_unclaimed_leaves_out_queued(void **state)
 {
-    bucket_census now[2], published[2];
+    bucket_census c;
 
     (void)state;
-    memset(now, 0, sizeof(now));
-    memset(published, 0, sizeof(published));
-    now[0].idle = 4;
-    now[0].queued = 3;
-    now[1].idle = 2;
-    now[1].queued = 5;
-    assert_int_equal(bucket_census_to_publish(now, published, 2, 0), 0);
-    assert_int_equal(published[0].idle, 1);
-    assert_int_equal(published[1].idle, 0);
-    /* Every idle unit claimed: as with none idle, the last counts stay
-     * for one pass. */
-    now[0].queued = 4;
-    assert_int_equal(bucket_census_to_publish(now, published, 2, 0), 1);
-    assert_int_equal(published[0].idle, 1);
-    assert_int_equal(bucket_census_to_publish(now, published, 2, 1), 0);
-    assert_int_equal(published[0].idle, 0);
-    assert_int_equal(published[1].idle, 0);
+    memset(&c, 0, sizeof(c));
+    c.idle = 4;
+    c.queued = 3;
+    assert_int_equal(bucket_census_unclaimed(&c), 1);
+    c.queued = 4;
+    assert_int_equal(bucket_census_unclaimed(&c), 0);
+    c.queued = 9;
+    assert_int_equal(bucket_census_unclaimed(&c), 0);
+    c.queued = 0;
+    assert_int_equal(bucket_census_unclaimed(&c), 4);
 }
 
 /* Under load steering, a short bucket that is not stalled gets no child
@@ -965,7 +957,7 @@ int main(void)
         POOL_TEST(test_stalled_bucket_keeps_arriving_child),
         POOL_TEST(test_census_moved),
         POOL_TEST(test_census_to_publish),
-        POOL_TEST(test_census_to_publish_leaves_out_queued),
+        POOL_TEST(test_census_unclaimed_leaves_out_queued),
         POOL_TEST(test_no_moves_for_shortness_under_load_steering),
         POOL_TEST(test_spare_share_defaults),
         POOL_TEST(test_spare_share_more_buckets_than_spares),

@@ -21,10 +21,9 @@ void bucket_census_moved(bucket_census *census, int from, int to, int unit)
     census[to].children++;
 }
 
-/* Idle units no queued connection will take. */
-static int unclaimed_idle(const bucket_census *c)
+int bucket_census_unclaimed(const bucket_census *census)
 {
-    return c->idle > c->queued ? c->idle - c->queued : 0;
+    return census->idle > census->queued ? census->idle - census->queued : 0;
 }
 
 int bucket_census_to_publish(const bucket_census *census,
@@ -34,14 +33,11 @@ int bucket_census_to_publish(const bucket_census *census,
     int b, idle_now = 0, idle_before = 0;
 
     for (b = 0; b < num_buckets; b++) {
-        idle_now |= unclaimed_idle(&census[b]) > 0;
+        idle_now |= census[b].idle > 0;
         idle_before |= published[b].idle > 0 && !census[b].stalled;
     }
     if (idle_now || carried || !idle_before) {
         memcpy(published, census, sizeof(*census) * num_buckets);
-        for (b = 0; b < num_buckets; b++) {
-            published[b].idle = unclaimed_idle(&census[b]);
-        }
         return 0;
     }
     for (b = 0; b < num_buckets; b++) {

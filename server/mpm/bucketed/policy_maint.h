@@ -140,11 +140,13 @@ void bucket_census_stalled(bucket_census *census);
  * not where it leaves. */
 void bucket_census_moved(bucket_census *census, int from, int to, int unit);
 
+/* A bucket's idle units that no connection in its accept queues will
+ * take (what the steering program may hand out, one per connection). */
+int bucket_census_unclaimed(const bucket_census *census);
+
 /* What BucketSteering load is told this pass, into `published` (which
  * holds what it was told last): the census as it is while some bucket has
- * an idle unit, each bucket's idle units less its queued connections (a
- * connection steered there and not yet accepted will take one; the
- * steering program itself takes one per connection it sends). With none, the steering program falls back to the hash and
+ * an idle unit. With none, the steering program falls back to the hash and
  * spreads the next clients over buckets whose children all hold
  * connections, each then waiting for the stall watch to move a child; at
  * MaxRequestWorkers a census often catches the one free child in a short

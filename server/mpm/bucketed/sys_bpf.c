@@ -61,8 +61,9 @@
 #define LOAD_TAKE (LOAD_LOOKUP + 7)
 #define LOAD_SEEN (LOAD_LOOKUP + 3)
 #define LOAD_TAIL 10
-/* An idle map entry: two unsigned ints, both the census's idle units; the
- * program takes one from the first per connection it sends. */
+/* An idle map entry: two unsigned ints, the units the program may hand
+ * out (it takes one per connection it sends) and the idle units the
+ * census saw. */
 #define IDLE_UNTAKEN 0
 #define IDLE_SEEN 4
 #define MAP_NAME "bucketed_socks"
@@ -323,12 +324,13 @@ int reuseport_bpf_idle_map_create(int entries, int *err)
                       IDLE_MAP_NAME, err);
 }
 
-int reuseport_bpf_idle_set(int map_fd, int index, unsigned int value)
+int reuseport_bpf_idle_set(int map_fd, int index, unsigned int untaken,
+                           unsigned int seen)
 {
     unsigned int entry[2];
 
-    entry[IDLE_UNTAKEN / sizeof(unsigned int)] = value;
-    entry[IDLE_SEEN / sizeof(unsigned int)] = value;
+    entry[IDLE_UNTAKEN / sizeof(unsigned int)] = untaken;
+    entry[IDLE_SEEN / sizeof(unsigned int)] = seen;
     return update_elem(map_fd, index, entry);
 }
 
@@ -436,11 +438,13 @@ int reuseport_bpf_idle_map_create(int entries, int *err)
     return -1;
 }
 
-int reuseport_bpf_idle_set(int map_fd, int index, unsigned int value)
+int reuseport_bpf_idle_set(int map_fd, int index, unsigned int untaken,
+                           unsigned int seen)
 {
     (void)map_fd;
     (void)index;
-    (void)value;
+    (void)untaken;
+    (void)seen;
     return ENOSYS;
 }
 

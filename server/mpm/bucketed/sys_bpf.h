@@ -41,19 +41,19 @@ int reuseport_bpf_hash_load(int map_fd, int buckets, int migrate, int *err);
 /* Loads the load-aware steering program for a group of `buckets` (1 to
  * STEERING_MAX_LOAD_BUCKETS) sockets: starting at the hash's bucket
  * (ctx->hash mod buckets), it selects from the REUSEPORT_SOCKARRAY
- * sock_map the first bucket b with an idle unit in idle_map not yet taken
- * since the parent wrote it, and takes one; with none, the first whose
- * count as written is not 0; with none, the hash's bucket. migrate as for
- * reuseport_bpf_cpu_load. */
+ * sock_map the first bucket b with a unit left to hand out in idle_map,
+ * and takes it; with none, the first with idle units seen; with none,
+ * the hash's bucket. migrate as for reuseport_bpf_cpu_load. */
 int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
                             int migrate, int *err);
 
-/* An array of `entries` idle counts (idle units per bucket: as written,
- * and less those the program took since). */
+/* An array of `entries` pairs of idle counts, one pair per bucket. */
 int reuseport_bpf_idle_map_create(int entries, int *err);
 
-/* idle_map[index] = value, both counts. 0, or an errno. */
-int reuseport_bpf_idle_set(int map_fd, int index, unsigned int value);
+/* idle_map[index] = the units the program may hand out, one per
+ * connection (untaken), and the idle units seen. 0, or an errno. */
+int reuseport_bpf_idle_set(int map_fd, int index, unsigned int untaken,
+                           unsigned int seen);
 
 /* A REUSEPORT_SOCKARRAY of `entries` slots: descriptor or -1, *err set. */
 int reuseport_bpf_sockarray_create(int entries, int *err);
