@@ -233,10 +233,11 @@ const char *steering_parse(apr_pool_t *p, const char *directive,
                         directive, arg);
 }
 
-#define LOAD_RULE "a connection goes to the hash's bucket while it has an " \
-                  "idle child, else to the next bucket that has one, else " \
-                  "where the hash says; idle counts from the parent's " \
-                  "census, ten times a second"
+#define LOAD_RULE "a connection takes an idle child of the hash's bucket, " \
+                  "else of the next bucket that has one (the parent's " \
+                  "census ten times a second, less what connections took " \
+                  "since), else goes to a bucket the census saw idle, " \
+                  "else where the hash says"
 
 /* BucketSteering auto: load where the kernel runs its program, as it is
  * the hash while every bucket has an idle child and, when one has none,
