@@ -7,10 +7,13 @@ cleanly, so that a new connection is accepted instead of waiting in the
 bucket's accept queue until KeepAliveTimeout. With the room it needs, it
 closes none.
 """
+import selectors
 import socket
 import time
+from pathlib import Path
 
-from httpd_fixture import (INDEX_BODY, LOOPBACK, http_get, wait_until)
+from httpd_fixture import (INDEX_BODY, LOOPBACK, children_of, http_get,
+                           wait_until)
 
 # Two children of 4 workers: at most 4 + 4 x 2 = 12 connections each.
 SMALL_LIMITS = ("ChildModel event\nBucketCount 1\nServerLimit 2\n"
@@ -20,6 +23,10 @@ SMALL_LIMITS = ("ChildModel event\nBucketCount 1\nServerLimit 2\n"
                 # Far beyond the test: only a reclaim closes them.
                 "KeepAliveTimeout 120\n")
 IDLE = 60
+# What the two children hold under SMALL_LIMITS (13 each: a child accepts
+# while it holds at most 12), and new connections that then wait.
+FULL = 26
+BURST = 30
 # A request admitted at once answers in milliseconds; one left waiting for
 # KeepAliveTimeout in an accept queue would take two minutes.
 ANSWER_TIMEOUT = 5
@@ -119,4 +126,61 @@ def test_idle_connections_within_the_limit_are_kept(make_httpd):
         assert reclaimed(server) == 0
     finally:
         for s in idle:
+            s.close()
+
+
+def write_calls(pids):
+    """write() system calls the processes have made so far (syscw of
+    /proc/PID/io, over all their threads)."""
+    total = 0
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/io").read_text()
+        except FileNotFoundError:
+            continue
+        total += next(int(line.split()[1]) for line in text.splitlines()
+                      if line.startswith("syscw:"))
+    return total
+
+
+def test_children_at_the_limit_do_not_wake_each_other(make_httpd):
+    """While connections wait in the bucket's accept queue and every child
+    is at its connection limit, the children stay asleep until a reclaim
+    lets them in: a child woken by the bucket's eventfd that cannot take a
+    connection does not write to it again (before: the children woke each
+    other through it for as long as connections waited, about 200,000
+    wake-ups a second per child, each a write() of the eventfd)."""
+    server = make_httpd(directives=SMALL_LIMITS)
+    server.start()
+    port = server.ports[0]
+    idle = [open_idle(port) for _ in range(FULL)]
+    burst = []
+    try:
+        children = children_of(server.pid)
+        before = write_calls(children)
+        # More than one reclaim admits: some wait in between.
+        for _ in range(BURST):
+            sock = socket.create_connection((LOOPBACK, port),
+                                            timeout=ANSWER_TIMEOUT)
+            sock.sendall(REQUEST)
+            burst.append(sock)
+        selector = selectors.DefaultSelector()
+        for sock in burst:
+            selector.register(sock, selectors.EVENT_READ)
+        answered = 0
+        deadline = time.monotonic() + 30
+        while answered < BURST and time.monotonic() < deadline:
+            for key, _ in selector.select(timeout=1):
+                selector.unregister(key.fileobj)
+                assert read_response(key.fileobj) == INDEX_BODY
+                answered += 1
+        writes = write_calls(children) - before
+        print(f"{answered} of {BURST} answered beside {FULL} idle; the "
+              f"children made {writes} write() calls meanwhile; reclaimed "
+              f"{reclaimed(server)}")
+        assert answered == BURST
+        # A response each, and the odd log line: nothing like a storm.
+        assert writes <= 3 * BURST, writes
+    finally:
+        for s in idle + burst:
             s.close()

@@ -252,6 +252,8 @@ void ev_update_listening_locked(event_child_ctx *ctx)
     }
     if (!want) {
         take_out_locked(ctx, ctx->num_listeners, NULL);
+        /* Back in the set, the kernel reports what waits. */
+        ctx->accept_pending = 0;
     }
     ctx->listening = want;
     ap_get_scoreboard_process(ctx->slot)->not_accepting = !want;
@@ -462,6 +464,17 @@ static ev_conn *accept_reserved(event_child_ctx *ctx, ev_listener *l,
     return ec;
 }
 
+/* A connection this child could not take waits on a listening socket
+ * that stays in its set, edge-triggered: no new wake-up comes for it
+ * until another connection arrives. The next worker of the child to come
+ * back idle tries the sockets once (event_worker.c). Under mutex. */
+static void left_behind_locked(event_child_ctx *ctx)
+{
+    if (ctx->listening) {
+        ctx->accept_pending = 1;
+    }
+}
+
 /* Connections queued behind the one a worker took go to the work queue
  * while idle workers are left for them. A poll() looks first, so the
  * usual case (none behind) takes no lock. */
@@ -481,6 +494,9 @@ static void accept_behind(event_child_ctx *ctx, ev_listener *l)
          * for what waits; with no idle worker left, ev_nudge_if_waiting()
          * does. */
         ev_update_listening_locked(ctx);
+        if (!ok) {
+            left_behind_locked(ctx);
+        }
         ev_unlock(ctx);
         if (!ok) {
             return;
@@ -495,7 +511,12 @@ static void accept_behind(event_child_ctx *ctx, ev_listener *l)
     }
 }
 
-ev_conn *ev_accept_for_worker_locked(event_child_ctx *ctx, ev_listener *l)
+/* A worker's accept on l. A child woken by the bucket's eventfd (nudged)
+ * that cannot take the connection does not write to it again: that
+ * wake-up reached every child of the bucket, and the children that cannot
+ * take it would otherwise wake each other for as long as it waits. */
+static ev_conn *accept_for_worker_locked(event_child_ctx *ctx,
+                                         ev_listener *l, int nudged)
 {
     apr_pool_t *ptrans = NULL;
     ev_conn *ec;
@@ -509,8 +530,11 @@ ev_conn *ev_accept_for_worker_locked(event_child_ctx *ctx, ev_listener *l)
     ev_update_listening_locked(ctx);
     ev_unlock(ctx);
     if (!ok) {
-        if (listener_readable(ctx, l)) {
+        if (!nudged && listener_readable(ctx, l)) {
             nudge_bucket(ctx);
+            ev_lock(ctx);
+            left_behind_locked(ctx);
+            ev_unlock(ctx);
         }
         return NULL;
     }
@@ -521,6 +545,11 @@ ev_conn *ev_accept_for_worker_locked(event_child_ctx *ctx, ev_listener *l)
     return ec;
 }
 
+ev_conn *ev_accept_for_worker_locked(event_child_ctx *ctx, ev_listener *l)
+{
+    return accept_for_worker_locked(ctx, l, 0);
+}
+
 ev_conn *ev_accept_nudged_locked(event_child_ctx *ctx)
 {
     ev_conn *ec = NULL;
@@ -529,7 +558,7 @@ ev_conn *ev_accept_nudged_locked(event_child_ctx *ctx)
     ev_unlock(ctx);
     for (i = 0; i < ctx->num_listeners && ec == NULL; i++) {
         ev_lock(ctx);
-        ec = ev_accept_for_worker_locked(ctx, &ctx->listeners[i]);
+        ec = accept_for_worker_locked(ctx, &ctx->listeners[i], 1);
     }
     return ec;
 }

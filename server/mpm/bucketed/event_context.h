@@ -176,6 +176,9 @@ typedef struct event_child_ctx {
     int turns_posted;                /* posts no follower has taken yet */
     int leading;                     /* a worker waits in the epoll set */
     int listening;                   /* listeners in the epoll set */
+    int accept_pending;              /* a connection was left waiting on
+                                      * a listener in the set: the next
+                                      * worker back idle tries them */
     int listeners_closed;            /* ev_close_listeners_locked() ran */
     timeout_list timeouts[NUM_WAITS]; /* by wait_e */
     ev_conn *queue_head, *queue_tail;  /* the work queue */

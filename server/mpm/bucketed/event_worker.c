@@ -391,6 +391,14 @@ static void *wait_for_event(event_child_ctx *ctx, worker_info *wi, int first)
         ctx->idle_workers++;
         ctx->waits++;
         ev_update_listening_locked(ctx);
+        /* A connection left waiting on a listener still in the set has no
+         * wake-up coming: this worker tries the listeners, as a worker
+         * woken by the bucket's eventfd does. */
+        if (ctx->accept_pending && ctx->listening) {
+            ctx->accept_pending = 0;
+            ctx->idle_workers--;
+            return &ctx->nudge_kind;
+        }
         while (ctx->leading && !ctx->stop_workers) {
             if (wait_turn(ctx) < 0) {
                 ctx->idle_workers--;
@@ -448,7 +456,13 @@ void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg)
 
     while ((ready = wait_for_event(ctx, wi, first)) != NULL) {
         int kind = *(int *)ready;
-        int none_idle = ctx->idle_workers == 0;
+        /* This worker took the last idle place of a child that listens:
+         * its ready list may hold a listener's wake-up no worker is left
+         * to take. Not for a wake-up by the bucket's eventfd, which
+         * reached every child of the bucket (see accept_for_worker_locked
+         * in event_accept.c). */
+        int last_idle = ctx->idle_workers == 0 && ctx->listening
+                        && kind != EV_STOP && kind != EV_NUDGE;
         ev_conn *ec = NULL;
 
         first = 0;
@@ -464,7 +478,7 @@ void *APR_THREAD_FUNC ev_worker_main(apr_thread_t *thd, void *arg)
             ev_unlock(ctx);
         }
         set_worker_status(ctx, wi->num, SERVER_BUSY_READ);
-        if (none_idle && kind != EV_STOP) {
+        if (last_idle) {
             ev_nudge_if_waiting(ctx);
         }
         if (kind == EV_CONN) {
