@@ -219,11 +219,11 @@ static void note_stalls(parent_context *pc, apr_time_t now)
         bucket_rec *bk = &pc->gen->buckets[b];
         const bucket_census *c = &pc->census[b];
         int units = c->idle + c->busy;
-
-        pc->census[b].queued = (int)bk->queued;
         stall_verdict v = stall_watch_update(
             &bk->stall, bk->queued, units > 0 && c->serving >= units, now,
             STALL_AFTER);
+
+        pc->census[b].queued = (int)bk->queued;
 
         if (v == STALL_BEGAN || v == STALL_GOES_ON) {
             bucket_census_stalled(&pc->census[b]);
