@@ -277,6 +277,13 @@ SERVERS = {spec.name: spec for spec in (
                "BucketStrategy auto", "httpd", "bucketed",
                ("BucketStrategy auto", "BucketCount auto"),
                child_model="event"),
+    # The event model with one bucket, beside auto's two on 2 CPUs
+    # (issue 25 item 3: do idle keep-alive connections pack the active
+    # ones into fewer children when they are split into buckets?).
+    ServerSpec("bucketed-event-b1", "bucketed, ChildModel event, "
+               "BucketStrategy auto, BucketCount 1", "httpd", "bucketed",
+               ("BucketStrategy auto", "BucketCount 1"),
+               child_model="event"),
     ServerSpec("bucketed-auto", "bucketed, BucketStrategy auto",
                "httpd", "bucketed",
                ("BucketStrategy auto", "BucketCount auto"),

@@ -211,7 +211,8 @@ def test_prefork_models_sit_the_idle_workload_out():
                 concurrency=[150], runs=1, duration_s=1, warmup_s=0,
                 threads=2, timeout_s=2, idle_counts=(100,))
     assert [s.name for s in plan.servers_for("native", workload)] == \
-        ["event", "event-lcbr1", "bucketed-event", "nginx"]
+        ["event", "event-lcbr1", "bucketed-event", "bucketed-event-b1",
+         "nginx"]
     assert "idle" not in catalog.DEFAULT_WORKLOADS
 
 

@@ -111,3 +111,26 @@ def test_bucketed_event_row_gets_event_capacity():
     prefork_lines = configs.httpd_capacity("bucketed", 256)
     assert not any(line.startswith("ChildModel") for line in prefork_lines)
     assert configs.httpd_processes("bucketed", 256) == 257
+
+
+def test_bucketed_event_b1_row_is_the_event_row_with_one_bucket():
+    """bucketed-event-b1: the bucketed-event row but BucketCount 1, which
+    its configuration keeps at the default limits too (no capacity
+    directives)."""
+    from bucketbench import catalog, configs
+
+    auto = catalog.SERVERS["bucketed-event"]
+    one = catalog.SERVERS["bucketed-event-b1"]
+    assert (one.mpm, one.child_model) == (auto.mpm, auto.child_model)
+    assert one.directives == tuple("BucketCount 1"
+                                   if d == "BucketCount auto" else d
+                                   for d in auto.directives)
+    text = configs.httpd_config(
+        root="/r", docroot="/d", ports=[8080], mpm=one.mpm,
+        mpm_module="/m.so", module_paths={}, slots=1024,
+        child_model=one.child_model, directives=one.directives,
+        capacity=False)
+    lines = text.splitlines()
+    assert "ChildModel event" in lines and "BucketCount 1" in lines
+    assert not any(line.startswith(("ThreadsPerChild", "ServerLimit"))
+                   for line in lines)

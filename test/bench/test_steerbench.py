@@ -24,7 +24,7 @@ PORT = 8080
 PREFORK_MODEL = ("prefork", "prefork-lcbr1", "bucketed-reuseport",
                  "bucketed-listen", "bucketed-single", "bucketed-auto",
                  "bucketed-hash", "bucketed-cpu", "bucketed-load")
-THREADED = ("event", "event-lcbr1", "bucketed-event")
+THREADED = ("event", "event-lcbr1", "bucketed-event", "bucketed-event-b1")
 
 
 @pytest.mark.parametrize("mode", ["hash", "cpu", "load"])
