@@ -254,9 +254,10 @@ static const struct {
       "Connections the bucket's children accepted since the server was "
       "last (re)started.", bucket_accepted, NULL },
     { "bucketed_bucket_reclaimed_keepalive_total", "counter",
-      "Idle keep-alive connections the bucket's children (ChildModel event) "
-      "closed at their connection limit so that new connections got in, "
-      "since the server was last (re)started.", bucket_reclaimed, NULL },
+      "Idle keep-alive connections the bucket's children closed so that "
+      "new connections got in (ChildModel event: at a child's connection "
+      "limit; prefork: at MaxRequestWorkers), since the server was last "
+      "(re)started.", bucket_reclaimed, NULL },
     { "bucketed_bucket_lingering_waits_total", "counter",
       "Connections whose lingering close waited in a keeper thread "
       "(ChildModel event) for the client to close its side, since the "

@@ -7,11 +7,16 @@ queue (stock prefork) the free child takes each; with buckets, the kernel's
 hash may send a client to a bucket whose children all hold keep-alive
 connections, where it would wait out the KeepAliveTimeout. BucketSteering
 auto (load steering) sends it to the bucket that has the free child."""
+import shutil
 import socket
+import ssl
+import subprocess
 
 import pytest
 
-from httpd_fixture import CHILD_MODELS, LOOPBACK, wait_until
+from event_server import module_line
+from httpd_fixture import (CHILD_MODELS, LOOPBACK, free_ports,
+                           read_response, wait_until)
 from steering_maps import idle_counts, idle_map_of
 
 KEEPALIVE_TIMEOUT = 30
@@ -98,3 +103,115 @@ def test_a_burst_the_size_of_the_limit_needs_no_move(make_httpd, workers,
         assert answers == [b"HTTP/1.1 200"] * workers
     log = server.error_log()
     assert "BK00108" not in log and "BK00110" not in log, log
+
+
+def closed_by_server(c):
+    """Whether the server has closed a held connection (reading it does
+    not block: EOF, or a reset)."""
+    c.setblocking(False)
+    try:
+        return c.recv(4096) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+    finally:
+        c.setblocking(True)
+
+
+@pytest.mark.parametrize("workers,buckets", [(4, 2), (8, 4)])
+def test_at_the_limit_an_idle_keepalive_connection_makes_room(
+        make_httpd, workers, buckets):
+    """Prefork model (the event model holds idle keep-alive connections
+    without a worker, and reclaims them at its own connection limit:
+    test_idle_keepalive.py). Every child holds an idle keep-alive connection: no child is free in
+    any bucket, and none can be started. Stock prefork would make each new
+    client wait until a keep-alive connection expires (KeepAliveTimeout,
+    here 30 s); bucketed closes one that has been idle long enough
+    (docs/design.md, "At the limit itself") in the client's bucket, so
+    each probe is answered long before, and only as many held connections
+    are closed as probes needed."""
+    server = make_httpd(directives=CHILD_MODELS["prefork"]
+                        + LIMITS["prefork"].format(n=workers)
+                        + f"BucketCount {buckets}\nKeepAlive On\n"
+                        f"KeepAliveTimeout {KEEPALIVE_TIMEOUT}\n")
+    server.start()
+    port = server.ports[0]
+    held = [keepalive_connection(port) for _ in range(workers)]
+    try:
+        answers = [probe(port) for _ in range(PROBES // 2)]
+        closed = [closed_by_server(c) for c in held]
+        still_held = [c for c, gone in zip(held, closed) if not gone]
+        for c in still_held:
+            c.sendall(KEEPALIVE_GET)
+            assert c.recv(4096).startswith(b"HTTP/1.1 200")
+    finally:
+        for c in held:
+            c.close()
+    assert answers == [b"HTTP/1.1 200"] * (PROBES // 2)
+    assert 1 <= sum(closed) <= PROBES // 2, closed
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
+def test_at_the_limit_an_idle_tls_connection_makes_room(make_httpd,
+                                                        tmp_path):
+    """The same over TLS: the wait for the next request sees what mod_ssl
+    has already decrypted, kept connections go on serving, and a connection
+    given up ends cleanly (close_notify, then EOF), not with a reset."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec",
+                    "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-subj", "/CN=localhost", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    key.chmod(0o644)
+    (tls_port,) = free_ports(1)
+    workers = 4
+    server = make_httpd(directives=CHILD_MODELS["prefork"]
+                        + LIMITS["prefork"].format(n=workers)
+                        + "BucketCount 2\nKeepAlive On\n"
+                        f"KeepAliveTimeout {KEEPALIVE_TIMEOUT}\n"
+                        + module_line("ssl", "mod_ssl.so") + "\n"
+                        + module_line("socache_shmcb",
+                                      "mod_socache_shmcb.so") + "\n"
+                        f"Listen {LOOPBACK}:{tls_port} https\n"
+                        f"<VirtualHost {LOOPBACK}:{tls_port}>\n"
+                        "  SSLEngine on\n"
+                        f"  SSLCertificateFile {cert}\n"
+                        f"  SSLCertificateKeyFile {key}\n"
+                        "</VirtualHost>\n")
+    server.start()
+    context = ssl.create_default_context(cafile=str(cert))
+    context.check_hostname = False
+
+    def tls_connection():
+        raw = socket.create_connection((LOOPBACK, tls_port), PROBE_TIMEOUT)
+        s = context.wrap_socket(raw, suppress_ragged_eofs=False)
+        s.settimeout(PROBE_TIMEOUT)
+        s.sendall(KEEPALIVE_GET)
+        assert read_response(s)[0].startswith(b"HTTP/1.1 200")
+        return s
+
+    held = [tls_connection() for _ in range(workers)]
+    try:
+        probes = []
+        for _ in range(PROBES // 2):
+            with tls_connection() as p:
+                probes.append(p)
+        ended = []
+        for s in held:
+            s.setblocking(False)
+            try:
+                ended.append(s.recv(4096) == b"")
+            except ssl.SSLWantReadError:
+                ended.append(False)
+            s.setblocking(True)
+        for s, gone in zip(held, ended):
+            if not gone:
+                s.sendall(KEEPALIVE_GET)
+                assert read_response(s)[0].startswith(b"HTTP/1.1 200")
+    finally:
+        for s in held:
+            s.close()
+    assert len(probes) == PROBES // 2
+    assert 1 <= sum(ended) <= PROBES // 2, ended

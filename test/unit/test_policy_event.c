@@ -397,16 +397,6 @@ static void test_swapping(void **state)
     assert_false(event_swapping(61, 60));
 }
 
-static void test_reclaimable(void **state)
-{
-    (void)state;
-    /* A client between two requests keeps its connection. */
-    assert_false(event_reclaimable(0));
-    assert_false(event_reclaimable(EVENT_RECLAIM_MIN_IDLE - 1));
-    assert_true(event_reclaimable(EVENT_RECLAIM_MIN_IDLE));
-    assert_true(event_reclaimable(apr_time_from_sec(30)));
-}
-
 static void test_should_reclaim(void **state)
 {
     const apr_interval_time_t never = -1;
@@ -489,7 +479,6 @@ int main(void)
         POOL_TEST(test_should_listen),
         POOL_TEST(test_reclaim_share),
         POOL_TEST(test_swapping),
-        POOL_TEST(test_reclaimable),
         POOL_TEST(test_should_reclaim),
         POOL_TEST(test_takes_turn),
         POOL_TEST(test_stuck_verdict),

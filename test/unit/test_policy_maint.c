@@ -541,11 +541,11 @@ static void test_skewed_load_simulation(void **state)
 static void test_census_tally(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 1, 0, 0, 0 }, { SLOT_BUSY, 1, 0, 0, 0, 0 },
-        { SLOT_EMPTY, 0, 0, 0, 0, 0 }, { SLOT_REPLACING, 1, 0, 0, 0, 0 },
-        { SLOT_LEAVING, 0, 0, 0, 0, 0 }, { SLOT_IDLE, 1, 1, 0, 0, 0 },
-        { SLOT_BUSY, 0, 0, 0, 0, 0 }, { SLOT_EMPTY, 1, 0, 0, 0, 0 },
-        { SLOT_IDLE, 7, 1, 0, 0, 0 }, { SLOT_EMPTY, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 0, 1, 0, 0, 0, 0 }, { SLOT_BUSY, 1, 0, 1, 0, 0, 1 },
+        { SLOT_EMPTY, 0, 0, 0, 0, 0, 0 }, { SLOT_REPLACING, 1, 0, 0, 0, 0, 0 },
+        { SLOT_LEAVING, 0, 0, 0, 0, 0, 1 }, { SLOT_IDLE, 1, 1, 0, 0, 0, 0 },
+        { SLOT_BUSY, 0, 0, 0, 0, 0, 0 }, { SLOT_EMPTY, 1, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 7, 1, 0, 0, 0, 0 }, { SLOT_EMPTY, 0, 0, 0, 0, 0, 0 },
     };
     bucket_census census[2];
     int free_slots;
@@ -562,6 +562,10 @@ static void test_census_tally(void **state)
     assert_int_equal(census[1].idle, 2);
     assert_int_equal(census[1].busy, 1);
     assert_int_equal(census[1].children, 3);
+    /* A keep-alive holder counts as reclaimable; a leaving child's
+     * connection is not the bucket's to give. */
+    assert_int_equal(census[1].reclaimable, 1);
+    assert_int_equal(census[0].reclaimable, 0);
 }
 
 /* ---- ChildModel event: units are threads, a child brings 25 ---- */
@@ -569,9 +573,9 @@ static void test_census_tally(void **state)
 static void test_census_threads(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 20, 0, 4, 0 }, { SLOT_BUSY, 0, 0, 0, 25, 0 },
-        { SLOT_REPLACING, 1, 0, 0, 0, 0 }, { SLOT_IDLE, 1, 3, 0, 10, 0 },
-        { SLOT_LEAVING, 1, 25, 0, 0, 0 }, { SLOT_EMPTY, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 0, 20, 0, 4, 0, 0 }, { SLOT_BUSY, 0, 0, 0, 25, 0, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 0 }, { SLOT_IDLE, 1, 3, 0, 10, 0, 0 },
+        { SLOT_LEAVING, 1, 25, 0, 0, 0, 0 }, { SLOT_EMPTY, 0, 0, 0, 0, 0, 0 },
     };
     bucket_census census[2];
     int free_slots;
@@ -789,9 +793,9 @@ static void test_move_keeps_connections_open(void **state)
 static void test_stalled_bucket_keeps_arriving_child(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_BUSY, 0, 0, 1, 1, 0 }, { SLOT_REPLACING, 0, 0, 0, 0, 0 },
-        { SLOT_BUSY, 1, 0, 1, 1, 0 }, { SLOT_IDLE, 1, 1, 0, 0, 1 },
-        { SLOT_IDLE, 1, 1, 0, 0, 0 },
+        { SLOT_BUSY, 0, 0, 1, 1, 0, 0 }, { SLOT_REPLACING, 0, 0, 0, 0, 0, 0 },
+        { SLOT_BUSY, 1, 0, 1, 1, 0, 0 }, { SLOT_IDLE, 1, 1, 0, 0, 1, 0 },
+        { SLOT_IDLE, 1, 1, 0, 0, 0, 0 },
     };
     bucket_census census[2];
     pass_t p;
@@ -924,9 +928,9 @@ static void test_no_moves_for_shortness_under_load_steering(void **state)
 static void test_census_movable(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 4, 0, 0, 0 }, { SLOT_IDLE, 0, 4, 1, 0, 0 },
-        { SLOT_IDLE, 0, 3, 0, 0, 0 }, { SLOT_BUSY, 0, 0, 1, 0, 0 },
-        { SLOT_REPLACING, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 0, 4, 0, 0, 0, 0 }, { SLOT_IDLE, 0, 4, 1, 0, 0, 0 },
+        { SLOT_IDLE, 0, 3, 0, 0, 0, 0 }, { SLOT_BUSY, 0, 0, 1, 0, 0, 0 },
+        { SLOT_REPLACING, 0, 0, 0, 0, 0, 0 },
     };
     bucket_census census[1];
 

@@ -159,6 +159,84 @@ static void test_an_emptied_queue_ends_the_stall(void **state)
                                         STALL_AFTER), STALL_ENDED);
 }
 
+static void test_a_keepalive_connection_idle_long_enough_is_reclaimable(
+    void **state)
+{
+    (void)state;
+    /* A client between two requests keeps its connection. */
+    assert_false(keepalive_reclaimable(0));
+    assert_false(keepalive_reclaimable(KEEPALIVE_RECLAIM_MIN_IDLE - 1));
+    assert_true(keepalive_reclaimable(KEEPALIVE_RECLAIM_MIN_IDLE));
+    assert_true(keepalive_reclaimable(apr_time_from_sec(30)));
+}
+
+static void test_an_asked_holder_gives_up_only_if_idle_and_needed(
+    void **state)
+{
+    (void)state;
+    assert_true(keepalive_gives_up(KEEPALIVE_RECLAIM_MIN_IDLE, 1));
+    /* Asked during a request: the ask lands as the next wait begins. */
+    assert_false(keepalive_gives_up(0, 1));
+    /* The queue is empty again: nothing to make room for. */
+    assert_false(keepalive_gives_up(apr_time_from_sec(10), 0));
+}
+
+static void test_no_stall_no_remedy(void **state)
+{
+    stall_remedy r;
+
+    (void)state;
+    r = stall_remedy_decide(STALL_NONE, 3, 0, 5);
+    assert_int_equal(r.give_ups, 0);
+    assert_int_equal(r.needs_child, 0);
+    r = stall_remedy_decide(STALL_ENDED, 3, 0, 5);
+    assert_int_equal(r.give_ups, 0);
+    assert_int_equal(r.needs_child, 0);
+}
+
+static void test_a_bucket_that_can_grow_gets_a_child(void **state)
+{
+    stall_remedy r;
+
+    (void)state;
+    /* Below the limit nobody's keep-alive connection is closed. */
+    r = stall_remedy_decide(STALL_BEGAN, 2, 1, 5);
+    assert_int_equal(r.give_ups, 0);
+    assert_int_equal(r.needs_child, 1);
+}
+
+static void test_at_the_limit_holders_give_up_one_per_waiting(void **state)
+{
+    stall_remedy r;
+
+    (void)state;
+    /* Enough holders: no move, one give-up per waiting connection. */
+    r = stall_remedy_decide(STALL_BEGAN, 2, 0, 5);
+    assert_int_equal(r.give_ups, 2);
+    assert_int_equal(r.needs_child, 0);
+    /* Too few: all of them, and a move for the rest. */
+    r = stall_remedy_decide(STALL_BEGAN, 4, 0, 3);
+    assert_int_equal(r.give_ups, 3);
+    assert_int_equal(r.needs_child, 1);
+    /* None idle long enough (or the event model): a move, as before. */
+    r = stall_remedy_decide(STALL_BEGAN, 1, 0, 0);
+    assert_int_equal(r.give_ups, 0);
+    assert_int_equal(r.needs_child, 1);
+}
+
+static void test_a_stall_that_goes_on_gets_a_move_too(void **state)
+{
+    stall_remedy r;
+
+    (void)state;
+    /* The holders asked may have refused (a request came): a move as
+     * well, so that a holder that never gives up cannot keep the bucket
+     * waiting. */
+    r = stall_remedy_decide(STALL_GOES_ON, 1, 0, 5);
+    assert_int_equal(r.give_ups, 1);
+    assert_int_equal(r.needs_child, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +249,14 @@ int main(void)
         cmocka_unit_test(test_an_emptied_queue_ends_the_stall),
         cmocka_unit_test(test_a_queue_that_never_goes_down_stalls),
         cmocka_unit_test(test_a_busy_bucket_whose_queue_stays_is_no_stall),
+        cmocka_unit_test(
+            test_a_keepalive_connection_idle_long_enough_is_reclaimable),
+        cmocka_unit_test(
+            test_an_asked_holder_gives_up_only_if_idle_and_needed),
+        cmocka_unit_test(test_no_stall_no_remedy),
+        cmocka_unit_test(test_a_bucket_that_can_grow_gets_a_child),
+        cmocka_unit_test(test_at_the_limit_holders_give_up_one_per_waiting),
+        cmocka_unit_test(test_a_stall_that_goes_on_gets_a_move_too),
     };
 
     return RUN_POOL_TESTS(tests);

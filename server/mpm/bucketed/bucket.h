@@ -33,7 +33,7 @@
 typedef struct {
     apr_uint32_t accepted;
     apr_uint32_t reclaimed;          /* idle keep-alive connections closed
-                                      * to admit new ones (event model) */
+                                      * to admit new ones (both models) */
     apr_uint32_t lingered;           /* connections whose lingering close
                                       * waited in the keeper for the
                                       * client (event model) */

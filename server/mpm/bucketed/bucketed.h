@@ -38,6 +38,12 @@
  * at once with SIGTERM; the parent resends a graceful request this often
  * in case it arrived just before the child blocked in accept(). */
 #define BUCKETED_EXIT_RESEND_SEC 2
+/* A prefork-model child waiting for a keep-alive connection's next request
+ * is asked with this one to close it for a client waiting in its bucket's
+ * accept queue (prefork_keepalive.c). A realtime signal: httpd and the
+ * modules it hosts (mod_php's timeouts, log rotation) use the classic
+ * ones. The child keeps it blocked except in that wait. */
+#define BUCKETED_SIG_GIVE_UP (SIGRTMIN + 2)
 /* How long a hard stop or restart waits for children before SIGKILL. */
 #define BUCKETED_REAP_TIMEOUT_SEC 5
 

@@ -51,10 +51,11 @@ typedef struct {
     int busy;
     apr_uint32_t accepted;       /* connections accepted since the last
                                   * (re)start */
-    apr_uint32_t reclaimed;      /* ChildModel event: idle keep-alive
-                                  * connections its children closed, at
-                                  * their connection limit, to admit new
-                                  * ones, since the last (re)start */
+    apr_uint32_t reclaimed;      /* idle keep-alive connections its
+                                  * children closed to admit new ones (at
+                                  * an event child's connection limit, at
+                                  * MaxRequestWorkers under the prefork
+                                  * model), since the last (re)start */
     apr_uint32_t lingered;       /* ChildModel event: connections whose
                                   * lingering close waited in the
                                   * keeper thread for the client to

@@ -22,6 +22,7 @@
 
 #include "bucketed.h"
 #include "policy_event.h"
+#include "policy_stall.h"
 #include "policy_timeouts.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
@@ -222,7 +223,7 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want)
         apr_interval_time_t idle_for =
             now - (t->expiry - ec->c->base_server->keep_alive_timeout);
 
-        if (event_reclaimable(idle_for) && !input_waiting(ctx, ec)) {
+        if (keepalive_reclaimable(idle_for) && !input_waiting(ctx, ec)) {
             timeout_list_remove(q, t);
             ec->reclaimed = 1;
             ctx->reclaimed++;

@@ -35,6 +35,8 @@
  *   parent_takeover.c     after a restart onto an incompatible build
  *   child_life.c          a child's life, the same in both models
  *   prefork_child.c       ChildModel prefork: one connection at a time
+ *   prefork_keepalive.c   its wait for a keep-alive connection's next
+ *                         request, which it gives up for a waiting client
  *   child_accept.c        waiting for a connection, accepting one
  *   child_protocols.c     the protocols a child model negotiates
  *   event_child.c         ChildModel event: its threads and signals
@@ -74,6 +76,7 @@
 #include "listen_sockets.h"
 #include "listen_steering.h"
 #include "parent_context.h"
+#include "prefork_keepalive.h"
 #include "sys_notify.h"
 #include "stats.h"
 
@@ -572,6 +575,7 @@ static void bucketed_register_hooks(apr_pool_t *p)
                             APR_HOOK_REALLY_FIRST);
     ap_hook_mpm_query(bucketed_query, NULL, NULL, APR_HOOK_MIDDLE);
     child_protocols_register_hooks();
+    keepalive_waiter_register();
     ap_hook_mpm_get_name(bucketed_get_name, NULL, NULL, APR_HOOK_MIDDLE);
     ap_hook_mpm_register_timed_callback(bucketed_timed_callback, NULL, NULL,
                                         APR_HOOK_MIDDLE);

@@ -227,6 +227,8 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     pc.moves = apr_pcalloc(pconf, sizeof(bucket_move) * pc.max_moves);
     pc.slot_views = apr_pcalloc(pconf, sizeof(slot_view)
                                        * retained->first_server_limit);
+    pc.keepalive_since = apr_pcalloc(pconf, sizeof(apr_time_t)
+                                            * retained->first_server_limit);
     pc.absence = apr_pcalloc(pconf, sizeof(bucket_absence) * pc.num_buckets);
     pc.last_monitor = apr_time_now();
     sigemptyset(&pc.sigchld);

@@ -48,6 +48,10 @@ typedef struct {
     bucket_move *moves;              /* room for every move of a pass */
     int max_moves;
     slot_view *slot_views;           /* per slot, reused every pass */
+    apr_time_t *keepalive_since;     /* per slot, ChildModel prefork: since
+                                      * when the parent has seen its child
+                                      * wait for a keep-alive connection's
+                                      * next request; 0 = not waiting */
     bucket_absence *absence;         /* per bucket: out of its reuseport
                                       * groups while it has no child */
     sigset_t sigchld;                /* blocked; taken by wait_for_child */
@@ -78,6 +82,10 @@ void parent_run_child(parent_context *pc, int slot, int bucket,
  * that replacement. */
 void parent_ask_to_leave(parent_context *pc, int slot, int replace_into);
 void parent_ask_again(parent_context *pc, int slot);
+/* A prefork-model child asked to close its idle keep-alive connection and
+ * take a waiting one (BUCKETED_SIG_GIVE_UP); it decides whether it still
+ * may (prefork_keepalive.c). */
+void parent_ask_to_give_up(parent_context *pc, int slot);
 /* An exit reaped: its slot freed (or refilled), its bucket's health noted. */
 int parent_slot_was_ready(const parent_context *pc, int slot);
 void parent_reap_one(parent_context *pc, apr_proc_t *proc,

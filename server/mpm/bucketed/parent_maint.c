@@ -85,12 +85,36 @@ static apr_uint32_t connections_of(const parent_context *pc, int slot)
            > SERVER_READY;
 }
 
+/* How long a prefork-model child has waited, as far as the parent has
+ * seen, for its keep-alive connection's next request at `now` (0: it is
+ * not waiting). The parent's own record, from the scoreboard status of
+ * every pass: only the child knows exactly, and decides. */
+static apr_interval_time_t keepalive_idle_for(const parent_context *pc,
+                                              int slot, apr_time_t now)
+{
+    apr_time_t *since = &pc->keepalive_since[slot];
+
+    if (pc->conf->child_model != CHILD_MODEL_PREFORK
+        || pc->retained->slots[slot].pid == 0
+        || ap_get_scoreboard_worker_from_indexes(slot, 0)->status
+           != SERVER_BUSY_KEEPALIVE) {
+        *since = 0;
+        return 0;
+    }
+    if (*since == 0) {
+        *since = now;
+    }
+    return now - *since;
+}
+
 /* What the slot table and the scoreboard say of a slot, for the census.
  * The bucket comes from the parent's own table; the scoreboard supplies
  * only the idle/busy status of a child's units. */
-static slot_view view_slot(const parent_context *pc, int slot)
+static slot_view view_slot(const parent_context *pc, int slot,
+                           apr_time_t now)
 {
     const child_slot *cs = &pc->retained->slots[slot];
+    apr_interval_time_t keepalive_idle = keepalive_idle_for(pc, slot, now);
     slot_view v;
 
     v.bucket = cs->bucket;
@@ -98,6 +122,7 @@ static slot_view view_slot(const parent_context *pc, int slot)
     v.holds_connections = 0;
     v.serving_units = 0;
     v.starting_units = 0;
+    v.reclaimable = 0;
     if (cs->pid == 0) {
         v.state = SLOT_EMPTY;
     }
@@ -116,18 +141,19 @@ static slot_view view_slot(const parent_context *pc, int slot)
         v.state = v.idle_units > 0 ? SLOT_IDLE : SLOT_BUSY;
         v.holds_connections = connections_of(pc, slot) > 0;
         v.serving_units = serving_units_of(pc, slot);
+        v.reclaimable = keepalive_reclaimable(keepalive_idle);
     }
     return v;
 }
 
 /* Fills pc->census; returns the free slots. */
-static int take_census(parent_context *pc)
+static int take_census(parent_context *pc, apr_time_t now)
 {
     int slot, num_slots = pc->retained->max_daemons_limit;
     int max_workers = pc->limits->max_workers;
 
     for (slot = 0; slot < num_slots; slot++) {
-        pc->slot_views[slot] = view_slot(pc, slot);
+        pc->slot_views[slot] = view_slot(pc, slot, now);
     }
 
     return bucket_census_tally(pc->slot_views, num_slots, max_workers,
@@ -206,10 +232,48 @@ static void carry_out(parent_context *pc, int bucket,
     }
 }
 
-/* Buckets whose queued connections nobody accepts (policy_stall.h)
- * count as having no idle child, so that this pass gives them one. The
- * watch goes by the accept queues the parent reads itself, which also go
- * into the census (what steering is told). */
+/* A stalled prefork bucket at the limit: up to `count` of its children
+ * whose keep-alive connection has waited longest (and long enough) for
+ * its next request are asked to close it and take a waiting connection
+ * (stall_remedy_decide). Returns how many were asked. */
+static int ask_give_ups(parent_context *pc, int bucket, int count,
+                        apr_time_t now)
+{
+    int asked = 0;
+
+    while (asked < count) {
+        int slot, oldest = -1;
+
+        for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+            const child_slot *cs = &pc->retained->slots[slot];
+
+            if (pc->slot_views[slot].reclaimable && cs->bucket == bucket
+                && (oldest < 0 || pc->keepalive_since[slot]
+                                  < pc->keepalive_since[oldest])) {
+                oldest = slot;
+            }
+        }
+        if (oldest < 0) {
+            break;
+        }
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, pc->s, BKLOGNO(00186)
+                     "bucketed: child %" APR_PID_T_FMT " of bucket %d is "
+                     "asked to close its keep-alive connection, idle for %"
+                     APR_TIME_T_FMT " ms, for a waiting client",
+                     pc->retained->slots[oldest].pid, bucket,
+                     apr_time_as_msec(now - pc->keepalive_since[oldest]));
+        parent_ask_to_give_up(pc, oldest);
+        pc->slot_views[oldest].reclaimable = 0;
+        asked++;
+    }
+    return asked;
+}
+
+/* Buckets whose queued connections nobody accepts (policy_stall.h) get
+ * what stall_remedy_decide() says: their idle keep-alive holders make
+ * room, or they count as having no idle child, so that this pass gives
+ * them one. The watch goes by the accept queues the parent reads itself,
+ * which also go into the census (what steering is told). */
 static void note_stalls(parent_context *pc, apr_time_t now)
 {
     int b;
@@ -222,10 +286,16 @@ static void note_stalls(parent_context *pc, apr_time_t now)
         stall_verdict v = stall_watch_update(
             &bk->stall, bk->queued, units > 0 && c->serving >= units, now,
             STALL_AFTER);
+        stall_remedy remedy = stall_remedy_decide(v, bk->queued,
+                                                  bk->can_grow,
+                                                  c->reclaimable);
 
         pc->census[b].queued = (int)bk->queued;
-
-        if (v == STALL_BEGAN || v == STALL_GOES_ON) {
+        if (remedy.give_ups > 0
+            && ask_give_ups(pc, b, remedy.give_ups, now) < remedy.give_ups) {
+            remedy.needs_child = 1;
+        }
+        if (remedy.needs_child) {
             bucket_census_stalled(&pc->census[b]);
         }
         if (v == STALL_BEGAN
@@ -235,11 +305,13 @@ static void note_stalls(parent_context *pc, apr_time_t now)
                                                               "bucketed: "
                          "bucket %d stalled: %u connection(s) wait in its "
                          "accept queue, which has not gone down for %"
-                         APR_TIME_T_FMT " ms (its children are hung, or at "
-                         "their connection limit); giving it another child",
-                         b, bk->queued,
+                         APR_TIME_T_FMT " ms (its children are hung, at "
+                         "their connection limit, or hold idle keep-alive "
+                         "connections); %s", b, bk->queued,
                          apr_time_as_msec(stall_watch_stalled_for(&bk->stall,
-                                                                  now)));
+                                                                  now)),
+                         remedy.needs_child ? "giving it another child"
+                         : "its idle keep-alive connections make room");
         }
         else if (v == STALL_ENDED) {
             ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00109)
@@ -383,12 +455,7 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
     in.grow_limit = pc->grow_limit;
     in.min_spare = pc->limits->min_spare;
     in.max_spare = pc->limits->max_spare;
-    in.free_slots = take_census(pc);
-    note_stalls(pc, now);
-    note_absences(pc);
-    in.rescue_only = rescue_only;
-    in.covers = pc->covers;
-    in.steered_to_idle = bucket_listeners_steer_to_idle(pc->conf, retained);
+    in.free_slots = take_census(pc, now);
     for (b = 0; b < pc->num_buckets; b++) {
         bucket_rec *bk = &pc->gen->buckets[b];
 
@@ -397,6 +464,11 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
         bk->can_grow = in.free_slots > 0 && pc->grow_limit[b] > 0;
         pc->spawn_rate[b] = bk->kept->spawning->spawn_rate;
     }
+    note_stalls(pc, now);
+    note_absences(pc);
+    in.rescue_only = rescue_only;
+    in.covers = pc->covers;
+    in.steered_to_idle = bucket_listeners_steer_to_idle(pc->conf, retained);
     bucket_stats_publish_census(pc->gen, pc->census, now);
     publish_to_steering(pc, 0);
     num_moves = bucket_maint_decide(&in, pc->spawn_rate, pc->decisions,

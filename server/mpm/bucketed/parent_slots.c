@@ -255,6 +255,18 @@ void parent_ask_to_leave(parent_context *pc, int slot, int replace_into)
     ap_get_scoreboard_process(slot)->quiescing = 1;
 }
 
+void parent_ask_to_give_up(parent_context *pc, int slot)
+{
+    child_slot *cs = &pc->retained->slots[slot];
+
+    if (kill(cs->pid, BUCKETED_SIG_GIVE_UP) < 0 && errno != ESRCH) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, pc->s, BKLOGNO(00185)
+                                                            "bucketed: "
+                     "kill(%" APR_PID_T_FMT ", SIGRTMIN+2)", cs->pid);
+    }
+}
+
 /* The asked child exits; asking again (see repeat_leave_requests) keeps
  * its replacement. */
 void parent_ask_again(parent_context *pc, int slot)

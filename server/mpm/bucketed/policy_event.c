@@ -261,11 +261,6 @@ int event_swapping(int connections, int swap_until)
     return connections < swap_until;
 }
 
-int event_reclaimable(apr_interval_time_t idle_for)
-{
-    return idle_for >= EVENT_RECLAIM_MIN_IDLE;
-}
-
 int event_should_reclaim(apr_interval_time_t bucket_stalled_for,
                          int bucket_can_grow, apr_interval_time_t since_last)
 {

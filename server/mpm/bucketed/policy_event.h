@@ -109,15 +109,6 @@ int event_reclaim_share(apr_uint32_t waiting, int children, int idle_workers,
  * the count it had when it closed them (swap_until; 0: not swapping). */
 int event_swapping(int connections, int swap_until);
 
-/* How long a keep-alive connection must have been idle to be closed that
- * way: one idle for less is likely a busy client between two requests,
- * which would see its next request fail; one idle for longer is a client
- * that reconnects, if ever, without its user noticing. */
-#define EVENT_RECLAIM_MIN_IDLE apr_time_from_msec(500)
-
-/* Whether a keep-alive connection idle for idle_for may be closed to admit
- * a new one. */
-int event_reclaimable(apr_interval_time_t idle_for);
 
 /* How long the bucket must have been stalled (policy_stall.h: connections
  * wait in its accept queue and none has been accepted) before a child at

@@ -79,6 +79,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
         census[b].idle = census[b].busy = census[b].children = 0;
         census[b].serving = census[b].movable = census[b].stalled = 0;
         census[b].arriving = census[b].queued = 0;
+        census[b].reclaimable = 0;
     }
     for (slot = 0; slot < num_slots; slot++) {
         const slot_view *v = &slots[slot];
@@ -106,6 +107,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
                 census[v->bucket].movable += v->state == SLOT_IDLE
                                              && v->idle_units >= unit
                                              && !v->holds_connections;
+                census[v->bucket].reclaimable += v->reclaimable;
             }
             break;
         default:

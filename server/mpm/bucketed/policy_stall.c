@@ -50,3 +50,31 @@ apr_interval_time_t stall_watch_stalled_for(const stall_watch *watch,
     }
     return 0;
 }
+
+int keepalive_reclaimable(apr_interval_time_t idle_for)
+{
+    return idle_for >= KEEPALIVE_RECLAIM_MIN_IDLE;
+}
+
+int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting)
+{
+    return waiting > 0 && keepalive_reclaimable(idle_for);
+}
+
+stall_remedy stall_remedy_decide(stall_verdict v, apr_uint32_t queued,
+                                 int can_grow, int reclaimable)
+{
+    stall_remedy r = { 0, 0 };
+
+    if (v != STALL_BEGAN && v != STALL_GOES_ON) {
+        return r;
+    }
+    if (can_grow || reclaimable <= 0) {
+        r.needs_child = 1;
+        return r;
+    }
+    r.give_ups = queued < (apr_uint32_t)reclaimable ? (int)queued
+                                                     : reclaimable;
+    r.needs_child = v == STALL_GOES_ON || (apr_uint32_t)r.give_ups < queued;
+    return r;
+}

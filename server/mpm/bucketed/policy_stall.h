@@ -65,4 +65,50 @@ stall_verdict stall_watch_update(stall_watch *watch, apr_uint32_t queued,
 apr_interval_time_t stall_watch_stalled_for(const stall_watch *watch,
                                             apr_time_t now);
 
+/* How long a keep-alive connection must have waited for its client's next
+ * request before it may be closed to admit a connection waiting in an
+ * accept queue (both child models): one idle for less is likely a busy
+ * client between two requests, which would see its next request fail; one
+ * idle for longer is a client that reconnects, if ever, without its user
+ * noticing. A connection waiting for a client's next request is worth
+ * less than one a client is waiting to have accepted. */
+#define KEEPALIVE_RECLAIM_MIN_IDLE apr_time_from_msec(500)
+
+/* Whether a keep-alive connection idle for idle_for may be closed to admit
+ * a new one. */
+int keepalive_reclaimable(apr_interval_time_t idle_for);
+
+/* Whether a prefork child asked to close its keep-alive connection, idle
+ * for idle_for, does, with `waiting` connections in its bucket's accept
+ * queues at the parent's last pass: an ask that waited, blocked, through
+ * a request arrives at the start of the next wait, too soon, and one that
+ * comes when the queue is empty again is stale. */
+int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting);
+
+/* What a stalled bucket gets. */
+typedef struct {
+    int give_ups;     /* ChildModel prefork: children holding an idle
+                       * keep-alive connection to ask to close it and take
+                       * a waiting connection instead */
+    int needs_child;  /* counted as having no idle child, so maintenance
+                       * gives it one (a new child, or at the limit one
+                       * moved from another bucket: an exit and a fork) */
+} stall_remedy;
+
+/*
+ * What verdict v brings to a bucket with `queued` connections waiting that
+ * could get a new child now (can_grow) or not, with `reclaimable` prefork
+ * children holding a keep-alive connection idle long enough
+ * (keepalive_reclaimable; event children reclaim by themselves and count
+ * none here). A bucket that can grow gets a child, as ever. At the limit,
+ * its own keep-alive holders give up one connection per waiting one: a
+ * client served at once, where a move makes it wait for an exit and a fork,
+ * and a child started that stock prefork, whose one queue the next free
+ * child serves, would not start. A move still comes for what they cannot
+ * cover, and when the stall goes on (a holder may have served a request
+ * meanwhile, and not be idle enough).
+ */
+stall_remedy stall_remedy_decide(stall_verdict v, apr_uint32_t queued,
+                                 int can_grow, int reclaimable);
+
 #endif /* POLICY_STALL_H */

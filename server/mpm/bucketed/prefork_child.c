@@ -28,6 +28,7 @@
 #include "child_accept.h"
 #include "child_life.h"
 #include "listen_sockets.h"
+#include "prefork_keepalive.h"
 #include "stats.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
@@ -36,6 +37,7 @@ typedef struct {
     child_life *life;
     ap_sb_handle_t *sbh;
     accept_waiter waiter;
+    keepalive_waiter keepalive;      /* between a connection's requests */
     volatile sig_atomic_t waiting;   /* in accept_waiter_wait() */
 } prefork_child;
 
@@ -47,6 +49,12 @@ static void on_leave_signal(int sig)
 {
     (void)sig;
     CHILD_LIFE_SET(this_child->life, leaving);
+}
+
+static void on_give_up_signal(int sig)
+{
+    (void)sig;
+    KEEPALIVE_WAITER_ASKED(&this_child->keepalive);
 }
 
 /*
@@ -107,6 +115,7 @@ static void take_signals(child_life *life)
     this_child = pc;
     child_signal_set(leave, 0);
     child_signal_set(&all, 1);
+    sigaddset(&all, BUCKETED_SIG_GIVE_UP);
     /* Blocked while the handlers go in (forked children have every signal
      * blocked already; a -X parent does not). */
     child_signal_mask(&all);
@@ -115,10 +124,14 @@ static void take_signals(child_life *life)
     install_handler(SIGINT, on_leave_signal, &all);
     install_handler(SIGTERM, on_die_signal, &all);
     install_handler(SIGHUP, on_die_signal, &all);
+    install_handler(BUCKETED_SIG_GIVE_UP, on_give_up_signal, &all);
 
     /* The parent forked with every signal blocked; from here on only the
-     * leave signals stay blocked (see child_accept.c). */
-    child_signal_mask(leave);
+     * leave signals stay blocked (see child_accept.c), and the give-up
+     * signal, open only in the keep-alive wait (prefork_keepalive.c). */
+    child_signal_set(&all, 0);
+    sigaddset(&all, BUCKETED_SIG_GIVE_UP);
+    child_signal_mask(&all);
 }
 
 /* The bucket's sockets to wait on, and how (child_accept.c). */
@@ -128,6 +141,7 @@ static apr_status_t set_up(child_life *life)
     bucketed_config *conf = life->conf;
     const bucket_rec *bk = &life->retained->generation->buckets[life->bucket];
     accept_waiter *w = &pc->waiter;
+    apr_status_t rv;
 
     w->s = life->s;
     w->bucket = life->bucket;
@@ -136,6 +150,11 @@ static apr_status_t set_up(child_life *life)
                                conf->kernel.epoll_exclusive);
     w->accept_mutex = bk->accept_mutex;
     w->leaving = &life->leaving;
+    rv = keepalive_waiter_init(&pc->keepalive, life->retained, life->slot,
+                               life->bucket);
+    if (rv != APR_SUCCESS) {
+        return rv;
+    }
     return accept_waiter_init(w, life->pchild);
 }
 
@@ -187,8 +206,9 @@ static int serve(child_life *life, int *clean)
         c = ap_run_create_connection(ptrans, life->s, csd, life->slot,
                                      pc->sbh, bucket_alloc);
         if (c != NULL) {
+            keepalive_waiter_attach(&pc->keepalive, c);
             ap_process_connection(c, csd);
-            ap_lingering_close(c);
+            keepalive_waiter_close(&pc->keepalive, c);
         }
         apr_pool_clear(ptrans);
         /* A graceful restart happened while we were serving. */
