@@ -3,6 +3,7 @@
 server, its sizing, a keep-alive load that reopens what a restart closed,
 and mod_status's fields."""
 import http.client
+import subprocess
 import threading
 import time
 
@@ -28,6 +29,28 @@ def sized(buckets, threads, workers, start, spare):
 
 def module_line(name, so):
     return f"LoadModule {name}_module {APACHE_MODULES}/{so}"
+
+
+def tls_vhost(tmp_path, port):
+    """A self-signed ECDSA P-256 certificate made with openssl in tmp_path,
+    and the directives of a TLS virtual host on port serving with it:
+    (certificate path, directives)."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec",
+                    "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-subj", "/CN=localhost", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    key.chmod(0o644)
+    return cert, (module_line("ssl", "mod_ssl.so") + "\n"
+                  + module_line("socache_shmcb", "mod_socache_shmcb.so")
+                  + "\n"
+                  f"Listen {LOOPBACK}:{port} https\n"
+                  f"<VirtualHost {LOOPBACK}:{port}>\n"
+                  "  SSLEngine on\n"
+                  f"  SSLCertificateFile {cert}\n"
+                  f"  SSLCertificateKeyFile {key}\n"
+                  "</VirtualHost>\n")
 
 
 class KeepAliveLoad(Load):

@@ -10,11 +10,10 @@ auto (load steering) sends it to the bucket that has the free child."""
 import shutil
 import socket
 import ssl
-import subprocess
 
 import pytest
 
-from event_server import module_line
+from event_server import tls_vhost
 from httpd_fixture import (CHILD_MODELS, LOOPBACK, free_ports,
                            read_response, wait_until)
 from steering_maps import idle_counts, idle_map_of
@@ -36,6 +35,17 @@ LIMITS = {
 }
 
 
+def at_the_limit(make_httpd, child_model, workers, buckets, extra=""):
+    """A started server of `workers` children (threads) over `buckets`
+    buckets, with a long KeepAliveTimeout."""
+    server = make_httpd(directives=CHILD_MODELS[child_model]
+                        + LIMITS[child_model].format(n=workers)
+                        + f"BucketCount {buckets}\nKeepAlive On\n"
+                        f"KeepAliveTimeout {KEEPALIVE_TIMEOUT}\n" + extra)
+    server.start()
+    return server
+
+
 def keepalive_connection(port):
     c = socket.create_connection((LOOPBACK, port), PROBE_TIMEOUT)
     c.sendall(KEEPALIVE_GET)
@@ -54,11 +64,7 @@ def probe(port):
 @pytest.mark.parametrize("workers,buckets", [(7, 2), (20, 2), (20, 4)])
 def test_one_free_child_serves_every_bucket(make_httpd, child_model,
                                             workers, buckets):
-    server = make_httpd(directives=CHILD_MODELS[child_model]
-                        + LIMITS[child_model].format(n=workers)
-                        + f"BucketCount {buckets}\nKeepAlive On\n"
-                        f"KeepAliveTimeout {KEEPALIVE_TIMEOUT}\n")
-    server.start()
+    server = at_the_limit(make_httpd, child_model, workers, buckets)
     port = server.ports[0]
     held = [keepalive_connection(port) for _ in range(workers - 1)]
     try:
@@ -80,11 +86,7 @@ def test_a_burst_the_size_of_the_limit_needs_no_move(make_httpd, workers,
     sends takes one from them, the hash splits the burst and some bucket
     gets more clients than children: it stalls (BK00108) and a child is
     moved in (BK00110), an exit and a fork, while a client waits."""
-    server = make_httpd(directives=CHILD_MODELS["prefork"]
-                        + LIMITS["prefork"].format(n=workers)
-                        + f"BucketCount {buckets}\nKeepAlive On\n"
-                        f"KeepAliveTimeout {KEEPALIVE_TIMEOUT}\n")
-    server.start()
+    server = at_the_limit(make_httpd, "prefork", workers, buckets)
     port = server.ports[0]
     idle_map = idle_map_of(server)
     for _ in range(BURSTS):
@@ -131,11 +133,7 @@ def test_at_the_limit_an_idle_keepalive_connection_makes_room(
     (docs/design.md, "At the limit itself") in the client's bucket, so
     each probe is answered long before, and only as many held connections
     are closed as probes needed."""
-    server = make_httpd(directives=CHILD_MODELS["prefork"]
-                        + LIMITS["prefork"].format(n=workers)
-                        + f"BucketCount {buckets}\nKeepAlive On\n"
-                        f"KeepAliveTimeout {KEEPALIVE_TIMEOUT}\n")
-    server.start()
+    server = at_the_limit(make_httpd, "prefork", workers, buckets)
     port = server.ports[0]
     held = [keepalive_connection(port) for _ in range(workers)]
     try:
@@ -158,29 +156,10 @@ def test_at_the_limit_an_idle_tls_connection_makes_room(make_httpd,
     """The same over TLS: the wait for the next request sees what mod_ssl
     has already decrypted, kept connections go on serving, and a connection
     given up ends cleanly (close_notify, then EOF), not with a reset."""
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec",
-                    "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                    "-subj", "/CN=localhost", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)
-    key.chmod(0o644)
     (tls_port,) = free_ports(1)
     workers = 4
-    server = make_httpd(directives=CHILD_MODELS["prefork"]
-                        + LIMITS["prefork"].format(n=workers)
-                        + "BucketCount 2\nKeepAlive On\n"
-                        f"KeepAliveTimeout {KEEPALIVE_TIMEOUT}\n"
-                        + module_line("ssl", "mod_ssl.so") + "\n"
-                        + module_line("socache_shmcb",
-                                      "mod_socache_shmcb.so") + "\n"
-                        f"Listen {LOOPBACK}:{tls_port} https\n"
-                        f"<VirtualHost {LOOPBACK}:{tls_port}>\n"
-                        "  SSLEngine on\n"
-                        f"  SSLCertificateFile {cert}\n"
-                        f"  SSLCertificateKeyFile {key}\n"
-                        "</VirtualHost>\n")
-    server.start()
+    cert, tls = tls_vhost(tmp_path, tls_port)
+    server = at_the_limit(make_httpd, "prefork", workers, 2, tls)
     context = ssl.create_default_context(cafile=str(cert))
     context.check_hostname = False
 

@@ -22,7 +22,7 @@ from httpd_fixture import (APACHE_MODULES, HTTP_TIMEOUT, INDEX_BODY, LOOPBACK,
                            STOP_TIMEOUT, alive, free_ports, http_get,
                            read_response, recv_exactly, wait_until)
 from event_server import (STATUS, event_server, get_index, module_line,
-                          open_keepalive, status_fields)
+                          open_keepalive, status_fields, tls_vhost)
 
 
 def test_mod_status_shows_async_table(make_httpd):
@@ -48,25 +48,11 @@ def test_tls_keepalive_through_mod_ssl(make_httpd, tmp_path):
     """TLS connections kept alive without a thread between requests
     (mod_ssl's filters on the async path), and closed with its pre-close
     hook when the keep-alive ends."""
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
-                    "-nodes", "-subj", "/CN=localhost", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)
-    key.chmod(0o644)
     (tls_port,) = free_ports(1)
+    cert, tls = tls_vhost(tmp_path, tls_port)
     server = event_server(make_httpd, "ThreadsPerChild 2\n"
                                       "MaxRequestWorkers 4\n"
-                                      "KeepAliveTimeout 2\n"
-                          + module_line("ssl", "mod_ssl.so") + "\n"
-                          + module_line("socache_shmcb",
-                                        "mod_socache_shmcb.so") + "\n"
-                          f"Listen {LOOPBACK}:{tls_port} https\n"
-                          f"<VirtualHost {LOOPBACK}:{tls_port}>\n"
-                          "  SSLEngine on\n"
-                          f"  SSLCertificateFile {cert}\n"
-                          f"  SSLCertificateKeyFile {key}\n"
-                          "</VirtualHost>\n")
+                                      "KeepAliveTimeout 2\n" + tls)
     server.start()
     context = ssl.create_default_context(cafile=str(cert))
     context.check_hostname = False

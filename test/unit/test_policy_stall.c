@@ -186,10 +186,10 @@ static void test_no_stall_no_remedy(void **state)
     stall_remedy r;
 
     (void)state;
-    r = stall_remedy_decide(STALL_NONE, 3, 0, 5);
+    r = stall_remedy_decide(STALL_NONE, 0, 3, 0, 5);
     assert_int_equal(r.give_ups, 0);
     assert_int_equal(r.needs_child, 0);
-    r = stall_remedy_decide(STALL_ENDED, 3, 0, 5);
+    r = stall_remedy_decide(STALL_ENDED, 0, 3, 0, 5);
     assert_int_equal(r.give_ups, 0);
     assert_int_equal(r.needs_child, 0);
 }
@@ -200,7 +200,7 @@ static void test_a_bucket_that_can_grow_gets_a_child(void **state)
 
     (void)state;
     /* Below the limit nobody's keep-alive connection is closed. */
-    r = stall_remedy_decide(STALL_BEGAN, 2, 1, 5);
+    r = stall_remedy_decide(STALL_BEGAN, MS(200), 2, 1, 5);
     assert_int_equal(r.give_ups, 0);
     assert_int_equal(r.needs_child, 1);
 }
@@ -211,15 +211,15 @@ static void test_at_the_limit_holders_give_up_one_per_waiting(void **state)
 
     (void)state;
     /* Enough holders: no move, one give-up per waiting connection. */
-    r = stall_remedy_decide(STALL_BEGAN, 2, 0, 5);
+    r = stall_remedy_decide(STALL_BEGAN, MS(100), 2, 0, 5);
     assert_int_equal(r.give_ups, 2);
     assert_int_equal(r.needs_child, 0);
     /* Too few: all of them, and a move for the rest. */
-    r = stall_remedy_decide(STALL_BEGAN, 4, 0, 3);
+    r = stall_remedy_decide(STALL_BEGAN, MS(100), 4, 0, 3);
     assert_int_equal(r.give_ups, 3);
     assert_int_equal(r.needs_child, 1);
     /* None idle long enough (or the event model): a move, as before. */
-    r = stall_remedy_decide(STALL_BEGAN, 1, 0, 0);
+    r = stall_remedy_decide(STALL_BEGAN, MS(200), 1, 0, 0);
     assert_int_equal(r.give_ups, 0);
     assert_int_equal(r.needs_child, 1);
 }
@@ -229,12 +229,36 @@ static void test_a_stall_that_goes_on_gets_a_move_too(void **state)
     stall_remedy r;
 
     (void)state;
-    /* The holders asked may have refused (a request came): a move as
+    /* The holders asked may have refused (a request came): asked again,
+     * and once the stall has lasted STALL_RECLAIM_FALLBACK a move as
      * well, so that a holder that never gives up cannot keep the bucket
      * waiting. */
-    r = stall_remedy_decide(STALL_GOES_ON, 1, 0, 5);
+    r = stall_remedy_decide(STALL_GOES_ON, STALL_RECLAIM_FALLBACK - 1, 1, 0,
+                            5);
+    assert_int_equal(r.give_ups, 1);
+    assert_int_equal(r.needs_child, 0);
+    r = stall_remedy_decide(STALL_GOES_ON, STALL_RECLAIM_FALLBACK, 1, 0, 5);
     assert_int_equal(r.give_ups, 1);
     assert_int_equal(r.needs_child, 1);
+}
+
+static void test_a_bucket_with_holders_to_ask_is_watched_closer(
+    void **state)
+{
+    stall_watch w = { 0 };
+    apr_interval_time_t after = stall_watch_after(0, 2);
+
+    (void)state;
+    assert_true(after < STALL_AFTER);
+    assert_int_equal(stall_watch_after(1, 2), STALL_AFTER);
+    assert_int_equal(stall_watch_after(0, 0), STALL_AFTER);
+    /* The first look starts the watch; then a queue seen twice, 100 ms
+     * apart, without going down has stalled. */
+    assert_int_equal(stall_watch_update(&w, 1, 0, T0, after), STALL_NONE);
+    assert_int_equal(stall_watch_update(&w, 1, 0, T0 + MS(100), after),
+                     STALL_NONE);
+    assert_int_equal(stall_watch_update(&w, 1, 0, T0 + MS(200), after),
+                     STALL_BEGAN);
 }
 
 int main(void)
@@ -257,6 +281,8 @@ int main(void)
         cmocka_unit_test(test_a_bucket_that_can_grow_gets_a_child),
         cmocka_unit_test(test_at_the_limit_holders_give_up_one_per_waiting),
         cmocka_unit_test(test_a_stall_that_goes_on_gets_a_move_too),
+        cmocka_unit_test(
+            test_a_bucket_with_holders_to_ask_is_watched_closer),
     };
 
     return RUN_POOL_TESTS(tests);

@@ -285,10 +285,10 @@ static void note_stalls(parent_context *pc, apr_time_t now)
         int units = c->idle + c->busy;
         stall_verdict v = stall_watch_update(
             &bk->stall, bk->queued, units > 0 && c->serving >= units, now,
-            STALL_AFTER);
-        stall_remedy remedy = stall_remedy_decide(v, bk->queued,
-                                                  bk->can_grow,
-                                                  c->reclaimable);
+            stall_watch_after(bk->can_grow, c->reclaimable));
+        stall_remedy remedy = stall_remedy_decide(
+            v, stall_watch_stalled_for(&bk->stall, now), bk->queued,
+            bk->can_grow, c->reclaimable);
 
         pc->census[b].queued = (int)bk->queued;
         if (remedy.give_ups > 0

@@ -61,8 +61,16 @@ int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting)
     return waiting > 0 && keepalive_reclaimable(idle_for);
 }
 
-stall_remedy stall_remedy_decide(stall_verdict v, apr_uint32_t queued,
-                                 int can_grow, int reclaimable)
+apr_interval_time_t stall_watch_after(int can_grow, int reclaimable)
+{
+    return !can_grow && reclaimable > 0 ? STALL_AFTER_RECLAIMING
+                                        : STALL_AFTER;
+}
+
+stall_remedy stall_remedy_decide(stall_verdict v,
+                                 apr_interval_time_t stalled_for,
+                                 apr_uint32_t queued, int can_grow,
+                                 int reclaimable)
 {
     stall_remedy r = { 0, 0 };
 
@@ -75,6 +83,7 @@ stall_remedy stall_remedy_decide(stall_verdict v, apr_uint32_t queued,
     }
     r.give_ups = queued < (apr_uint32_t)reclaimable ? (int)queued
                                                      : reclaimable;
-    r.needs_child = v == STALL_GOES_ON || (apr_uint32_t)r.give_ups < queued;
+    r.needs_child = stalled_for >= STALL_RECLAIM_FALLBACK
+                    || (apr_uint32_t)r.give_ups < queued;
     return r;
 }

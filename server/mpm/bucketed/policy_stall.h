@@ -85,6 +85,19 @@ int keepalive_reclaimable(apr_interval_time_t idle_for);
  * comes when the queue is empty again is stale. */
 int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting);
 
+/* The watch's period for a bucket that cannot get a new child now
+ * (can_grow 0) and has `reclaimable` keep-alive holders to ask: a stall
+ * there costs no fork, only idle clients' connections, which a client
+ * reconnects on without its user noticing, so it is called after
+ * STALL_AFTER_RECLAIMING (two looks of the parent's 100 ms passes); else
+ * STALL_AFTER. */
+#define STALL_AFTER_RECLAIMING apr_time_from_msec(100)
+apr_interval_time_t stall_watch_after(int can_grow, int reclaimable);
+
+/* How long a stall its keep-alive holders were asked to cover may go on
+ * before the bucket gets a child moved in all the same. */
+#define STALL_RECLAIM_FALLBACK apr_time_from_msec(400)
+
 /* What a stalled bucket gets. */
 typedef struct {
     int give_ups;     /* ChildModel prefork: children holding an idle
@@ -96,7 +109,8 @@ typedef struct {
 } stall_remedy;
 
 /*
- * What verdict v brings to a bucket with `queued` connections waiting that
+ * What verdict v brings to a bucket stalled for stalled_for, with `queued`
+ * connections waiting, that
  * could get a new child now (can_grow) or not, with `reclaimable` prefork
  * children holding a keep-alive connection idle long enough
  * (keepalive_reclaimable; event children reclaim by themselves and count
@@ -105,10 +119,12 @@ typedef struct {
  * client served at once, where a move makes it wait for an exit and a fork,
  * and a child started that stock prefork, whose one queue the next free
  * child serves, would not start. A move still comes for what they cannot
- * cover, and when the stall goes on (a holder may have served a request
- * meanwhile, and not be idle enough).
+ * cover, and once the stall has gone on for STALL_RECLAIM_FALLBACK (a
+ * holder may have served a request meanwhile, and not be idle enough).
  */
-stall_remedy stall_remedy_decide(stall_verdict v, apr_uint32_t queued,
-                                 int can_grow, int reclaimable);
+stall_remedy stall_remedy_decide(stall_verdict v,
+                                 apr_interval_time_t stalled_for,
+                                 apr_uint32_t queued, int can_grow,
+                                 int reclaimable);
 
 #endif /* POLICY_STALL_H */

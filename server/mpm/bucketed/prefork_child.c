@@ -3,7 +3,7 @@
  * prefork_child.c: the prefork child model. What it adds to the life both
  * models share (child_life.c): signal handlers, the wait for a connection
  * on the bucket's sockets (child_accept.c), and one connection served at a
- * time.
+ * time (its keep-alive waits: prefork_keepalive.c).
  *
  * Leaving: the parent asks a child to leave with AP_SIG_GRACEFUL (SIGUSR1;
  * SIGWINCH and SIGINT mean the same here). That signal stays blocked while
@@ -13,6 +13,11 @@
  *
  * A child that learns it is leaving closes its copies of the bucket's
  * sockets before anything else (accept_waiter_close()).
+ *
+ * Making room: at MaxRequestWorkers the parent asks a child waiting for a
+ * keep-alive connection's next request to close it for a client waiting in
+ * the bucket's accept queue, with BUCKETED_SIG_GIVE_UP; that signal is
+ * blocked except in that wait (prefork_keepalive.c).
  */
 #include <errno.h>
 #include <signal.h>
