@@ -87,6 +87,21 @@ def test_adjusted_value_passes_with_warning(config_checker):
     assert "decreasing MaxRequestWorkers to 100" in result.output
 
 
+@pytest.mark.parametrize("section", ["mod_mpm_bucketed.c",
+                                     "mpm_bucketed_module"])
+def test_ifmodule_knows_the_mpm_by_file_and_by_name(config_checker,
+                                                    section):
+    """<IfModule> names a module by its identifier or by its source file's
+    name, as configurations do for stock MPMs (<IfModule prefork.c>): the
+    module's name is its file's, not the path the build compiled it from.
+    A directive that does not exist inside <IfModule !...> fails the test
+    unless the name is known."""
+    result = config_checker(f"<IfModule !{section}>\nNoSuchDirective on\n"
+                            "</IfModule>")
+    assert result.returncode == 0, result.output
+    assert "Syntax OK" in result.output
+
+
 # The compile-time cap on ServerLimit differs by model (mpm_default.h);
 # the warning that lowers a value above it is the same in both, once.
 HARD_SERVER_LIMIT = {"prefork": 200000, "event": 20000}
