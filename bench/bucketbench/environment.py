@@ -159,4 +159,5 @@ def machine_facts(tools):
         "wrk": _version([tools.wrk, "-v"]),
         "python": platform.python_version(),
         "load_average_at_start": load_average(),
+        "scheduling": "servers in the load tools' session (one autogroup)",
     }

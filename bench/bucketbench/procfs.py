@@ -136,6 +136,27 @@ def processes_mentioning(text):
                   and text in (_cmdline(pid) or ""))
 
 
+# subprocess.Popen options for what serves the load (servers, their
+# back-ends): a process group of its own, so that the harness can stop it and
+# everything it forks (process_group()), but in the harness's session. With
+# the kernel's autogroups (kernel.sched_autogroup_enabled, on in Debian) a
+# session is a scheduling group, and the scheduler splits the CPUs evenly
+# between busy groups: a server in a session of its own got half of this
+# 2-core machine beside wrk's, however many of its processes were runnable,
+# and one that needed more than a core queued its woken children for it
+# (the prefork model's php-mod p99: docs/benchmarks.md).
+SERVER_PROCESS = {"process_group": 0}
+
+
+def autogroup(pid):
+    """The scheduling autogroup pid runs in ("/autogroup-N"), or None where
+    the kernel has none."""
+    try:
+        return _read(f"/proc/{pid}/autogroup").split()[0]
+    except (FileNotFoundError, IndexError):
+        return None
+
+
 def stop_process(process, timeout):
     """SIGTERM to a child process (a subprocess.Popen) and a wait of up to
     timeout seconds; SIGKILL and another wait if it has not gone by then.

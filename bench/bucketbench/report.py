@@ -798,6 +798,9 @@ def context_lines(meta, heading="#"):
              f"{meta['machine']['load_average_at_start']} / "
              f"{meta['load_average_at_end']}",
              *_module_lines(meta["bucketed_modules"]),
+             "- scheduling: " + meta["machine"].get(
+                 "scheduling", "servers in sessions, hence autogroups, of "
+                               "their own (reports before 2026-11-26 06:30)"),
              f"- options: {json.dumps(options)}",
              "- wall time: " + (f"{meta['wall_time_s'] / 60:.1f} min"
                                 if meta["wall_time_s"] is not None

@@ -154,7 +154,7 @@ class RestartServer(Server):
         with open(os.path.join(self.workdir, "stderr.log"), "ab") as stderr:
             options = dict(env=self._environment(),
                            stdin=subprocess.DEVNULL, stdout=stderr,
-                           stderr=stderr, start_new_session=True)
+                           stderr=stderr, **procfs.SERVER_PROCESS)
             if self.held:
                 self._hold()
                 self.process = self.holder.popen(self._command(),

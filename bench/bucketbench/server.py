@@ -232,7 +232,7 @@ class Server:
             self.process = subprocess.Popen(
                 self._command(), env=self._environment(),
                 stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
-                start_new_session=True)
+                **procfs.SERVER_PROCESS)
 
     def wait_ready(self):
         """Waits until every port serves the workload's document (the slow

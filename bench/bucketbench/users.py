@@ -93,7 +93,7 @@ def _start_group(command, log_path, env=None):
     with open(log_path, "ab") as log:
         return subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=log,
-                                start_new_session=True,
+                                **procfs.SERVER_PROCESS,
                                 env=env or {"PATH": CLEAN_PATH, "LANG": "C"})
 
 

@@ -146,3 +146,24 @@ def test_memory_of_this_process():
     assert procfs.smaps_rollup_kb(gone) is None
     assert procfs.pss_bytes([os.getpid()]) > 0
     assert procfs.pss_bytes([gone]) == 0
+
+
+def test_a_server_process_shares_the_load_tools_scheduling_group():
+    """A server starts in a process group of its own (the harness stops it
+    by that group) but in the harness's session, hence its autogroup: the
+    scheduler does not hold it to an even share beside wrk's."""
+    process = subprocess.Popen(["sleep", "30"], **procfs.SERVER_PROCESS)
+    try:
+        assert os.getpgid(process.pid) == process.pid
+        assert os.getsid(process.pid) == os.getsid(0)
+        assert procfs.process_group(process.pid) == [process.pid]
+        assert procfs.autogroup(process.pid) == procfs.autogroup(os.getpid())
+    finally:
+        procfs.stop_process(process, 10)
+    with subprocess.Popen(["sleep", "30"], start_new_session=True) as apart:
+        try:
+            if procfs.autogroup(os.getpid()) is not None:
+                assert (procfs.autogroup(apart.pid)
+                        != procfs.autogroup(os.getpid()))
+        finally:
+            procfs.stop_process(apart, 10)
