@@ -229,6 +229,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
                                        * retained->first_server_limit);
     pc.keepalive_since = apr_pcalloc(pconf, sizeof(apr_time_t)
                                             * retained->first_server_limit);
+    pc.holders = parent_holders_create(pconf, retained->first_server_limit);
     pc.absence = apr_pcalloc(pconf, sizeof(bucket_absence) * pc.num_buckets);
     pc.last_monitor = apr_time_now();
     sigemptyset(&pc.sigchld);

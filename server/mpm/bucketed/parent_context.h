@@ -52,6 +52,8 @@ typedef struct {
                                       * when the parent has seen its child
                                       * wait for a keep-alive connection's
                                       * next request; 0 = not waiting */
+    struct keepalive_holder *holders; /* room for every slot: a stalled
+                                       * bucket's holders, to be sorted */
     bucket_absence *absence;         /* per bucket: out of its reuseport
                                       * groups while it has no child */
     sigset_t sigchld;                /* blocked; taken by wait_for_child */
@@ -95,6 +97,7 @@ void parent_reap_one(parent_context *pc, apr_proc_t *proc,
  * (in between): see bucket_maint_decide(). Leave requests repeated for
  * children that have not gone yet. */
 void parent_maintain_buckets(parent_context *pc, int rescue_only);
+struct keepalive_holder *parent_holders_create(apr_pool_t *p, int slots);
 void parent_repeat_leave_requests(parent_context *pc);
 int parent_bucket_rejoin(parent_context *pc, int bucket);
 void parent_buckets_rejoin(parent_context *pc);

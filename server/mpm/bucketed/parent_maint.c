@@ -8,6 +8,8 @@
  */
 #include "parent_context.h"
 
+#include <stdlib.h>
+
 #include "http_log.h"
 #include "http_main.h"
 #include "mpm_common.h"
@@ -232,41 +234,55 @@ static void carry_out(parent_context *pc, int bucket,
     }
 }
 
+/* A child holding a reclaimable keep-alive connection, and since when. */
+struct keepalive_holder {
+    apr_time_t since;
+    int slot;
+};
+
+struct keepalive_holder *parent_holders_create(apr_pool_t *p, int slots)
+{
+    return apr_pcalloc(p, sizeof(struct keepalive_holder) * slots);
+}
+
+static int longest_idle_first(const void *a, const void *b)
+{
+    const struct keepalive_holder *x = a, *y = b;
+
+    return x->since < y->since ? -1 : x->since > y->since;
+}
+
 /* A stalled prefork bucket at the limit: up to `count` of its children
  * whose keep-alive connection has waited longest (and long enough) for
  * its next request are asked to close it and take a waiting connection
- * (stall_remedy_decide). Returns how many were asked. */
+ * (stall_remedy_decide). One scan of the slots, then a sort. Returns how
+ * many were asked. */
 static int ask_give_ups(parent_context *pc, int bucket, int count,
                         apr_time_t now)
 {
-    int asked = 0;
+    int slot, i, found = 0;
 
-    while (asked < count) {
-        int slot, oldest = -1;
-
-        for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
-            const child_slot *cs = &pc->retained->slots[slot];
-
-            if (pc->slot_views[slot].reclaimable && cs->bucket == bucket
-                && (oldest < 0 || pc->keepalive_since[slot]
-                                  < pc->keepalive_since[oldest])) {
-                oldest = slot;
-            }
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        if (pc->slot_views[slot].reclaimable
+            && pc->retained->slots[slot].bucket == bucket) {
+            pc->holders[found].since = pc->keepalive_since[slot];
+            pc->holders[found].slot = slot;
+            found++;
         }
-        if (oldest < 0) {
-            break;
-        }
+    }
+    qsort(pc->holders, found, sizeof(*pc->holders), longest_idle_first);
+    for (i = 0; i < found && i < count; i++) {
+        slot = pc->holders[i].slot;
         ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, pc->s, BKLOGNO(00186)
                      "bucketed: child %" APR_PID_T_FMT " of bucket %d is "
                      "asked to close its keep-alive connection, idle for %"
                      APR_TIME_T_FMT " ms, for a waiting client",
-                     pc->retained->slots[oldest].pid, bucket,
-                     apr_time_as_msec(now - pc->keepalive_since[oldest]));
-        parent_ask_to_give_up(pc, oldest);
-        pc->slot_views[oldest].reclaimable = 0;
-        asked++;
+                     pc->retained->slots[slot].pid, bucket,
+                     apr_time_as_msec(now - pc->holders[i].since));
+        parent_ask_to_give_up(pc, slot);
+        pc->slot_views[slot].reclaimable = 0;
     }
-    return asked;
+    return i;
 }
 
 /* Buckets whose queued connections nobody accepts (policy_stall.h) get
