@@ -231,6 +231,18 @@ SLOW_CGI = """#!/bin/sh
 sleep "${QUERY_STRING:-3}"
 printf 'Content-Type: text/plain\\r\\n\\r\\n%s\\n' '""" + CGI_BODY + """'
 """
+# Holds its child until the test creates ServerRoot/run/released (at most
+# HELD_CGI_BOUND s): a wait that ends when the test says, not on a clock
+# the machine's load can outrun.
+HELD_CGI_BOUND = 120
+HELD_CGI = """#!/bin/sh
+i=0
+while [ ! -e '{released}' ] && [ $i -lt """ + str(HELD_CGI_BOUND * 20) + """ ]; do
+    sleep 0.05
+    i=$((i + 1))
+done
+printf 'Content-Type: text/plain\\r\\n\\r\\n%s\\n' '""" + CGI_BODY + """'
+"""
 
 
 class Httpd:
@@ -241,7 +253,8 @@ class Httpd:
     `directives` is extra configuration text; `preload` a library for
     LD_PRELOAD in httpd's environment; `environ` more variables for it
     (BUCKETED_SHIM_KERNEL ...); `cgi` loads mod_cgi for the slow CGI
-    (/cgi-bin/slow.cgi?SECONDS)."""
+    (/cgi-bin/slow.cgi?SECONDS) and the held CGI (/cgi-bin/held.cgi, until
+    release_held())."""
 
     def __init__(self, root, listens=1, ports=None, directives="",
                  mpm="bucketed", preload=None, cgi=False, environ=None):
@@ -261,9 +274,13 @@ class Httpd:
             (self.root / sub).mkdir(parents=True, exist_ok=True)
             (self.root / sub).chmod(0o755)
         (self.root / "htdocs" / "index.html").write_bytes(INDEX_BODY)
-        cgi_script = self.root / "cgi-bin" / "slow.cgi"
-        cgi_script.write_text(SLOW_CGI)
-        cgi_script.chmod(0o755)
+        self.released_path = self.root / "run" / "released"
+        for name, text in (("slow.cgi", SLOW_CGI),
+                           ("held.cgi", HELD_CGI.format(
+                               released=self.released_path))):
+            cgi_script = self.root / "cgi-bin" / name
+            cgi_script.write_text(text)
+            cgi_script.chmod(0o755)
         self.write_config()
 
     # -- configuration
@@ -427,6 +444,10 @@ class Httpd:
             line.split()[0]
             for line in (self.root / "logs" / "access.log").read_text()
             .splitlines())
+
+    def release_held(self):
+        """Lets every held CGI, running or to come, answer."""
+        self.released_path.touch()
 
     def error_log(self):
         try:

@@ -15,8 +15,9 @@ import subprocess
 import urllib.request
 
 from httpd_fixture import (APACHE_MODULES, CGI_BODY, CHILD_MODELS,
-                           HTTP_TIMEOUT, LOOPBACK, STATUS_SO, BackgroundGet,
-                           Load, http_get, processes_mentioning, wait_until)
+                           HELD_CGI_BOUND, HTTP_TIMEOUT, LOOPBACK, STATUS_SO,
+                           BackgroundGet, Load, http_get,
+                           processes_mentioning, wait_until)
 from prometheus_server import Prometheus
 
 STATUS_DIRECTIVES = f"""
@@ -33,9 +34,9 @@ LoadModule status_module {APACHE_MODULES}/mod_status.so
 # address the client connected to), two children each: port 0's bucket can
 # be held busy while port 1's answers status requests. When a bucket has no
 # idle child the parent moves one over from a bucket with two idle children
-# more than it has (policy_maint.c), once here; slow CGIs keep that one busy
+# more than it has (policy_maint.c), once here; held CGIs keep that one busy
 # too.
-# The event model's children get one thread each, so that a slow CGI makes
+# The event model's children get one thread each, so that a held CGI makes
 # one of them busy as it makes a prefork child busy.
 TWO_CHILDREN_PER_PORT = """
 BucketStrategy listen
@@ -49,7 +50,6 @@ SPARES_OF_ONE_THREAD = {
 }
 
 WAIT = 20          # bound of every wait on the parent's samples, seconds
-CGI_SECONDS = 8    # how long the slow CGI holds a child
 
 
 # ---------------------------------------------------------------- helpers
@@ -131,19 +131,22 @@ def total_accepted(buckets):
 
 
 def hold_busy(server, port, count):
-    """`count` slow CGI requests to port, in the background; returns them
-    once at least two run."""
-    slow = [BackgroundGet(port, f"/cgi-bin/slow.cgi?{CGI_SECONDS}",
-                          timeout=CGI_SECONDS + 30)
+    """`count` held CGI requests to port, in the background, each holding a
+    child until server.release_held(); returns them once all run (beyond
+    the bucket's two children, once children have moved over)."""
+    held = [BackgroundGet(port, "/cgi-bin/held.cgi", timeout=HELD_CGI_BOUND)
             for _ in range(count)]
     wait_until(lambda: len(processes_mentioning(
-        str(server.root / "cgi-bin"))) >= 2, 10, what="the slow CGIs")
-    return slow
+        str(server.root / "cgi-bin"))) >= count, WAIT,
+        what=f"{count} held CGIs running")
+    return held
 
 
-def cgi_done(slow):
-    return [s.result() for s in slow] \
-        == [(200, (CGI_BODY + "\n").encode())] * len(slow)
+def cgi_done(server, held):
+    """Releases the held CGIs; whether each then answered."""
+    server.release_held()
+    return [h.result() for h in held] \
+        == [(200, (CGI_BODY + "\n").encode())] * len(held)
 
 
 class HeldConnections:
@@ -172,7 +175,7 @@ class HeldConnections:
         """Each connection's status line, once the server answers."""
         lines = []
         for s in self.socks:
-            s.settimeout(HTTP_TIMEOUT + CGI_SECONDS)
+            s.settimeout(HTTP_TIMEOUT)
             lines.append(s.makefile("rb").readline().strip())
         return lines
 
@@ -254,7 +257,7 @@ def test_busy_bucket_shows_its_queue(make_httpd, child_model):
     busy, _ = socket_of(buckets, f"{LOOPBACK}:{busy_port}")
 
     # Its two children and the one moved over: all busy.
-    slow = hold_busy(server, busy_port, 3)
+    cgis = hold_busy(server, busy_port, 3)
     held = HeldConnections(busy_port, 3)
     try:
         def queued():
@@ -277,9 +280,10 @@ def test_busy_bucket_shows_its_queue(make_httpd, child_model):
                 f'listen="{LOOPBACK}:{busy_port}"}} {depth}') in metrics
 
         # The children finish the CGIs, then serve the queued requests.
-        assert cgi_done(slow)
+        assert cgi_done(server, cgis)
         assert held.responses() == [b"HTTP/1.1 200 OK"] * 3
     finally:
+        server.release_held()
         held.close()
 
     def drained():
@@ -309,9 +313,10 @@ def test_overflowing_backlog_counts_drops_and_warns(make_httpd, child_model):
     assert entry["DeferAccept"] == 0
     assert entry["Drops"] == 0
 
-    # Its two children; a child moved over takes a held connection and
-    # waits for its request.
-    slow = hold_busy(server, busy_port, 2)
+    # Its two children and the one moved over: all busy, so the queue
+    # stays full (an event child with a free worker would take every held
+    # connection and wait for their requests).
+    cgis = hold_busy(server, busy_port, 3)
     held = HeldConnections(busy_port, 6, request=False)
     try:
         def dropping():
@@ -338,7 +343,7 @@ def test_overflowing_backlog_counts_drops_and_warns(make_httpd, child_model):
         assert m and int(m.group(1)) > 0, metrics
     finally:
         held.close()
-    assert cgi_done(slow)
+    assert cgi_done(server, cgis)
     # One warning per socket per minute, however long it stays full.
     assert len(re.findall(r"the accept queue of bucket",
                           server.error_log())) == 1
