@@ -90,11 +90,7 @@ def measure(server, workload, seconds, wrk, hook, round_no):
 def main(argv):
     args = parse_args(argv)
     workload = WORKLOADS[args.workload]
-    tools = environment.Tools(
-        httpd="/usr/sbin/apache2", nginx="/usr/sbin/nginx",
-        wrk="/usr/bin/wrk", modules_dir="/usr/lib/apache2/modules",
-        bucketed_dir=args.build_dir, shim="", slots=1024,
-        cores=os.cpu_count())
+    tools = environment.debian_tools(args.build_dir)
     scratch = tempfile.mkdtemp(prefix="same-servers-")
     os.chmod(scratch, 0o755)     # the children read the files as www-data
     fixtures = users.Fixtures(args.workload, os.path.join(scratch, "shared"),

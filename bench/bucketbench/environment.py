@@ -104,6 +104,15 @@ class Tools:
         return f"{what}: {', '.join(missing)}"
 
 
+def debian_tools(build_dir, slots=1024):
+    """Tools of a Debian machine's stock binaries, bucketed from build_dir
+    (the standalone scripts beside bench/run)."""
+    return Tools(httpd="/usr/sbin/apache2", nginx="/usr/sbin/nginx",
+                 wrk="/usr/bin/wrk", modules_dir="/usr/lib/apache2/modules",
+                 bucketed_dir=build_dir, shim="", slots=slots,
+                 cores=os.cpu_count())
+
+
 def _first_line(command):
     try:
         result = subprocess.run(command, capture_output=True, text=True,
