@@ -393,8 +393,8 @@ def test_idle_summary_rows_and_targets(run_record):
     text = report.idle_section(list(points.values()), options)
     assert "### native, 1,024 slots, c=150 active" in text
     assert "| 100 | bucketed-event | 1,000 | 1.000x (1.000-1.000x) | – | " \
-           "1.00 | 30.0 | 1.500x (0.500-2.000x) | 3/3/3/3/3 / 3,000 | 100 / 100 " \
-           "| 2 (1-3) |" in text
+           "1.00 | 30.0 | 1.500x (0.500-2.000x) | 3/3/3/3/3 / 3,000 | " \
+           "100 / 100 | 2 (1-3) |" in text
     assert "2 of 6 met" in text
     assert report.idle_section(
         [p for p in report.summarize([run_record("event", 1, 5.0)])],
