@@ -113,20 +113,33 @@ def _numbers(text, what):
     return numbers
 
 
+def _whole_numbers_from_zero(text, option):
+    """An option's comma-separated whole numbers from 0 up, each once, in
+    the given order."""
+    try:
+        numbers = [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise UsageError(f"{option} must be whole numbers separated by "
+                         f"commas, got {text!r}") from None
+    if not numbers:
+        raise UsageError(f"no {option} given")
+    if min(numbers) < 0:
+        raise UsageError(f"{option} must be at least 0, got {min(numbers)}")
+    return list(dict.fromkeys(numbers))
+
+
 def _idle_counts(text):
     """--idle-connections: whole numbers from 0 up (0: the active load
     alone, the baseline), comma-separated, each once, in the given order."""
-    try:
-        counts = [int(item) for item in text.split(",") if item.strip()]
-    except ValueError:
-        raise UsageError(f"--idle-connections must be whole numbers "
-                         f"separated by commas, got {text!r}") from None
-    if not counts:
-        raise UsageError("no --idle-connections given")
-    if min(counts) < 0:
-        raise UsageError(f"--idle-connections must be at least 0, got "
-                         f"{min(counts)}")
-    return list(dict.fromkeys(counts))
+    return _whole_numbers_from_zero(text, "--idle-connections")
+
+
+def _rates(text):
+    """--rate: total req/s to pace the idle workload's active load to,
+    whole numbers from 0 up, comma-separated, each once, in the given
+    order; 0 (not paced) is None in the plan."""
+    return [rate or None
+            for rate in _whole_numbers_from_zero(text, "--rate")]
 
 
 def _add_server_options(parser):
@@ -215,6 +228,13 @@ def parse_args(argv):
                              + "; ".join(f"{name}: {text}" for name, text
                                          in idle.LIMITS.items())
                              + " (default %(default)s)")
+    parser.add_argument("--rate", default="0",
+                        help="the idle workload's active load paced to this "
+                             "many requests a second in all (wrk's delay(): "
+                             "each thread sends on a fixed schedule), "
+                             "comma-separated rates run one after the "
+                             "other in every round; 0: not paced, as fast "
+                             "as the server answers (default %(default)s)")
     parser.add_argument("--fault-seconds", type=int,
                         help=f"the faults workloads' window: crash and "
                              f"crash-exit last this long, the hang's wrk "
@@ -330,6 +350,7 @@ def _validate(args):
                              f"per child), got {slots}")
     args.limits = _names(args.limits, list(idle.LIMITS), "limits")
     args.idle_connections = _idle_counts(args.idle_connections)
+    args.rate = _rates(args.rate)
     if any(WORKLOADS[name].idle for name in args.workloads):
         _validate_idle(args)
     lua = os.path.join(args.modules_dir, "mod_lua.so")
@@ -516,15 +537,19 @@ def _terminate_on_sigterm():
 
 
 def _save_server_files(scratch_dir, out_dir):
-    """Each server's generated configuration and error log, for the record."""
+    """Each server's generated configuration, error log and wrk scripts
+    (wrk.lua; wrk-rateN.lua for a paced run), for the record."""
     for name in sorted(os.listdir(scratch_dir)):
         source = os.path.join(scratch_dir, name)
         if not os.path.isdir(source):
             continue
         target = os.path.join(out_dir, "servers", name)
         os.makedirs(target, exist_ok=True)
-        for file_name in ("httpd.conf", "nginx.conf", "error_log",
-                          "wrk.lua"):
+        scripts = [file_name for file_name in sorted(os.listdir(source))
+                   if file_name.startswith("wrk")
+                   and file_name.endswith(".lua")]
+        for file_name in ["httpd.conf", "nginx.conf", "error_log"] \
+                + scripts:
             path = os.path.join(source, file_name)
             if os.path.exists(path):
                 shutil.copy(path, target)
@@ -673,7 +698,8 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                 timeout_s=args.timeout, base_port=args.base_port,
                 slow_slots=args.slow_slots,
                 idle_counts=tuple(args.idle_connections),
-                limits=tuple(args.limits), fault_s=args.fault_seconds,
+                limits=tuple(args.limits), rates=tuple(args.rate),
+                fault_s=args.fault_seconds,
                 restarts=args.restarts,
                 restart_interval_s=args.restart_interval,
                 swap_dir=args.swap_build,
@@ -688,7 +714,8 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                 "warmup_s": args.warmup, "slots": args.slots,
                 "slow_slots": args.slow_slots,
                 "idle_connections": args.idle_connections,
-                "limits": args.limits, "fault_s": args.fault_seconds,
+                "limits": args.limits, "rates": args.rate,
+                "fault_s": args.fault_seconds,
                 "wrk_threads": args.threads, "timeout_s": args.timeout,
                 "base_port": args.base_port, "quick": args.quick,
                 "restarts": args.restarts,

@@ -7,7 +7,14 @@ and latency percentiles as one JSON line. wrk gives every thread the same
 number of connections, so a workload's split of the load between its ports
 (e.g. 90/10) is a split of the threads (9 threads on one port, 1 on the
 other): see thread_ports(). One wrk process, so one latency histogram
-over both ports."""
+over both ports.
+
+A paced run (the idle workload's --rate) adds a delay() to the script: each
+wrk thread gives its connections send times on one schedule of its own,
+spaced so that the threads together ask a fixed rate. wrk starts a
+request's latency clock when it writes the request, after the delay, so
+the latencies are the server's answers, not the waits between requests
+(wrk 4.1, src/wrk.c: socket_writeable sets the start after the delay)."""
 
 import json
 import os
@@ -78,6 +85,50 @@ end
 """
 
 
+# Appended to the script of a paced run. wrk asks delay() (milliseconds,
+# truncated to whole ones) each time one of the thread's connections has
+# its answer; the thread's Lua state is shared by its connections, so the
+# schedule is the thread's: each answered connection gets the next free
+# send time. A schedule that fell behind restarts from now rather than
+# sending the missed requests in a burst, so a server that cannot keep up
+# gets less than the rate asked (the achieved rate is in the result).
+# The clock: clock_gettime(CLOCK_MONOTONIC) through LuaJIT's FFI (wrk's
+# Lua has no clock finer than a second).
+PACED_LUA_TEMPLATE = """\
+-- Paced: each thread sends one request every %(interval_ms).4f ms.
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { long tv_sec; long tv_nsec; } bucketbench_timespec;
+int clock_gettime(int clock, bucketbench_timespec *now);
+]]
+local CLOCK_MONOTONIC = 1
+local clock = ffi.new("bucketbench_timespec")
+local interval_ms = %(interval_ms).6f
+local next_send_ms = nil
+
+local function now_ms()
+    ffi.C.clock_gettime(CLOCK_MONOTONIC, clock)
+    return tonumber(clock.tv_sec) * 1000 + tonumber(clock.tv_nsec) / 1e6
+end
+
+function delay()
+    local now = now_ms()
+    if next_send_ms == nil or next_send_ms < now then
+        next_send_ms = now
+    end
+    local wait = next_send_ms - now
+    next_send_ms = next_send_ms + interval_ms
+    return wait
+end
+"""
+
+
+def pacing_interval_ms(rate, threads):
+    """Milliseconds between the requests of one of `threads` wrk threads
+    so that together they ask `rate` requests a second."""
+    return threads * 1000.0 / rate
+
+
 class SplitError(ValueError):
     """A split of the load that wrk's threads cannot make exactly."""
 
@@ -116,17 +167,21 @@ def thread_ports(ports, split, threads):
     return order
 
 
-def lua_script(ports, mixed=None):
+def lua_script(ports, mixed=None, interval_ms=None):
     """The Lua script for a run: ports[i] is the port of thread i (see
     thread_ports); with fewer ports than threads they are taken in turn.
     mixed: (fast document, slow document, N) to send every Nth request of
-    each thread to the slow document instead of the fast one."""
+    each thread to the slow document instead of the fast one.
+    interval_ms: pace each thread to one request this often
+    (pacing_interval_ms); None: as fast as the server answers."""
     quoted = ", ".join(f'"{port}"' for port in ports)
     script = LUA_TEMPLATE % {"ports": quoted, "marker": RESULT_MARKER}
     if mixed:
         fast, slow, every = mixed
         script += MIXED_LUA_TEMPLATE % {"fast": "/" + fast,
                                         "slow": "/" + slow, "every": every}
+    if interval_ms is not None:
+        script += PACED_LUA_TEMPLATE % {"interval_ms": interval_ms}
     return script
 
 

@@ -15,12 +15,14 @@ SUMMARY_SCHEMA = "bucketbench.summary/1"
 
 
 def _point_key(record):
-    """(level, workload, concurrency, limits, idle count, server): the
-    idle workload's limits and idle count are None for the others (and in
-    the records of runs before they existed)."""
+    """(level, workload, concurrency, limits, idle count, rate, server):
+    the idle workload's limits, idle count and paced rate are None for the
+    others (and in the records of runs before they existed); the rate is
+    None too for an idle run not paced."""
     return (record["kernel_level"], record["workload"],
             record["concurrency"], record.get("limits"),
-            record.get("idle_connections"), record["server"])
+            record.get("idle_connections"), record.get("rate"),
+            record["server"])
 
 
 def _median_of(runs, extract):
@@ -112,6 +114,7 @@ def _summarize_point(runs):
         "concurrency": first["concurrency"], "server": first["server"],
         "limits": first.get("limits"),
         "idle_connections": first.get("idle_connections"),
+        "rate": first.get("rate"),
         "label": first["label"], "runs": len(runs), "ok_runs": len(good),
         "failures": [{"round": r["round"], "error": r["error"],
                       "error_log_tail": r["error_log_tail"]}
@@ -244,8 +247,9 @@ def summarize(records):
             if point.get("idle") and baseline == IDLE_BASELINE:
                 point["idle"]["vs_" + baseline] = _idle_ratios(
                     grouped[key], theirs)
-        # The same server without idle connections in the same rounds.
-        without = grouped.get(key[:4] + (0, server))
+        # The same server without idle connections in the same rounds
+        # (and at the same rate).
+        without = grouped.get(key[:4] + (0,) + key[5:])
         if point.get("idle") and key[4] and without:
             per_round = stats.round_ratios(mine, _by_round(without, _rps))
             point["idle"]["vs_no_idle"] = {
@@ -529,13 +533,13 @@ def idle_side_by_side(points):
             f"{held['connections']:,}", _label(p), _fmt(p["rps"]["median"]),
             _fmt_idle_ratio(p["ratios"].get(IDLE_BASELINE)),
             _fmt_idle_ratio(held.get("vs_no_idle")),
-            _fmt_ms(p["latency_ms"]["p99"]),
+            _fmt_ms(p["latency_ms"]["p50"]), _fmt_ms(p["latency_ms"]["p99"]),
             _fmt_idle_ratio(against.get("p99")), _errors_by_kind(p),
             f"{held['opened_min']:,} / {held['connections']:,}",
             _closed_cell(held)])
     return markdown.table(["idle", "Configuration", "active req/s",
                    "req/s vs stock event", "req/s vs own at 0 idle",
-                   "active p99 ms", "p99 vs stock event",
+                   "active p50 ms", "active p99 ms", "p99 vs stock event",
                    "wrk errors c/r/w/t/non-2xx / ok",
                    "idle opened (fewest) / asked",
                    "idle closed, median (range)"], rows)
@@ -572,12 +576,16 @@ def _idle_ratio(point, measure):
     return (held.get("vs_" + IDLE_BASELINE) or {}).get(measure) or {}
 
 
+# Targets a paced run does not judge: its rate is the one asked.
+PACED_UNJUDGED = ("rps", "rps_no_idle")
+
+
 def _verdict_head(point):
     limits = point.get("limits")
     return {"kernel_level": point["kernel_level"],
             "concurrency": point["concurrency"], "server": point["server"],
             "label": point["label"], "limits": limits,
-            "idle": _idle_count(point)}
+            "idle": _idle_count(point), "rate": point.get("rate")}
 
 
 def idle_verdicts(points):
@@ -587,19 +595,23 @@ def idle_verdicts(points):
     baseline (median over the runs; none closed also meets it), and with
     --limits slots none closed at all (in any run). Where the baseline
     answered no request of the active load in any run, it has no req/s or
-    p99 to divide by: a server that answered some meets those targets."""
+    p99 to divide by: a server that answered some meets those targets.
+    A paced point (--rate) is judged on all but its req/s
+    (PACED_UNJUDGED)."""
     by_key = {(p["kernel_level"], p["concurrency"], p.get("limits"),
-               _idle_count(p), p["server"]): p
+               _idle_count(p), p.get("rate"), p["server"]): p
               for p in points if p.get("idle")}
     verdicts = []
     for key, p in by_key.items():
         if p["server"] not in IDLE_TARGET_SERVERS or not key[3]:
             continue
-        theirs = by_key.get(key[:4] + (IDLE_BASELINE,))
+        theirs = by_key.get(key[:5] + (IDLE_BASELINE,))
         unanswered = theirs is not None and theirs["success"] == 0 \
             and p["success"] > 0
         for measure, (_, _, comparison, target) in \
                 IDLE_RATIO_TARGETS.items():
+            if p.get("rate") and measure in PACED_UNJUDGED:
+                continue
             ratio = _idle_ratio(p, measure)
             median = ratio.get("median")
             met = None if median is None else (
@@ -627,7 +639,7 @@ def _idle_verdict_line(verdict):
     where = (f"{verdict['label']}, {_limits_title(verdict['limits'])}, "
              f"{verdict['idle']:,} idle, "
              f"{level_title(verdict['kernel_level'])} "
-             f"c={verdict['concurrency']}")
+             f"c={verdict['concurrency']}{_paced_text(verdict.get('rate'))}")
     measure = verdict["measure"]
     state = {True: "met", False: "**NOT met**", None: "not judged"}[
         verdict["met"]]
@@ -659,16 +671,24 @@ def _limits_title(limits):
     return "limits not recorded"
 
 
+def _paced_text(rate):
+    """How a heading or target line names a paced rate ('' for None)."""
+    return "" if rate is None else f", paced at {rate:,} req/s"
+
+
 def _idle_groups(points, options):
-    """(level, limits, concurrency, points ordered by idle count, servers
-    in running order) in the order of the options; runs from before
-    --limits have limits None."""
+    """(level, limits, concurrency, rate, points ordered by idle count,
+    servers in running order) in the order of the options; runs from
+    before --limits have limits None, runs not paced (or from before
+    --rate) rate None."""
     for level, concurrency, at in _groups(points, options, "concurrency"):
         for limits in options.get("limits") or [None]:
-            group = [p for p in at if p.get("limits") == limits]
-            if group:
-                yield level, limits, concurrency, sorted(group,
-                                                         key=_idle_count)
+            for rate in options.get("rates") or [None]:
+                group = [p for p in at if p.get("limits") == limits
+                         and p.get("rate") == rate]
+                if group:
+                    yield level, limits, concurrency, rate, sorted(
+                        group, key=_idle_count)
 
 
 def idle_section(points, options, heading="##",
@@ -699,12 +719,18 @@ def idle_section(points, options, heading="##",
              f"while they opened). "
              f"Medians over {options['runs']} runs; ratios are medians of "
              f"same-round ratios (range over rounds); errors summed.", ""]
-    for level, limits, concurrency, at in _idle_groups(held, options):
+    if any(p.get("rate") for p in held):
+        lines += ["Paced: wrk's threads send on fixed schedules that add up "
+                  "to the rate asked (`--rate`); active req/s is the rate "
+                  "achieved, and the latencies start when wrk writes a "
+                  "request, not when it was due.", ""]
+    for level, limits, concurrency, rate, at in _idle_groups(held, options):
         limits_text = _limits_title(limits)
         if limits == idle.SLOTS_LIMITS:
             limits_text = f"{slots:,} slots"
         lines += [f"{heading}# {level_title(level)}, {limits_text}, "
-                  f"c={concurrency} active", "", idle_side_by_side(at), "",
+                  f"c={concurrency} active{_paced_text(rate)}", "",
+                  idle_side_by_side(at), "",
                   "Memory:", "",
                   idle_table([p for p in at if _idle_count(p)]), ""]
     lines += _targets_block(

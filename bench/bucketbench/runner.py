@@ -51,6 +51,9 @@ class Plan:
     # (idle.LIMITS), each a server of its own.
     idle_counts: tuple = ()
     limits: tuple = (idle.SLOTS_LIMITS,)
+    # The idle workload's active load: total req/s wrk is paced to, one
+    # after the other in every round (None: as fast as the server answers).
+    rates: tuple = (None,)
     fault_s: int = faults.DEFAULT_FAULT_S   # the faults' window
     # The restart workloads: full restarts per run, seconds of serving
     # between them, the second build's directory (None: no swap variant).
@@ -92,6 +95,10 @@ class Plan:
         """Idle connections of each run of a round (None: not idle)."""
         return self.idle_counts if workload.idle else (None,)
 
+    def rates_for(self, workload):
+        """The paced rates of each run of a round (None: not paced)."""
+        return self.rates if workload.idle else (None,)
+
     def _server_workloads(self, per_server):
         return sum(len(self.servers_for(level, WORKLOADS[name]))
                    * per_server(WORKLOADS[name])
@@ -100,7 +107,8 @@ class Plan:
     def count_runs(self):
         return self._server_workloads(
             lambda w: len(self.limits_for(w)) * len(self.idle_counts_for(w))
-            * len(self.concurrency_for(w))) * self.runs
+            * len(self.rates_for(w)) * len(self.concurrency_for(w))) \
+            * self.runs
 
     def count_warmups(self):
         if not self.warmup_s:
@@ -284,14 +292,20 @@ class Runner:
 
     # ---- runs ----
 
-    def _wrk_command(self, server, workload, concurrency, duration_s):
+    def _wrk_command(self, server, workload, concurrency, duration_s,
+                     rate=None):
+        """wrk's command line for a run; rate: pace it to that many
+        requests a second in all (load.PACED_LUA_TEMPLATE)."""
         threads = self.plan.threads_for(workload)
-        script = os.path.join(server.workdir, "wrk.lua")
+        name = "wrk.lua" if rate is None else f"wrk-rate{rate}.lua"
+        script = os.path.join(server.workdir, name)
         if not os.path.exists(script):
+            interval_ms = None if rate is None \
+                else load.pacing_interval_ms(rate, threads)
             with open(script, "w") as handle:
                 handle.write(load.lua_script(load.thread_ports(
                     server.ports, workload.split, threads),
-                    mixed=_mixed(workload)))
+                    mixed=_mixed(workload), interval_ms=interval_ms))
         return load.wrk_command(
             self.tools.wrk, ports=server.ports, connections=concurrency,
             threads=threads, duration_s=duration_s,
@@ -322,9 +336,11 @@ class Runner:
             # A server that broke shows up, with its log, in the next run.
             pass
 
-    def _measure(self, server, workload, concurrency, with_memory):
+    def _measure(self, server, workload, concurrency, with_memory,
+                 rate=None):
         """One measured run: wrk's result plus server and machine costs;
-        with_memory: also the server's memory (the point's last run)."""
+        with_memory: also the server's memory (the point's last run);
+        rate: wrk paced to that many requests a second."""
         # The status page answers plain HTTP only.
         is_bucketed = server.spec.mpm == "bucketed" \
             and workload.users not in users.TLS_KINDS
@@ -338,7 +354,7 @@ class Runner:
                 server, workload, concurrency, self.plan.duration_s)
         else:
             command = self._wrk_command(server, workload, concurrency,
-                                        self.plan.duration_s)
+                                        self.plan.duration_s, rate)
             result, client_cpu_s = load.run_wrk(
                 command, self.plan.duration_s,
                 os.path.join(server.workdir, "wrk.log"))
@@ -412,11 +428,11 @@ class Runner:
         self.used.discard(server)
         return self._restart(server, workload)
 
-    def _measure_idle(self, server, workload, concurrency, count):
+    def _measure_idle(self, server, workload, concurrency, count, rate):
         """One run of the idle workload: the server's memory, then count
         idle keep-alive connections opened and held, its memory again, the
-        active wrk run (_measure), how many idle connections are still
-        open, and its memory at the end."""
+        active wrk run (_measure, paced to rate when not None), how many
+        idle connections are still open, and its memory at the end."""
         memory_kind, before = procfs.server_memory(
             procfs.process_tree(server.pid))
         with idle.IdleConnections(server.ports[0], "/" + configs.DOC_NAME,
@@ -434,7 +450,8 @@ class Runner:
                 raise ServerError(f"{server.spec.name}: a server process "
                                   f"may open only {lowest} files, fewer "
                                   f"than the {count} idle connections")
-            result = self._measure(server, workload, concurrency, True)
+            result = self._measure(server, workload, concurrency, True,
+                                   rate)
             open_at_end = held.count_open()
             held_s = held.held_s()
             _, at_end = procfs.server_memory(procfs.process_tree(server.pid))
@@ -454,10 +471,11 @@ class Runner:
         return result
 
     def _run_once(self, server, level, workload, concurrency, round_no,
-                  idle_count=None):
+                  idle_count=None, rate=None):
         record = {"schema": "bucketbench.run/1", "kernel_level": level,
                   "workload": workload.name, "concurrency": concurrency,
                   "server": server.spec.name, "idle_connections": idle_count,
+                  "rate": rate,
                   "limits": server.limits if workload.idle else None,
                   "label": server_label(server.spec, level),
                   "round": round_no, "ports": server.ports,
@@ -488,7 +506,8 @@ class Runner:
             elif workload.idle:
                 self.used.add(server)
                 record.update(self._measure_idle(server, workload,
-                                                 concurrency, idle_count))
+                                                 concurrency, idle_count,
+                                                 rate))
             else:
                 record.update(self._measure(server, workload, concurrency,
                                             round_no == self.plan.runs))
@@ -504,6 +523,8 @@ class Runner:
         self.runs_saved += 1
         variant = "" if record["idle_connections"] is None else (
             f"-{record['limits']}-i{record['idle_connections']}")
+        if record["rate"] is not None:
+            variant += f"-paced{record['rate']}"
         name = (f"{record['kernel_level']}-{record['workload']}-"
                 f"c{record['concurrency']}{variant}-{record['server']}-"
                 f"r{record['round']}.json")
@@ -519,13 +540,15 @@ class Runner:
         return records
 
     def _run_and_save(self, server, level, workload, concurrency,
-                      round_no, idle_count):
+                      round_no, idle_count, rate):
         began = time.monotonic()
         record = self._run_once(server, level, workload, concurrency,
-                                round_no, idle_count)
+                                round_no, idle_count, rate)
         self._save(record)
         variant = "" if idle_count is None else (
             f" {server.limits} limits, {idle_count} idle")
+        if rate is not None:
+            variant += f", paced at {rate:,} req/s"
         self.progress.note_run(
             time.monotonic() - began,
             f"{level} {workload.name} c={concurrency}{variant} run "
@@ -539,17 +562,20 @@ class Runner:
         try:
             for concurrency in self.plan.concurrency_for(workload):
                 for round_no in range(1, self.plan.runs + 1):
-                    # The idle workload: every limits and idle count within
-                    # the round, its servers side by side at each.
-                    for limits in self.plan.limits_for(workload):
-                        for idle_count in self.plan.idle_counts_for(
-                                workload):
-                            for server in servers:
-                                if server.limits != limits:
-                                    continue
-                                records.append(self._run_and_save(
-                                    server, level, workload, concurrency,
-                                    round_no, idle_count))
+                    # The idle workload: every limits, idle count and rate
+                    # within the round, its servers side by side at each.
+                    for limits, idle_count, rate in (
+                            (limits, idle_count, rate)
+                            for limits in self.plan.limits_for(workload)
+                            for idle_count in self.plan.idle_counts_for(
+                                workload)
+                            for rate in self.plan.rates_for(workload)):
+                        for server in servers:
+                            if server.limits != limits:
+                                continue
+                            records.append(self._run_and_save(
+                                server, level, workload, concurrency,
+                                round_no, idle_count, rate))
         finally:
             self.stop_all()
         return records

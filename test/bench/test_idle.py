@@ -1,17 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """The idle workload (issue 9): its pure parts on fixed inputs (limits,
 AsyncRequestWorkerFactor, memory per connection, the response parser, the
-report's rows and targets), the holder against a loopback server the test
-controls, one run against the real servers with 200 idle connections, and
-bad input."""
+report's rows and targets, the paced load's script and points), the holder
+against a loopback server the test controls, one run against the real
+servers with 200 idle connections, one paced run, and bad input."""
 import json
+import os
 import resource
 import socket
 import threading
 
 import pytest
 
-from bucketbench import catalog, cli, configs, idle, report
+from bucketbench import catalog, cli, configs, idle, load, report
 from bucketbench.catalog import SERVERS, WORKLOADS
 from bucketbench.net import LOOPBACK, wait_until
 from bucketbench.runner import Plan
@@ -89,6 +90,48 @@ def test_idle_counts_parsed(text, counts):
 def test_idle_counts_refused(text, message):
     with pytest.raises(cli.UsageError, match=message):
         cli._idle_counts(text)
+
+
+@pytest.mark.parametrize("text, rates", [
+    ("0", [None]),
+    ("0,20000,30000", [None, 20000, 30000]),
+    (" 500, 0,500", [500, None]),       # each once, in the given order
+])
+def test_rates_parsed(text, rates):
+    assert cli._rates(text) == rates
+
+
+@pytest.mark.parametrize("text, message", [
+    ("-5", "--rate must be at least 0, got -5"),
+    ("fast", "must be whole numbers"),
+    (",", "no --rate given"),
+])
+def test_rates_refused(text, message):
+    with pytest.raises(cli.UsageError, match=message):
+        cli._rates(text)
+
+
+def test_paced_script_spaces_each_threads_requests():
+    # 2 threads asking 20,000 req/s together: one request every 0.1 ms
+    # from each.
+    assert load.pacing_interval_ms(20000, 2) == pytest.approx(0.1)
+    assert load.pacing_interval_ms(400, 4) == pytest.approx(10.0)
+    paced = load.lua_script(["8080"], interval_ms=0.1)
+    assert "function delay()" in paced
+    assert "local interval_ms = 0.100000\n" in paced
+    assert "CLOCK_MONOTONIC" in paced
+    assert "function delay()" not in load.lua_script(["8080"])
+
+
+def test_plan_runs_every_rate_of_the_idle_workload():
+    plan = Plan(levels=["native"], workloads=["idle", "w3"],
+                servers={"native": [SERVERS["event"], SERVERS["nginx"]]},
+                concurrency=[100], runs=6, duration_s=1, warmup_s=1,
+                threads=2, timeout_s=2, idle_counts=(1000,),
+                rates=(None, 20000, 30000))
+    # idle: 2 servers x 3 rates x 6 rounds; w3 is never paced.
+    assert plan.count_runs() == 36 + 12
+    assert plan.rates_for(WORKLOADS["w3"]) == (None,)
 
 
 def test_closed_count():
@@ -350,8 +393,8 @@ def test_idle_summary_rows_and_targets(run_record):
     text = report.idle_section(list(points.values()), options)
     assert "### native, 1,024 slots, c=150 active" in text
     assert "| 100 | bucketed-event | 1,000 | 1.000x (1.000-1.000x) | – | " \
-           "30.0 | 1.500x (0.500-2.000x) | 3/3/3/3/3 / 3,000 | 100 / 100 " \
-           "| 2 (1-3) |" in text
+           "1.00 | 30.0 | 1.500x (0.500-2.000x) | 3/3/3/3/3 / 3,000 | " \
+           "100 / 100 | 2 (1-3) |" in text
     assert "2 of 6 met" in text
     assert report.idle_section(
         [p for p in report.summarize([run_record("event", 1, 5.0)])],
@@ -442,6 +485,47 @@ def test_a_baseline_that_answered_nothing_meets_its_ratio_targets(
     assert line.startswith("- met: bucketed-event, default limits, 1,000 "
                            "idle, native c=150, active req/s: stock event "
                            "answered no request of the active load")
+
+
+def test_paced_points_are_points_of_their_own(run_record):
+    """A paced rate is a point of its own beside the unpaced one of the
+    same round; its p99 ratio is taken against stock event at the same
+    rate, its req/s is not judged (it is the rate asked), and the report
+    heads its table with the rate."""
+    mb = 2 ** 20
+    records = []
+    for round_no in (1, 2, 3):
+        for rate, ours_p99 in ((None, 40.0), (20000, 12.0)):
+            for server, p99 in (("event", 10.0), ("bucketed-event",
+                                                  ours_p99)):
+                record = _idle_record(
+                    run_record, server, round_no, p99, 10 * mb, 13 * mb,
+                    count=1000, open_at_end=1000,
+                    limits=idle.DEFAULT_LIMITS,
+                    rps=20000.0 if rate else 40000.0)
+                record["rate"] = rate
+                records.append(record)
+    points = report.summarize(records)
+    assert len(points) == 4
+    by = {(p["rate"], p["server"]): p for p in points}
+    assert by[(20000, "bucketed-event")]["idle"]["vs_event"]["p99"][
+        "median"] == pytest.approx(1.2)
+    assert by[(None, "bucketed-event")]["idle"]["vs_event"]["p99"][
+        "median"] == pytest.approx(4.0)
+    verdicts = report.idle_verdicts(points)
+    paced = {v["measure"] for v in verdicts if v["rate"] == 20000}
+    assert paced == {"p99", "per_connection", "closed"}
+    unpaced = {v["measure"] for v in verdicts if v["rate"] is None}
+    assert {"rps", "p99"} <= unpaced
+    options = {"levels": ["native"], "concurrency": [150], "runs": 3,
+               "duration_s": 10, "slots": 1024,
+               "limits": [idle.DEFAULT_LIMITS], "rates": [None, 20000]}
+    text = report.idle_section(points, options)
+    assert text.index("### native, default limits, c=150 active\n") \
+        < text.index("### native, default limits, c=150 active, paced at "
+                     "20,000 req/s\n")
+    assert "1,000 idle, native c=150, paced at 20,000 req/s, " \
+           "active-load p99: 1.200x stock event's" in text
 
 
 # ---------------------------------------------------------------- real runs
@@ -535,6 +619,48 @@ def test_idle_workload_against_the_real_servers(top, build, tmp_path):
     assert "### native, default limits, c=150 active" in text
     assert "### native, 1,024 slots, c=150 active" in text
     assert "| 200 / 200 |" in text
+
+
+def test_paced_idle_workload_against_the_real_servers(top, build, tmp_path):
+    """--rate 0,400: in one round each server's unpaced run, then one paced
+    to 400 req/s; wrk gets the paced script, the records carry the rate
+    asked, and the rate achieved is of its order (loosely: the machine is
+    shared, and each connection's first request is not delayed)."""
+    out = tmp_path / "out"
+    done = bench(top, build, "--workloads", "idle", "--levels", "native",
+                 "--servers", "event,bucketed-event",
+                 "--idle-connections", "50", "--limits", "default",
+                 "--concurrency", "10", "--rate", "0,400", "--runs", "1",
+                 "--duration", "2", "--warmup", "0", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "paced at 400 req/s" in done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["meta"]["options"]["rates"] == [None, 400]
+    records = [json.loads(path.read_text())
+               for path in sorted((out / "raw").iterdir())]
+    servers = {r["server"] for r in records}
+    assert "event" in servers
+    assert sorted((r["server"], r["rate"] or 0) for r in records) == \
+        sorted((server, rate) for server in servers for rate in (0, 400))
+    for record in records:
+        assert record["ok"], record["error"]
+        # The scratch directory is gone: its scripts are kept with the
+        # results, under the server's directory.
+        command = record["wrk_command"]
+        script = command[command.index("-s") + 1]
+        text = (out / "servers" / os.path.basename(os.path.dirname(script))
+                / os.path.basename(script)).read_text()
+        if record["rate"] is None:
+            assert "function delay()" not in text
+            continue
+        assert "function delay()" in text
+        assert f"local interval_ms = {load.pacing_interval_ms(400, 2):.6f}" \
+            in text
+        # 2 s at 400 req/s plus the 10 connections' first requests.
+        assert 0 < record["success"] <= 2 * (400 * 2 + 10)
+    text = (out / "report.md").read_text()
+    assert "### native, default limits, c=10 active, paced at 400 " \
+           "req/s" in text
 
 
 def _low_hard_limit():
