@@ -1,32 +1,59 @@
 # SPDX-License-Identifier: Apache-2.0
 """bench/same_servers.py: one server named twice runs as two httpds, both
 measured in the round, each against the first (issue 26's A/A control for
-the large files)."""
+the workloads users serve), for each kind of load it drives: wrk over
+plain HTTP (large files), over TLS, through the proxy's slow backend, and
+h2load."""
 import os
 import re
 import subprocess
 import sys
 
+import pytest
+
 RUN_TIMEOUT_S = 300
 
 
-def test_same_server_twice_runs_as_two_instances(top, build):
+@pytest.mark.parametrize("workload,server,unit,cpu_unit", [
+    ("large-1m", "event", "MB/s", "ms/MB"),
+    ("large-100m", "event", "MB/s", "ms/MB"),
+    ("tls-keepalive", "event", "req/s", "ms/req"),
+    ("proxy-default", "event", "req/s", "ms/req"),
+    ("h2-conns", "prefork", "req/s", "ms/req"),
+])
+def test_same_server_twice_runs_as_two_instances(top, build, workload,
+                                                 server, unit, cpu_unit):
+    names = (server, f"{server}#2")
     done = subprocess.run(
         [sys.executable, os.path.join(top, "bench", "same_servers.py"),
-         "--servers", "event,event#2", "--rounds", "1", "--duration", "1",
-         "--warmup", "1"],
+         "--workload", workload, "--servers", ",".join(names),
+         "--rounds", "1", "--duration", "1", "--warmup", "1"],
         env=dict(os.environ, BUCKETED_BUILD=build), capture_output=True,
         text=True, timeout=RUN_TIMEOUT_S, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    for name in ("event", "event#2"):
-        run = re.search(rf"^round 0 {re.escape(name)} +(\d+) MB/s "
-                        rf"([\d.]+) ms/MB", done.stdout, re.M)
+    for name in names:
+        run = re.search(rf"^round 0 {re.escape(name)} +(\d+) {unit} "
+                        rf"p99 ([\d.]+) ms ([\d.]+) {cpu_unit} "
+                        rf"errors (\d+)( \S+)? load", done.stdout, re.M)
         assert run, done.stdout
-        assert int(run.group(1)) > 0
-        summary = re.search(rf"^{re.escape(name)} +\d+ MB/s [\d.]+ ms/MB, "
-                            rf"vs event ([\d.]+)x \(([\d.]+)\)$",
-                            done.stdout, re.M)
+        assert int(run.group(1)) > 0 and float(run.group(2)) > 0
+        if workload == "h2-conns":
+            # Stock prefork is refused by mod_http2: h2load falls back.
+            assert run.group(5) == " http/1.1", done.stdout
+        summary = re.search(rf"^{re.escape(name)} +\d+ {unit} p99 [\d.]+ "
+                            rf"ms [\d.]+ {cpu_unit}, vs {server} "
+                            rf"([\d.]+)x \(([\d.]+)\), p99 ([\d.]+)x "
+                            rf"\(([\d.]+)\)$", done.stdout, re.M)
         assert summary, done.stdout
     # Two httpds: the second instance is not the first one measured twice.
     pids = set(re.findall(r"^started (\S+) (\d+)$", done.stdout, re.M))
     assert len({pid for _, pid in pids}) == 2, done.stdout
+
+
+def test_tls_resume_is_refused(top):
+    """openssl s_time reports no latencies: not a workload here."""
+    done = subprocess.run(
+        [sys.executable, os.path.join(top, "bench", "same_servers.py"),
+         "--workload", "tls-resume", "--servers", "event"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "invalid choice" in done.stderr
