@@ -11,12 +11,14 @@ of the same server differ in one run; this can:
   bench/same_servers.py --workload tls-keepalive --rotate \\
       --servers prefork,prefork#2,bucketed-reuseport
 
-A server is NAME[#TAG] (NAME from `bench/run --list`; TAG tells a second
-instance apart). Each instance is its own httpd with its own directory and
-port, configured as bench/run configures NAME for the workload, with the
-workload's fixtures (TLS certificate, large file, slow backend, php-fpm)
-started once and shared as bench/run shares them. --workload is any of the
-users workloads wrk or h2load drive (tls-handshake, tls-keepalive,
+A server is NAME[#TAG][@BUILD] (NAME from `bench/run --list`; TAG tells
+a second instance apart; BUILD: the directory of the bucketed modules this
+instance loads, default --build-dir, for an A/B of two builds in one run).
+Each instance is its own httpd with its own directory and port, configured
+as bench/run configures NAME for the workload, with the workload's
+fixtures (TLS certificate, large file, slow backend, php-fpm) started once
+and shared as bench/run shares them. --workload is any of the users
+workloads wrk or h2load drive (tls-handshake, tls-keepalive,
 h2-streams, h2-conns, large-1m (the default), large-100m, proxy-default,
 proxy-tuned, php-fpm, php-mod; not tls-resume, whose openssl s_time
 reports no latencies).
@@ -61,11 +63,13 @@ class Run:
 
 
 def spec_of(text):
-    """The catalog's ServerSpec for NAME[#TAG], renamed to the whole text."""
-    name = text.split("#", 1)[0]
+    """The catalog's ServerSpec for NAME[#TAG][@BUILD], renamed to
+    NAME[#TAG], and BUILD (None when not given)."""
+    label, _, build = text.partition("@")
+    name = label.split("#", 1)[0]
     if name not in SERVERS:
         raise SystemExit(f"unknown server {name!r} (see bench/run --list)")
-    return dataclasses.replace(SERVERS[name], name=text)
+    return dataclasses.replace(SERVERS[name], name=label), build or None
 
 
 def units(kind):
@@ -77,7 +81,7 @@ def units(kind):
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--servers", required=True,
-                        help="comma-separated NAME[#TAG]")
+                        help="comma-separated NAME[#TAG][@BUILD]")
     parser.add_argument("--workload", default="large-1m",
                         choices=WORKLOAD_NAMES)
     parser.add_argument("--rounds", type=int, default=3)
@@ -201,9 +205,12 @@ def main(argv):
     try:
         fixtures.start()
         for index, text in enumerate(args.servers.split(",")):
+            spec, build = spec_of(text)
             servers.append(users.UserServer(
-                spec_of(text), NATIVE, free_ports(1),
-                os.path.join(scratch, f"server{index}"), tools,
+                spec, NATIVE, free_ports(1),
+                os.path.join(scratch, f"server{index}"),
+                dataclasses.replace(tools, bucketed_dir=build) if build
+                else tools,
                 handler=workload.handler, fixtures=fixtures,
                 kind=args.workload))
         for server in servers[::-1] if args.start_reverse else servers:

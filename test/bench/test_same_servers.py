@@ -6,10 +6,13 @@ plain HTTP (large files), over TLS, through the proxy's slow backend, and
 h2load."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 
 import pytest
+
+from bucketbench.environment import BUCKETED_MODULES
 
 RUN_TIMEOUT_S = 300
 
@@ -57,3 +60,29 @@ def test_tls_resume_is_refused(top):
          "--workload", "tls-resume", "--servers", "event"],
         capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "invalid choice" in done.stderr
+
+
+def test_an_instance_loads_the_build_it_names(top, build, tmp_path):
+    """NAME@BUILD: that instance's httpd maps the bucketed module from
+    BUILD, the others from --build-dir (an A/B of two builds)."""
+    other = tmp_path / "other-build"
+    other.mkdir()
+    for name in BUCKETED_MODULES:
+        shutil.copy2(os.path.join(build, name), other / name)
+    hook = ('echo "maps $NAME $(grep -o "/[^ ]*mod_mpm_bucketed.so" '
+            '/proc/${PIDS%% *}/maps | sort -u)"')
+    done = subprocess.run(
+        [sys.executable, os.path.join(top, "bench", "same_servers.py"),
+         "--workload", "tls-keepalive", "--servers",
+         f"bucketed-event,bucketed-event#2@{other}", "--rounds", "1",
+         "--duration", "2", "--warmup", "1", "--hook", hook],
+        env=dict(os.environ, BUCKETED_BUILD=build), capture_output=True,
+        text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    maps = dict(re.findall(r"^maps (\S+) (\S+)$", done.stdout, re.M))
+    assert maps == {
+        "bucketed-event": os.path.join(build, "mod_mpm_bucketed.so"),
+        "bucketed-event#2": str(other / "mod_mpm_bucketed.so")}, \
+        done.stdout
+    assert re.search(r"^bucketed-event#2 +\d+ req/s .*, vs bucketed-event ",
+                     done.stdout, re.M), done.stdout
