@@ -1,19 +1,35 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""bench/same_servers.py: a workload users serve (large-1m by default)
-against a list of servers in which one server may appear more than once,
-interleaved round by round, as bench/run interleaves them (issue 26).
+"""bench/same_servers.py: one workload users serve against a list of
+servers in which one server may appear more than once, interleaved round
+by round, as bench/run interleaves them (issue 26).
 
 bench/run names each server once, so it cannot show how far two instances
 of the same server differ in one run; this can:
 
   bench/same_servers.py --servers prefork,event,bucketed-event,event#2
+  bench/same_servers.py --workload tls-keepalive --rotate \\
+      --servers prefork,prefork#2,bucketed-reuseport
 
-A server is NAME[#TAG] (NAME from `bench/run --list`; TAG tells a second
-instance apart). Each instance is its own httpd with its own directory and
-port, configured as bench/run configures NAME. Prints every run's MB/s and
-server CPU per MB, then the medians and same-round ratios against the first
-server. Run it under the benchmark lock: flock /tmp/bench.lock ..."""
+A server is NAME[#TAG][@BUILD] (NAME from `bench/run --list`; TAG tells
+a second instance apart; BUILD: the directory of the bucketed modules this
+instance loads, default --build-dir, for an A/B of two builds in one run).
+Each instance is its own httpd with its own directory and port, configured
+as bench/run configures NAME for the workload, with the workload's
+fixtures (TLS certificate, large file, slow backend, php-fpm) started once
+and shared as bench/run shares them. --workload is any of the users
+workloads wrk or h2load drive (tls-handshake, tls-keepalive,
+h2-streams, h2-conns, large-1m (the default), large-100m, proxy-default,
+proxy-tuned, php-fpm, php-mod; not tls-resume, whose openssl s_time
+reports no latencies).
+
+Prints every run's req/s (MB/s for the large files), p99, server CPU per
+request (per MB) and errors (h2 workloads: the protocol h2load
+negotiated), then per server the medians and the same-round ratios
+against the first server, of the throughput and of the p99 (above 1.00x:
+slower than the first). A run whose load fails is reported and left out
+of the medians; its server is started afresh if it was stopped. Run it
+under the benchmark lock: flock /tmp/bench.lock ..."""
 
 import argparse
 import dataclasses
@@ -23,29 +39,51 @@ import subprocess
 import sys
 import tempfile
 
-from bucketbench import environment, procfs, stats, users
-from bucketbench.catalog import NATIVE, SERVERS, WORKLOADS
+from bucketbench import environment, load, procfs, stats, users
+from bucketbench.catalog import NATIVE, SERVERS, WORKLOAD_GROUPS, WORKLOADS
 from bucketbench.cli import REPO_DIR
 from bucketbench.net import free_ports
 
 WRK_TIMEOUT_S = 2
 WRK_THREADS = 2
+# The users workloads whose load reports latencies (tls-resume's does not).
+WORKLOAD_NAMES = [name for name in WORKLOAD_GROUPS["users"]
+                  if name != "tls-resume"]
+
+
+@dataclasses.dataclass
+class Run:
+    """One run's figures: rate in req/s (MB/s for the large files), server
+    CPU in ms per request (per MB)."""
+    rate: float
+    p99_ms: float
+    cpu_ms: float
+    errors: int
+    protocol: str
 
 
 def spec_of(text):
-    """The catalog's ServerSpec for NAME[#TAG], renamed to the whole text."""
-    name = text.split("#", 1)[0]
+    """The catalog's ServerSpec for NAME[#TAG][@BUILD], renamed to
+    NAME[#TAG], and BUILD (None when not given)."""
+    label, _, build = text.partition("@")
+    name = label.split("#", 1)[0]
     if name not in SERVERS:
         raise SystemExit(f"unknown server {name!r} (see bench/run --list)")
-    return dataclasses.replace(SERVERS[name], name=text)
+    return dataclasses.replace(SERVERS[name], name=label), build or None
+
+
+def units(kind):
+    """(rate unit, CPU unit) of a workload's figures."""
+    return ("MB/s", "ms/MB") if kind in users.LARGE_SIZES \
+        else ("req/s", "ms/req")
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--servers", required=True,
-                        help="comma-separated NAME[#TAG]")
+                        help="comma-separated NAME[#TAG][@BUILD]")
     parser.add_argument("--workload", default="large-1m",
-                        choices=sorted(users.LARGE_SIZES))
+                        choices=WORKLOAD_NAMES)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=5,
                         help="seconds per run")
@@ -64,8 +102,20 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+def start(server, workload, warmup_s, wrk):
+    """Starts a server and warms it up (a failed warm-up shows in the
+    first run)."""
+    server.start()
+    print(f"started {server.spec.name} {server.pid}", flush=True)
+    try:
+        users.run_load(server, workload, workload.users_concurrency,
+                       warmup_s, WRK_TIMEOUT_S, WRK_THREADS, wrk)
+    except load.LoadError:
+        pass
+
+
 def measure(server, workload, seconds, wrk, hook, round_no):
-    """One run: (MB/s, server CPU ms per MB)."""
+    """One run's Run."""
     pids = procfs.process_tree(server.pid)
     before = procfs.cpu_seconds(server.pid, pids)
     hooked = None
@@ -75,16 +125,68 @@ def measure(server, workload, seconds, wrk, hook, round_no):
                    PIDS=" ".join(str(pid) for pid in pids))
         hooked = subprocess.Popen(["bash", "-c", "sleep 1; " + hook],
                                   env=env)
-    _, result, _ = users.run_load(server, workload,
-                                  workload.users_concurrency, seconds,
-                                  WRK_TIMEOUT_S, WRK_THREADS, wrk)
-    if hooked:
-        hooked.wait()
+    try:
+        _, result, _ = users.run_load(server, workload,
+                                      workload.users_concurrency, seconds,
+                                      WRK_TIMEOUT_S, WRK_THREADS, wrk)
+    finally:
+        if hooked:
+            hooked.wait()
     cpu_s = procfs.cpu_seconds(server.pid, procfs.process_tree(server.pid)) \
         - before
-    megabytes = result["bytes"] / 2 ** 20
-    return result["bytes_per_s"] / 2 ** 20, \
-        cpu_s * 1000 / megabytes if megabytes else 0.0
+    if workload.users in users.LARGE_SIZES:
+        rate = result["bytes_per_s"] / 2 ** 20
+        served = result["bytes"] / 2 ** 20
+    else:
+        rate, served = result["rps"], result["requests"]
+    return Run(rate, (result["latency_ms"] or {}).get("p99"),
+               cpu_s * 1000 / served if served else 0.0,
+               sum(result["errors"].values()), result.get("protocol"))
+
+
+def _number(value, digits):
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def describe(run, kind):
+    rate_unit, cpu_unit = units(kind)
+    protocol = f" {run.protocol}" if run.protocol else ""
+    return (f"{run.rate:6.0f} {rate_unit} p99 {_number(run.p99_ms, 2)} ms "
+            f"{run.cpu_ms:.3f} {cpu_unit} errors {run.errors}{protocol}")
+
+
+def _median(values):
+    present = [value for value in values if value is not None]
+    return stats.median(present) if present else None
+
+
+def ratios(mine, first, field):
+    """Same-round ratios of a Run field, mine over first, for the rounds
+    both measured."""
+    return [getattr(m, field) / getattr(f, field)
+            for m, f in zip(mine, first)
+            if m and f and getattr(m, field) and getattr(f, field)]
+
+
+def _ratio_text(values):
+    if not values:
+        return "n/a"
+    return f"{stats.median(values):.2f}x (" \
+        + " / ".join(f"{r:.2f}" for r in values) + ")"
+
+
+def summary(name, mine, first_name, first, kind):
+    """A server's medians and its same-round ratios against the first."""
+    rate_unit, cpu_unit = units(kind)
+    done = [run for run in mine if run]
+    failed = f", {len(mine) - len(done)} runs failed" \
+        if len(done) < len(mine) else ""
+    return (f"{name:24s} {_number(_median([r.rate for r in done]), 0)} "
+            f"{rate_unit} p99 {_number(_median([r.p99_ms for r in done]), 2)}"
+            f" ms {_number(_median([r.cpu_ms for r in done]), 3)} "
+            f"{cpu_unit}{failed}, vs {first_name} "
+            f"{_ratio_text(ratios(mine, first, 'rate'))}, p99 "
+            f"{_ratio_text(ratios(mine, first, 'p99_ms'))}")
 
 
 def main(argv):
@@ -99,17 +201,16 @@ def main(argv):
     try:
         fixtures.start()
         for index, text in enumerate(args.servers.split(",")):
+            spec, build = spec_of(text)
             servers.append(users.UserServer(
-                spec_of(text), NATIVE, free_ports(1),
-                os.path.join(scratch, f"server{index}"), tools,
+                spec, NATIVE, free_ports(1),
+                os.path.join(scratch, f"server{index}"),
+                dataclasses.replace(tools, bucketed_dir=build) if build
+                else tools,
                 handler=workload.handler, fixtures=fixtures,
                 kind=args.workload))
         for server in servers[::-1] if args.start_reverse else servers:
-            server.start()
-            print(f"started {server.spec.name} {server.pid}", flush=True)
-            users.run_load(server, workload, workload.users_concurrency,
-                           args.warmup, WRK_TIMEOUT_S, WRK_THREADS,
-                           tools.wrk)
+            start(server, workload, args.warmup, tools.wrk)
         print(f"load average {os.getloadavg()}", flush=True)
         runs = {server.spec.name: [] for server in servers}
         order = list(servers)
@@ -117,20 +218,22 @@ def main(argv):
             if args.rotate and round_no:
                 order = order[1:] + order[:1]
             for server in order:
-                rate, cpu = measure(server, workload, args.duration,
-                                    tools.wrk, args.hook, round_no)
-                runs[server.spec.name].append((rate, cpu))
-                print(f"round {round_no} {server.spec.name:24s} "
-                      f"{rate:6.0f} MB/s {cpu:.3f} ms/MB "
+                try:
+                    run = measure(server, workload, args.duration,
+                                  tools.wrk, args.hook, round_no)
+                    text = describe(run, args.workload)
+                except load.LoadError as error:
+                    run, text = None, "failed: " + str(error).replace(
+                        "\n", " | ")
+                    if not server.alive():
+                        start(server, workload, args.warmup, tools.wrk)
+                runs[server.spec.name].append(run)
+                print(f"round {round_no} {server.spec.name:24s} {text} "
                       f"load {os.getloadavg()[0]:.1f}", flush=True)
         print(f"load average {os.getloadavg()}")
         first = servers[0].spec.name
         for name, mine in runs.items():
-            ratios = [m[0] / f[0] for m, f in zip(mine, runs[first])]
-            print(f"{name:24s} {stats.median([m[0] for m in mine]):6.0f} "
-                  f"MB/s {stats.median([m[1] for m in mine]):.3f} ms/MB, "
-                  f"vs {first} {stats.median(ratios):.2f}x ("
-                  + " / ".join(f"{r:.2f}" for r in ratios) + ")")
+            print(summary(name, mine, first, runs[first], args.workload))
     finally:
         for server in servers:
             server.stop()

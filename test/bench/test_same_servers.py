@@ -1,32 +1,88 @@
 # SPDX-License-Identifier: Apache-2.0
 """bench/same_servers.py: one server named twice runs as two httpds, both
 measured in the round, each against the first (issue 26's A/A control for
-the large files)."""
+the workloads users serve), for each kind of load it drives: wrk over
+plain HTTP (large files), over TLS, through the proxy's slow backend, and
+h2load."""
 import os
 import re
+import shutil
 import subprocess
 import sys
+
+import pytest
+
+from bucketbench.environment import BUCKETED_MODULES
 
 RUN_TIMEOUT_S = 300
 
 
-def test_same_server_twice_runs_as_two_instances(top, build):
+@pytest.mark.parametrize("workload,server,unit,cpu_unit", [
+    ("large-1m", "event", "MB/s", "ms/MB"),
+    ("large-100m", "event", "MB/s", "ms/MB"),
+    ("tls-keepalive", "event", "req/s", "ms/req"),
+    ("proxy-default", "event", "req/s", "ms/req"),
+    ("h2-conns", "prefork", "req/s", "ms/req"),
+])
+def test_same_server_twice_runs_as_two_instances(top, build, workload,
+                                                 server, unit, cpu_unit):
+    names = (server, f"{server}#2")
     done = subprocess.run(
         [sys.executable, os.path.join(top, "bench", "same_servers.py"),
-         "--servers", "event,event#2", "--rounds", "1", "--duration", "1",
-         "--warmup", "1"],
+         "--workload", workload, "--servers", ",".join(names),
+         "--rounds", "1", "--duration", "1", "--warmup", "1"],
         env=dict(os.environ, BUCKETED_BUILD=build), capture_output=True,
         text=True, timeout=RUN_TIMEOUT_S, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    for name in ("event", "event#2"):
-        run = re.search(rf"^round 0 {re.escape(name)} +(\d+) MB/s "
-                        rf"([\d.]+) ms/MB", done.stdout, re.M)
+    for name in names:
+        run = re.search(rf"^round 0 {re.escape(name)} +(\d+) {unit} "
+                        rf"p99 ([\d.]+) ms ([\d.]+) {cpu_unit} "
+                        rf"errors (\d+)( \S+)? load", done.stdout, re.M)
         assert run, done.stdout
-        assert int(run.group(1)) > 0
-        summary = re.search(rf"^{re.escape(name)} +\d+ MB/s [\d.]+ ms/MB, "
-                            rf"vs event ([\d.]+)x \(([\d.]+)\)$",
-                            done.stdout, re.M)
+        assert int(run.group(1)) > 0 and float(run.group(2)) > 0
+        if workload == "h2-conns":
+            # Stock prefork is refused by mod_http2: h2load falls back.
+            assert run.group(5) == " http/1.1", done.stdout
+        summary = re.search(rf"^{re.escape(name)} +\d+ {unit} p99 [\d.]+ "
+                            rf"ms [\d.]+ {cpu_unit}, vs {server} "
+                            rf"([\d.]+)x \(([\d.]+)\), p99 ([\d.]+)x "
+                            rf"\(([\d.]+)\)$", done.stdout, re.M)
         assert summary, done.stdout
     # Two httpds: the second instance is not the first one measured twice.
     pids = set(re.findall(r"^started (\S+) (\d+)$", done.stdout, re.M))
     assert len({pid for _, pid in pids}) == 2, done.stdout
+
+
+def test_tls_resume_is_refused(top):
+    """openssl s_time reports no latencies: not a workload here."""
+    done = subprocess.run(
+        [sys.executable, os.path.join(top, "bench", "same_servers.py"),
+         "--workload", "tls-resume", "--servers", "event"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "invalid choice" in done.stderr
+
+
+def test_an_instance_loads_the_build_it_names(top, build, tmp_path):
+    """NAME@BUILD: that instance's httpd maps the bucketed module from
+    BUILD, the others from --build-dir (an A/B of two builds)."""
+    other = tmp_path / "other-build"
+    other.mkdir()
+    for name in BUCKETED_MODULES:
+        shutil.copy2(os.path.join(build, name), other / name)
+    hook = ('echo "maps $NAME $(grep -o "/[^ ]*mod_mpm_bucketed.so" '
+            '/proc/${PIDS%% *}/maps | sort -u)"')
+    done = subprocess.run(
+        [sys.executable, os.path.join(top, "bench", "same_servers.py"),
+         "--workload", "tls-keepalive", "--servers",
+         f"bucketed-event,bucketed-event#2@{other}", "--rounds", "1",
+         "--duration", "2", "--warmup", "1", "--hook", hook],
+        env=dict(os.environ, BUCKETED_BUILD=build), capture_output=True,
+        text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    maps = dict(re.findall(r"^maps (\S+) (\S+)$", done.stdout, re.M))
+    assert maps == {
+        "bucketed-event": os.path.join(build, "mod_mpm_bucketed.so"),
+        "bucketed-event#2": str(other / "mod_mpm_bucketed.so")}, \
+        done.stdout
+    assert re.search(r"^bucketed-event#2 +\d+ req/s .*, vs bucketed-event ",
+                     done.stdout, re.M), done.stdout
