@@ -121,6 +121,18 @@ def _line_starting(path, prefix):
     return None
 
 
+def io_calls(pids, field):
+    """read() (field "syscr") or write() ("syscw") system calls the
+    processes have made so far, over all their threads (/proc/PID/io;
+    processes gone count nothing)."""
+    total = 0
+    for pid in pids:
+        line = _line_starting(f"/proc/{pid}/io", field + ":")
+        if line is not None:
+            total += int(line.split()[1])
+    return total
+
+
 def uids(pid):
     """(real, effective, saved, filesystem) uid of a process, from the Uid
     line of /proc/<pid>/status; None when it is gone."""

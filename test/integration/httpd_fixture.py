@@ -38,7 +38,7 @@ from bucketbench.net import (  # noqa: F401 (re-exported)
     HTTP_TIMEOUT, LOOPBACK, Timeout, connection_refused, free_ports, http_get,
     wait_until)
 from bucketbench.procfs import (  # noqa: F401 (re-exported)
-    alive, children_of, kill_until_gone, listening_inodes,
+    alive, children_of, io_calls, kill_until_gone, listening_inodes,
     proc_listening_inodes, processes_mentioning, socket_inodes_of,
     ss_listening, stop_process, uids)
 

@@ -10,10 +10,9 @@ closes none.
 import selectors
 import socket
 import time
-from pathlib import Path
 
 from httpd_fixture import (INDEX_BODY, LOOPBACK, children_of, http_get,
-                           wait_until)
+                           io_calls, wait_until)
 
 # Two children of 4 workers: at most 4 + 4 x 2 = 12 connections each.
 SMALL_LIMITS = ("ChildModel event\nBucketCount 1\nServerLimit 2\n"
@@ -129,20 +128,6 @@ def test_idle_connections_within_the_limit_are_kept(make_httpd):
             s.close()
 
 
-def write_calls(pids):
-    """write() system calls the processes have made so far (syscw of
-    /proc/PID/io, over all their threads)."""
-    total = 0
-    for pid in pids:
-        try:
-            text = Path(f"/proc/{pid}/io").read_text()
-        except FileNotFoundError:
-            continue
-        total += next(int(line.split()[1]) for line in text.splitlines()
-                      if line.startswith("syscw:"))
-    return total
-
-
 def test_children_at_the_limit_do_not_wake_each_other(make_httpd):
     """While connections wait in the bucket's accept queue and every child
     is at its connection limit, the children stay asleep until a reclaim
@@ -157,7 +142,7 @@ def test_children_at_the_limit_do_not_wake_each_other(make_httpd):
     burst = []
     try:
         children = children_of(server.pid)
-        before = write_calls(children)
+        before = io_calls(children, "syscw")
         # More than one reclaim admits: some wait in between.
         for _ in range(BURST):
             sock = socket.create_connection((LOOPBACK, port),
@@ -174,7 +159,7 @@ def test_children_at_the_limit_do_not_wake_each_other(make_httpd):
                 selector.unregister(key.fileobj)
                 assert read_response(key.fileobj) == INDEX_BODY
                 answered += 1
-        writes = write_calls(children) - before
+        writes = io_calls(children, "syscw") - before
         print(f"{answered} of {BURST} answered beside {FULL} idle; the "
               f"children made {writes} write() calls meanwhile; reclaimed "
               f"{reclaimed(server)}")

@@ -6,10 +6,10 @@
  * A connection input filter above mod_ssl. http_core marks the child
  * SERVER_BUSY_KEEPALIVE after a response and then reads the next request
  * line; that first blocking read is the wait. The filter takes what is
- * already there without blocking (a pipelined request, bytes mod_ssl holds),
- * and otherwise waits in ppoll() on the connection's socket for at most its
- * timeout (KeepAliveTimeout), the give-up signal open. Readable: httpd's
- * own read follows. Timed out: APR_TIMEUP, as the socket read would have
+ * already there without blocking (a pipelined request, bytes mod_ssl holds:
+ * what httpd's pipeline check found), and otherwise waits in ppoll() on the
+ * connection's socket for at most its timeout (KeepAliveTimeout), the
+ * give-up signal open. Readable: httpd's own read follows. Timed out: APR_TIMEUP, as the socket read would have
  * said. Asked to give up, and still allowed to (keepalive_gives_up): EOF,
  * which httpd takes for a client that closed between requests; the child
  * then closes the connection and goes back to its bucket's accept queue.
@@ -161,10 +161,17 @@ static apr_status_t keepalive_wait_filter(ap_filter_t *f,
         return ap_get_brigade(f->next, bb, mode, block, readbytes);
     }
     kc->keepalives_waited = c->keepalives;
-    rv = ap_get_brigade(f->next, bb, mode, APR_NONBLOCK_READ, readbytes);
-    if (!APR_STATUS_IS_EAGAIN(rv)
-        && !(rv == APR_SUCCESS && APR_BRIGADE_EMPTY(bb))) {
-        return rv;
+    /* After the response httpd looked for a pipelined request without
+     * blocking, through mod_ssl too (data_in_input_filters). Where it found
+     * one, take it; where it found none, looking again would only cost a
+     * read that fails (stock prefork's wait makes one read fewer): what
+     * came since wakes the poll. */
+    if (c->data_in_input_filters) {
+        rv = ap_get_brigade(f->next, bb, mode, APR_NONBLOCK_READ, readbytes);
+        if (!APR_STATUS_IS_EAGAIN(rv)
+            && !(rv == APR_SUCCESS && APR_BRIGADE_EMPTY(bb))) {
+            return rv;
+        }
     }
     csd = ap_get_conn_socket(c);
     if (csd == NULL || apr_socket_timeout_get(csd, &timeout) != APR_SUCCESS
