@@ -9,10 +9,11 @@
  * already there without blocking (a pipelined request, bytes mod_ssl holds:
  * what httpd's pipeline check found), and otherwise waits in ppoll() on the
  * connection's socket for at most its timeout (KeepAliveTimeout), the
- * give-up signal open. Readable: httpd's own read follows. Timed out: APR_TIMEUP, as the socket read would have
- * said. Asked to give up, and still allowed to (keepalive_gives_up): EOF,
- * which httpd takes for a client that closed between requests; the child
- * then closes the connection and goes back to its bucket's accept queue.
+ * give-up signal open. Readable: httpd's own read follows. Timed out:
+ * APR_TIMEUP, as the socket read would have said. Asked to give up, and
+ * still allowed to (keepalive_gives_up): EOF, which httpd takes for a
+ * client that closed between requests; the child then closes the
+ * connection and goes back to its bucket's accept queue.
  */
 #include <errno.h>
 #include <poll.h>
