@@ -23,8 +23,10 @@ KEEPALIVE_S = 30
 PROBES = 20
 # The limits swept: MaxRequestWorkers, or None for the MPM's default.
 LIMITS = (7, 20, None)
-# With the default limit not every k is run: these, and limit - 2, - 1.
-DEFAULT_LIMIT_POINTS = (0, 1, 0.25, 0.5, 0.75)
+# Up to this limit every k is run; above it (the MPM's default) 0, 1,
+# these fractions of the limit, and the limit - 2 and - 1.
+EVERY_COUNT_UP_TO = 20
+SPREAD_FRACTIONS = (0.25, 0.5, 0.75)
 # How long one idle connection may take to get its first answer (a new
 # prefork child may have to start for it).
 OPEN_TIMEOUT_S = 20
@@ -59,11 +61,10 @@ def limit_directives(spec, limit, buckets):
 
 def idle_counts(limit):
     """The k of one limit: every one below it, or a spread of them."""
-    if limit <= max(LIMITS[:-1]):
+    if limit <= EVERY_COUNT_UP_TO:
         return list(range(limit))
-    spread = {int(f * limit) if isinstance(f, float) else f
-              for f in DEFAULT_LIMIT_POINTS}
-    return sorted(spread | {limit - 2, limit - 1})
+    return sorted({0, 1, limit - 2, limit - 1}
+                  | {int(f * limit) for f in SPREAD_FRACTIONS})
 
 
 class SweepServer(Server):

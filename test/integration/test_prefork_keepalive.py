@@ -25,7 +25,7 @@ SERVERS = "KeepAlive On\nKeepAliveTimeout 30\nStartServers 2\n" \
 
 
 def started(make_httpd, tmp_path, mpm, transport):
-    """(server, port, client socket factory) of a prefork server, stock or
+    """(server, client socket factory) of a prefork server, stock or
     bucketed's model, serving plaintext or TLS."""
     tls_port = None
     extra = ""
