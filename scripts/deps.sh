@@ -7,7 +7,7 @@ packages="apache2 apache2-dev libapr1-dev libaprutil1-dev libcmocka-dev libpcre2
   wrk nginx python3 python3-pytest python3-matplotlib valgrind nghttp2-client git
   qemu-system-x86 busybox-static cpio util-linux libapache2-mod-php8.2 prometheus
   bpftool build-essential debhelper lintian systemd-container debootstrap gdb linux-perf
-  php8.2-fpm openssl"
+  php8.2-fpm openssl strace"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

@@ -187,6 +187,10 @@ static apr_status_t keepalive_wait_filter(ap_filter_t *f,
         bucket_stats_count_reclaimed(kc->kw->retained, kc->kw->bucket, 1);
         return APR_EOF;
     default:
+        /* A short read earlier left APR's mark to poll before its next
+         * read; the ppoll() just did, so the read goes straight to the
+         * socket (one poll() a request fewer, stock prefork's count). */
+        apr_socket_opt_set(csd, APR_INCOMPLETE_READ, 0);
         return ap_get_brigade(f->next, bb, mode, block, readbytes);
     }
 }
