@@ -23,6 +23,11 @@ h2-streams, h2-conns, large-1m (the default), large-100m, proxy-default,
 proxy-tuned, php-fpm, php-mod; not tls-resume, whose openssl s_time
 reports no latencies).
 
+--rate N paces wrk to N requests a second in all (the Lua delay() of
+bench/run's --rate), so every server is asked the same load and the p99s
+compare at an equal rate rather than at whatever each server's closed
+loop reached; the workloads h2load drives cannot be paced.
+
 Prints every run's req/s (MB/s for the large files), p99, server CPU per
 request (per MB) and errors (h2 workloads: the protocol h2load
 negotiated), then per server the medians and the same-round ratios
@@ -94,12 +99,19 @@ def parse_args(argv):
     parser.add_argument("--start-reverse", action="store_true",
                         help="start (and warm up) the servers in the "
                              "reverse of the listed order")
+    parser.add_argument("--rate", type=int, default=None,
+                        help="pace wrk to this many requests a second")
     parser.add_argument("--hook", default="",
                         help="shell command run 1 s into every run, with "
                              "NAME, PORT, PIDS and ROUND in its environment")
     parser.add_argument("--build-dir", default=os.environ.get(
         "BUCKETED_BUILD", REPO_DIR))
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.rate is not None and (args.rate <= 0
+                                  or args.workload not in users.PACEABLE):
+        parser.error(f"--rate must be a positive number of requests a "
+                     f"second, for one of {', '.join(users.PACEABLE)}")
+    return args
 
 
 def start(server, workload, warmup_s, wrk):
@@ -114,8 +126,8 @@ def start(server, workload, warmup_s, wrk):
         pass
 
 
-def measure(server, workload, seconds, wrk, hook, round_no):
-    """One run's Run."""
+def measure(server, workload, seconds, wrk, hook, round_no, rate=None):
+    """One run's Run (rate: wrk paced, see --rate)."""
     pids = procfs.process_tree(server.pid)
     before = procfs.cpu_seconds(server.pid, pids)
     hooked = None
@@ -128,7 +140,7 @@ def measure(server, workload, seconds, wrk, hook, round_no):
     try:
         _, result, _ = users.run_load(server, workload,
                                       workload.users_concurrency, seconds,
-                                      WRK_TIMEOUT_S, WRK_THREADS, wrk)
+                                      WRK_TIMEOUT_S, WRK_THREADS, wrk, rate)
     finally:
         if hooked:
             hooked.wait()
@@ -211,6 +223,8 @@ def main(argv):
                 kind=args.workload))
         for server in servers[::-1] if args.start_reverse else servers:
             start(server, workload, args.warmup, tools.wrk)
+        if args.rate:
+            print(f"wrk paced at {args.rate} req/s", flush=True)
         print(f"load average {os.getloadavg()}", flush=True)
         runs = {server.spec.name: [] for server in servers}
         order = list(servers)
@@ -220,7 +234,7 @@ def main(argv):
             for server in order:
                 try:
                     run = measure(server, workload, args.duration,
-                                  tools.wrk, args.hook, round_no)
+                                  tools.wrk, args.hook, round_no, args.rate)
                     text = describe(run, args.workload)
                 except load.LoadError as error:
                     run, text = None, "failed: " + str(error).replace(

@@ -42,7 +42,7 @@ import time
 import urllib.request
 
 from . import configs, load, markdown, procfs, slow_backend, stats
-from .catalog import WORKLOADS
+from .catalog import WORKLOAD_GROUPS, WORKLOADS
 from .net import http_get
 from .server import CLEAN_PATH, HTTP_TIMEOUT_S, Server, run_as_user
 
@@ -51,6 +51,10 @@ TLS_KINDS = ("tls-handshake", "tls-resume", "tls-keepalive", "h2-streams",
 H2_STREAMS = {"h2-streams": 100, "h2-conns": 10}
 LARGE_SIZES = {"large-1m": 2 ** 20, "large-100m": 100 * 2 ** 20}
 PROXY_KINDS = ("proxy-default", "proxy-tuned")
+# The workloads wrk drives, which a rate can pace (h2load and s_time
+# cannot be paced per request).
+PACEABLE = tuple(name for name in WORKLOAD_GROUPS["users"]
+                 if name != "tls-resume" and name not in H2_STREAMS)
 PROXY_PATH = "/backend/"
 PHP_FPM = "php-fpm"
 PHP_FPM_BINARY = "/usr/sbin/php-fpm8.2"
@@ -469,12 +473,16 @@ def parse_s_time(outputs, wall_s):
 
 
 def _wrk_commands(wrk, server, kind, workload, concurrency, duration_s,
-                  timeout_s, threads):
-    script = os.path.join(server.workdir, "wrk.lua")
+                  timeout_s, threads, rate):
+    name = "wrk.lua" if rate is None else f"wrk-rate{rate}.lua"
+    script = os.path.join(server.workdir, name)
     if not os.path.exists(script):
+        interval_ms = None if rate is None \
+            else load.pacing_interval_ms(rate, threads)
         with open(script, "w") as handle:
             handle.write(load.lua_script(load.thread_ports(
-                server.ports, workload.split, threads)))
+                server.ports, workload.split, threads),
+                interval_ms=interval_ms))
     if kind in LARGE_SIZES:
         timeout_s = max(timeout_s, LARGE_TIMEOUT_S)
     return [load.wrk_command(
@@ -486,9 +494,13 @@ def _wrk_commands(wrk, server, kind, workload, concurrency, duration_s,
 
 
 def commands(wrk, server, workload, concurrency, duration_s, timeout_s,
-             threads):
-    """The load's commands for one run."""
+             threads, rate=None):
+    """The load's commands for one run; rate: wrk paced to that many
+    requests a second in all (load.PACED_LUA_TEMPLATE; the wrk-driven
+    workloads only, see PACEABLE)."""
     kind = workload.users
+    if rate is not None and kind not in PACEABLE:
+        raise ValueError(f"{kind} is not driven by wrk and cannot be paced")
     port = server.ports[0]
     path = document(kind)[0]
     if kind == "tls-resume":
@@ -503,18 +515,19 @@ def commands(wrk, server, workload, concurrency, duration_s, timeout_s,
                  os.path.join(server.workdir, "h2load-requests.log"),
                  f"https://127.0.0.1:{port}{path}"]]
     return _wrk_commands(wrk, server, kind, workload, concurrency,
-                         duration_s, timeout_s, threads)
+                         duration_s, timeout_s, threads, rate)
 
 
 def run_load(server, workload, concurrency, duration_s, timeout_s,
-             threads, wrk):
-    """One bounded load of a workload users serve against server.
+             threads, wrk, rate=None):
+    """One bounded load of a workload users serve against server (rate:
+    see commands()).
     Returns (commands, result as load.parse_result's, client CPU s);
     load.LoadError when it failed (a load that overran is killed and the
     server stopped, see the module's text)."""
     kind = workload.users
     command_list = commands(wrk, server, workload, concurrency, duration_s,
-                            timeout_s, threads)
+                            timeout_s, threads, rate)
     outcomes, cpu_s, wall_s, killed = _run_bounded(
         command_list, duration_s, server.workdir, "load")
     if killed:

@@ -62,6 +62,44 @@ def test_tls_resume_is_refused(top):
     assert done.returncode == 2 and "invalid choice" in done.stderr
 
 
+def test_a_paced_run_asks_each_server_the_same_rate(top, build):
+    """--rate: wrk's Lua delay() paces every server to the rate asked
+    (500 req/s; unpaced, TLS keep-alive here runs at thousands), so the
+    servers' p99s compare at an equal load."""
+    names = ("event", "bucketed-event")
+    done = subprocess.run(
+        [sys.executable, os.path.join(top, "bench", "same_servers.py"),
+         "--workload", "tls-keepalive", "--servers", ",".join(names),
+         "--rounds", "1", "--duration", "2", "--warmup", "1",
+         "--rate", "500"],
+        env=dict(os.environ, BUCKETED_BUILD=build), capture_output=True,
+        text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert re.search(r"^wrk paced at 500 req/s$", done.stdout, re.M)
+    for name in names:
+        run = re.search(rf"^round 0 {re.escape(name)} +(\d+) req/s "
+                        rf"p99 ([\d.]+) ms", done.stdout, re.M)
+        assert run, done.stdout
+        # wrk's rate counts a partly used last second, hence the margin.
+        assert 0 < int(run.group(1)) <= 600, done.stdout
+        assert float(run.group(2)) > 0
+
+
+@pytest.mark.parametrize("workload,rate", [("h2-conns", "500"),
+                                           ("tls-keepalive", "0")])
+def test_a_rate_that_cannot_be_paced_is_refused(top, workload, rate):
+    """h2load cannot be paced per request, and a rate must be positive:
+    exit 2 before any server starts, naming the workloads that can."""
+    done = subprocess.run(
+        [sys.executable, os.path.join(top, "bench", "same_servers.py"),
+         "--workload", workload, "--servers", "event", "--rate", rate],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stdout
+    assert "--rate must be a positive number" in done.stderr
+    assert "tls-keepalive" in done.stderr and "h2-conns" not in \
+        done.stderr.split("for one of", 1)[1]
+
+
 def test_an_instance_loads_the_build_it_names(top, build, tmp_path):
     """NAME@BUILD: that instance's httpd maps the bucketed module from
     BUILD, the others from --build-dir (an A/B of two builds)."""
