@@ -29,6 +29,10 @@ SERVERS = "KeepAlive On\nKeepAliveTimeout 30\nStartServers 2\n" \
 # the polls before them (APR's own, and the bucketed filter's ppoll); a
 # poll() that strace's attach interrupted resumes as restart_syscall.
 WAIT_CALLS = ("read", "poll", "ppoll", "restart_syscall")
+# Where strace attaches and detaches within a wait moves a count by a call
+# or so over the REQUESTS; a wait that costs a call more moves it by one
+# call per request.
+EDGE = 0.5
 # A line of strace -c's table: % time, seconds, usecs/call, calls,
 # errors (blank when none), syscall.
 STRACE_ROW = re.compile(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+"
@@ -126,9 +130,9 @@ def test_the_wait_costs_no_more_calls_than_stock_prefork(make_httpd,
              for mpm in ("prefork", "bucketed")}
     print(f"calls per keep-alive request: {calls}")
     assert calls["prefork"]["read"] >= 1, calls
-    assert calls["bucketed"]["read"] <= calls["prefork"]["read"], calls
-    assert sum(calls["bucketed"].values()) <= \
-        sum(calls["prefork"].values()), calls
+    assert calls["bucketed"]["read"] < calls["prefork"]["read"] + EDGE, calls
+    assert sum(calls["bucketed"].values()) < \
+        sum(calls["prefork"].values()) + EDGE, calls
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
