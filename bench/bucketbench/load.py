@@ -185,6 +185,21 @@ def lua_script(ports, mixed=None, interval_ms=None):
     return script
 
 
+def script_file(workdir, ports, split, threads, rate=None, mixed=None):
+    """The path of a server's wrk script in workdir (lua_script for its
+    ports, split and threads; rate: paced to that many requests a second
+    in all), written the first time it is asked for: one file per rate."""
+    name = "wrk.lua" if rate is None else f"wrk-rate{rate}.lua"
+    path = os.path.join(workdir, name)
+    if not os.path.exists(path):
+        interval_ms = None if rate is None \
+            else pacing_interval_ms(rate, threads)
+        with open(path, "w") as handle:
+            handle.write(lua_script(thread_ports(ports, split, threads),
+                                    mixed=mixed, interval_ms=interval_ms))
+    return path
+
+
 def wrk_command(wrk, *, ports, connections, threads, duration_s, timeout_s,
                 keep_alive, script_path, document=configs.DOC_NAME,
                 scheme="http"):

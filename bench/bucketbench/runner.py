@@ -297,15 +297,9 @@ class Runner:
         """wrk's command line for a run; rate: pace it to that many
         requests a second in all (load.PACED_LUA_TEMPLATE)."""
         threads = self.plan.threads_for(workload)
-        name = "wrk.lua" if rate is None else f"wrk-rate{rate}.lua"
-        script = os.path.join(server.workdir, name)
-        if not os.path.exists(script):
-            interval_ms = None if rate is None \
-                else load.pacing_interval_ms(rate, threads)
-            with open(script, "w") as handle:
-                handle.write(load.lua_script(load.thread_ports(
-                    server.ports, workload.split, threads),
-                    mixed=_mixed(workload), interval_ms=interval_ms))
+        script = load.script_file(server.workdir, server.ports,
+                                  workload.split, threads, rate,
+                                  _mixed(workload))
         return load.wrk_command(
             self.tools.wrk, ports=server.ports, connections=concurrency,
             threads=threads, duration_s=duration_s,

@@ -474,15 +474,8 @@ def parse_s_time(outputs, wall_s):
 
 def _wrk_commands(wrk, server, kind, workload, concurrency, duration_s,
                   timeout_s, threads, rate):
-    name = "wrk.lua" if rate is None else f"wrk-rate{rate}.lua"
-    script = os.path.join(server.workdir, name)
-    if not os.path.exists(script):
-        interval_ms = None if rate is None \
-            else load.pacing_interval_ms(rate, threads)
-        with open(script, "w") as handle:
-            handle.write(load.lua_script(load.thread_ports(
-                server.ports, workload.split, threads),
-                interval_ms=interval_ms))
+    script = load.script_file(server.workdir, server.ports, workload.split,
+                              threads, rate)
     if kind in LARGE_SIZES:
         timeout_s = max(timeout_s, LARGE_TIMEOUT_S)
     return [load.wrk_command(
