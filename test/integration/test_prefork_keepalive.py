@@ -35,6 +35,13 @@ WAIT_CALLS = ("read", "poll", "ppoll", "restart_syscall")
 EDGE = 0.5
 # A line of strace -c's table: % time, seconds, usecs/call, calls,
 # errors (blank when none), syscall.
+# An strace line of a ppoll() that returned: its fourth argument, the
+# signal mask ("NULL", or a set such as "~[KILL STOP RTMIN RT_1]").
+PPOLL_MASK = re.compile(r"ppoll\(\[.*?\], \d+, (?:NULL|\{.*?\}), "
+                        r"(NULL|~?\[[^\]]*\]), \d+\) = ")
+# Longer than the idle a keep-alive connection needs before it may be
+# given up (KEEPALIVE_RECLAIM_MIN_IDLE, 500 ms).
+RECLAIMABLE_PAUSE_S = 0.8
 STRACE_ROW = re.compile(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+"
                         r"(?:\d+\s+)?(\w+)\s*$", re.M)
 
@@ -70,9 +77,10 @@ def strace_counts(table):
     return {name: int(calls) for calls, name in STRACE_ROW.findall(table)}
 
 
-def calls_per_request(server, connect, tmp_path):
-    """{system call: calls per keep-alive request} of the server's
-    children (strace -c), each request sent once the child waits for it."""
+def traced(server, connect, tmp_path, pauses, options):
+    """The output file of strace run with `options` on the server's
+    children while one keep-alive connection sends a request after each
+    pause in `pauses` (seconds; each sent once the child waits for it)."""
     out = tmp_path / f"strace-{server.pid}.txt"
     err = tmp_path / f"strace-{server.pid}.err"
     with connect() as c:
@@ -81,14 +89,14 @@ def calls_per_request(server, connect, tmp_path):
         children = children_of(server.pid)
         with open(err, "w") as stderr:
             tracer = subprocess.Popen(
-                ["strace", "-c", "-f", "-o", str(out)]
+                ["strace", "-f", "-o", str(out)] + options
                 + [arg for pid in children for arg in ("-p", str(pid))],
                 stdout=subprocess.DEVNULL, stderr=stderr)
         try:
             wait_until(lambda: err.read_text().count(" attached")
                        >= len(children), 10, what="strace to attach")
-            for _ in range(REQUESTS):
-                time.sleep(PAUSE_S)
+            for pause in pauses:
+                time.sleep(pause)
                 c.sendall(GET)
                 assert read_response(c)[1] == INDEX_BODY
         finally:
@@ -97,8 +105,34 @@ def calls_per_request(server, connect, tmp_path):
                 tracer.wait(10)
             except subprocess.TimeoutExpired:
                 stop_process(tracer, 5)
+    return out
+
+
+def calls_per_request(server, connect, tmp_path):
+    """{system call: calls per keep-alive request} of the server's
+    children (strace -c)."""
+    out = traced(server, connect, tmp_path, [PAUSE_S] * REQUESTS, ["-c"])
     counts = strace_counts(out.read_text())
     return {name: counts.get(name, 0) / REQUESTS for name in WAIT_CALLS}
+
+
+def ppoll_masks(trace):
+    """The signal-mask argument of every completed ppoll() in an strace
+    log: "NULL" where the call left the mask alone."""
+    return PPOLL_MASK.findall(trace)
+
+
+def test_ppoll_masks_reads_strace_lines():
+    trace = (
+        "41 ppoll([{fd=12, events=POLLIN}], 1, {tv_sec=0, "
+        "tv_nsec=499986000}, NULL, 8) = 1 ([{fd=12, revents=POLLIN}], "
+        "left {tv_sec=0, tv_nsec=479001000})\n"
+        "41 ppoll([{fd=12, events=POLLIN}], 1, {tv_sec=29, "
+        "tv_nsec=499000000}, ~[KILL STOP RTMIN RT_1 RT_2], 8 <unfinished ...>\n"
+        "41 ppoll([{fd=12, events=POLLIN}], 1, {tv_sec=29, "
+        "tv_nsec=499000000}, ~[KILL STOP RTMIN RT_1 RT_2], 8) = 1 "
+        "([{fd=12, revents=POLLIN}], left {tv_sec=28, tv_nsec=1000})\n")
+    assert ppoll_masks(trace) == ["NULL", "~[KILL STOP RTMIN RT_1 RT_2]"]
 
 
 TRANSPORTS = ["plain", pytest.param("tls", marks=pytest.mark.skipif(
@@ -155,3 +189,21 @@ def test_pipelined_requests_are_answered_without_a_wait(make_httpd,
         c.sendall(GET)
         assert read_response(c)[1] == INDEX_BODY
     assert "BK00188" not in server.error_log()
+
+
+def test_the_give_up_signal_opens_only_once_the_wait_could_give_up(
+        make_httpd, tmp_path):
+    """A client sending requests back to back is waited for with the
+    signal mask left alone (ppoll() with no mask: no mask changes a
+    request); the give-up signal opens in a wait that lasts long enough
+    for its connection to be given up, once per such wait (the mask of
+    that ppoll() is a set). The give-up itself: test_at_the_limit.py."""
+    server, connect = started(make_httpd, tmp_path, "bucketed", "plain")
+    out = traced(server, connect, tmp_path,
+                 [PAUSE_S] * REQUESTS + [RECLAIMABLE_PAUSE_S] * 2,
+                 ["-e", "trace=ppoll"])
+    masks = ppoll_masks(out.read_text())
+    print(f"ppoll masks: {masks}")
+    assert masks.count("NULL") >= REQUESTS + 2, masks
+    opened = [m for m in masks if m != "NULL"]
+    assert len(opened) == 2, masks

@@ -9,7 +9,8 @@
  * already there without blocking (a pipelined request, bytes mod_ssl holds:
  * what httpd's pipeline check found), and otherwise waits in ppoll() on the
  * connection's socket for at most its timeout (KeepAliveTimeout), the
- * give-up signal open. Readable: httpd's own read follows. Timed out:
+ * give-up signal opened once the connection has been idle long enough to
+ * be given up. Readable: httpd's own read follows. Timed out:
  * APR_TIMEUP, as the socket read would have said. Asked to give up, and
  * still allowed to (keepalive_gives_up): EOF, which httpd takes for a
  * client that closed between requests; the child then closes the
@@ -78,6 +79,28 @@ static int readable_now(int fd)
     return poll(&pfd, 1, 0) != 0;
 }
 
+/* How long the next ppoll() may last, at most `left` (negative: no
+ * limit), and with which signal mask. Until the connection has been idle
+ * long enough to be given up (keepalive_reclaimable()) the give-up signal
+ * stays blocked and the mask is left alone: a client sending its requests
+ * back to back is served by plain polls, without the two signal-mask
+ * changes a masked ppoll() makes. */
+static const sigset_t *wait_span(const keepalive_waiter *kw,
+                                 apr_interval_time_t idle_for,
+                                 apr_interval_time_t *left)
+{
+    apr_interval_time_t closed_for;
+
+    if (keepalive_reclaimable(idle_for)) {
+        return &kw->wait_mask;
+    }
+    closed_for = KEEPALIVE_RECLAIM_MIN_IDLE - idle_for;
+    if (*left < 0 || *left > closed_for) {
+        *left = closed_for;
+    }
+    return NULL;
+}
+
 static wait_outcome wait_for_request(keepalive_waiter *kw, conn_rec *c,
                                      int fd, apr_interval_time_t timeout)
 {
@@ -86,27 +109,36 @@ static wait_outcome wait_for_request(keepalive_waiter *kw, conn_rec *c,
     for (;;) {
         struct pollfd pfd;
         struct timespec ts, *tsp = NULL;
+        const sigset_t *mask;
+        apr_interval_time_t idle_for = apr_time_now() - began;
+        apr_interval_time_t left = -1, span;
         int n, err;
 
         if (timeout > 0) {
-            apr_interval_time_t left = began + timeout - apr_time_now();
-
+            left = timeout - idle_for;
             if (left < 0) {
                 left = 0;
             }
-            ts.tv_sec = apr_time_sec(left);
-            ts.tv_nsec = apr_time_usec(left) * 1000;
+        }
+        span = left;
+        mask = wait_span(kw, idle_for, &span);
+        if (span >= 0) {
+            ts.tv_sec = apr_time_sec(span);
+            ts.tv_nsec = apr_time_usec(span) * 1000;
             tsp = &ts;
         }
         pfd.fd = fd;
         pfd.events = POLLIN;
         pfd.revents = 0;
-        n = ppoll(&pfd, 1, tsp, &kw->wait_mask);
+        n = ppoll(&pfd, 1, tsp, mask);
         if (n > 0) {
             return WAIT_READABLE;
         }
         if (n == 0) {
-            return WAIT_TIMED_OUT;
+            if (span == left) {
+                return WAIT_TIMED_OUT;
+            }
+            continue;       /* idle long enough now: open the signal */
         }
         err = errno;
         if (err != EINTR) {
@@ -114,11 +146,11 @@ static wait_outcome wait_for_request(keepalive_waiter *kw, conn_rec *c,
                           "bucketed: ppoll() for a keep-alive connection");
             return WAIT_READABLE;
         }
-        /* An ask that waited, blocked, through a request comes at the
-         * start of the next wait: too soon to be honoured. */
+        /* An ask that came, blocked, during a request or the first part
+         * of this wait arrives as the signal opens; the bucket's queue
+         * says whether it still stands. */
         if (kw->asked) {
-            apr_interval_time_t idle_for = apr_time_now() - began;
-
+            idle_for = apr_time_now() - began;
             kw->asked = 0;
             if (keepalive_gives_up(idle_for,
                                    bucket_stats_waiting(kw->retained,

@@ -22,7 +22,8 @@ typedef struct {
     bucketed_retained *retained;
     int slot;
     int bucket;
-    sigset_t wait_mask;              /* the signal mask in the wait: the
+    sigset_t wait_mask;              /* the signal mask in a wait idle
+                                      * long enough for a give-up: the
                                       * give-up signal open */
     volatile sig_atomic_t asked;     /* the give-up signal came */
     int gave_up;                     /* the current connection was given
