@@ -31,8 +31,11 @@ loop reached; the workloads h2load drives cannot be paced.
 Prints every run's req/s (MB/s for the large files), p99, server CPU per
 request (per MB) and errors (h2 workloads: the protocol h2load
 negotiated), then per server the medians and the same-round ratios
-against the first server, of the throughput and of the p99 (above 1.00x:
-slower than the first). A run whose load fails is reported and left out
+against the first server, of the throughput, the p99 and the CPU per
+request (above 1.00x: slower, or costlier, than the first). Where a
+server runs as several instances, the instances of each server (same
+NAME and BUILD) are also pooled round by round and compared the same
+way (a "pooled" line per server). A run whose load fails is reported and left out
 of the medians; its server is started afresh if it was stopped. Run it
 under the benchmark lock: flock /tmp/bench.lock ..."""
 
@@ -40,6 +43,7 @@ import argparse
 import dataclasses
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -75,6 +79,13 @@ def spec_of(text):
     if name not in SERVERS:
         raise SystemExit(f"unknown server {name!r} (see bench/run --list)")
     return dataclasses.replace(SERVERS[name], name=label), build or None
+
+
+def spec_group(text):
+    """NAME[@BUILD] of NAME[#TAG][@BUILD]: the instances pooled
+    together."""
+    label, at, build = text.partition("@")
+    return label.split("#", 1)[0] + at + build
 
 
 def units(kind):
@@ -164,7 +175,7 @@ def describe(run, kind):
     rate_unit, cpu_unit = units(kind)
     protocol = f" {run.protocol}" if run.protocol else ""
     return (f"{run.rate:6.0f} {rate_unit} p99 {_number(run.p99_ms, 2)} ms "
-            f"{run.cpu_ms:.3f} {cpu_unit} errors {run.errors}{protocol}")
+            f"{run.cpu_ms:.4f} {cpu_unit} errors {run.errors}{protocol}")
 
 
 def _median(values):
@@ -195,14 +206,48 @@ def summary(name, mine, first_name, first, kind):
         if len(done) < len(mine) else ""
     return (f"{name:24s} {_number(_median([r.rate for r in done]), 0)} "
             f"{rate_unit} p99 {_number(_median([r.p99_ms for r in done]), 2)}"
-            f" ms {_number(_median([r.cpu_ms for r in done]), 3)} "
+            f" ms {_number(_median([r.cpu_ms for r in done]), 4)} "
             f"{cpu_unit}{failed}, vs {first_name} "
             f"{_ratio_text(ratios(mine, first, 'rate'))}, p99 "
-            f"{_ratio_text(ratios(mine, first, 'p99_ms'))}")
+            f"{_ratio_text(ratios(mine, first, 'p99_ms'))}, CPU "
+            f"{_ratio_text(ratios(mine, first, 'cpu_ms'))}")
+
+
+def pooled_runs(instances):
+    """Per round, the mean Run of a server's instances (None for a round
+    in which one of them failed): two instances of one server differ as
+    much as two servers may, so a comparison pools them."""
+    pooled = []
+    for runs in zip(*instances):
+        if not all(runs):
+            pooled.append(None)
+            continue
+        pooled.append(Run(
+            rate=sum(r.rate for r in runs) / len(runs),
+            p99_ms=sum(r.p99_ms or 0 for r in runs) / len(runs) or None,
+            cpu_ms=sum(r.cpu_ms for r in runs) / len(runs),
+            errors=sum(r.errors for r in runs), protocol=""))
+    return pooled
+
+
+def pooled_summary(group, instances, first_group, first):
+    """A server's instances pooled round by round, against the first
+    server's: same-round ratios, and in how many rounds its CPU per
+    request (per MB) was the higher."""
+    mine = pooled_runs(instances)
+    cpu = ratios(mine, first, "cpu_ms")
+    return (f"pooled {group} ({len(instances)}) vs {first_group}: "
+            f"{_ratio_text(ratios(mine, first, 'rate'))}, p99 "
+            f"{_ratio_text(ratios(mine, first, 'p99_ms'))}, CPU "
+            f"{_ratio_text(cpu)}, higher in "
+            f"{sum(r > 1 for r in cpu)} of {len(cpu)} rounds")
 
 
 def main(argv):
     args = parse_args(argv)
+    # A stop signal ends the run as an error does: the servers are
+    # stopped (finally, below) rather than left running.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     workload = WORKLOADS[args.workload]
     tools = environment.debian_tools(args.build_dir)
     scratch = tempfile.mkdtemp(prefix="same-servers-")
@@ -212,8 +257,10 @@ def main(argv):
     servers = []
     try:
         fixtures.start()
+        groups = {}
         for index, text in enumerate(args.servers.split(",")):
             spec, build = spec_of(text)
+            groups.setdefault(spec_group(text), []).append(spec.name)
             servers.append(users.UserServer(
                 spec, NATIVE, free_ports(1),
                 os.path.join(scratch, f"server{index}"),
@@ -248,6 +295,14 @@ def main(argv):
         first = servers[0].spec.name
         for name, mine in runs.items():
             print(summary(name, mine, first, runs[first], args.workload))
+        if any(len(names) > 1 for names in groups.values()):
+            group_runs = {group: [runs[name] for name in names]
+                          for group, names in groups.items()}
+            first_group = next(iter(groups))
+            first_pooled = pooled_runs(group_runs[first_group])
+            for group, instances in group_runs.items():
+                print(pooled_summary(group, instances, first_group,
+                                     first_pooled))
     finally:
         for server in servers:
             server.stop()

@@ -7,12 +7,17 @@ h2load."""
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
 import pytest
 
 from bucketbench.environment import BUCKETED_MODULES
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..",
+                                "bench"))
+import same_servers  # noqa: E402  (bench/ is not a package)
 
 RUN_TIMEOUT_S = 300
 
@@ -46,8 +51,14 @@ def test_same_server_twice_runs_as_two_instances(top, build, workload,
         summary = re.search(rf"^{re.escape(name)} +\d+ {unit} p99 [\d.]+ "
                             rf"ms [\d.]+ {cpu_unit}, vs {server} "
                             rf"([\d.]+)x \(([\d.]+)\), p99 ([\d.]+)x "
-                            rf"\(([\d.]+)\)$", done.stdout, re.M)
+                            rf"\(([\d.]+)\), CPU ([\d.]+)x \(([\d.]+)\)$",
+                            done.stdout, re.M)
         assert summary, done.stdout
+    # The two instances pooled: one server, compared with itself.
+    assert re.search(rf"^pooled {re.escape(server)} \(2\) vs "
+                     rf"{re.escape(server)}: 1\.00x \(1\.00\), p99 "
+                     rf"1\.00x \(1\.00\), CPU 1\.00x \(1\.00\), higher in "
+                     rf"0 of 1 rounds$", done.stdout, re.M), done.stdout
     # Two httpds: the second instance is not the first one measured twice.
     pids = set(re.findall(r"^started (\S+) (\d+)$", done.stdout, re.M))
     assert len({pid for _, pid in pids}) == 2, done.stdout
@@ -124,3 +135,55 @@ def test_an_instance_loads_the_build_it_names(top, build, tmp_path):
         done.stdout
     assert re.search(r"^bucketed-event#2 +\d+ req/s .*, vs bucketed-event ",
                      done.stdout, re.M), done.stdout
+
+
+def test_instances_of_a_server_are_pooled_round_by_round():
+    """Per round the mean of a server's instances; a round where one of
+    them failed is left out; each server's pool against the first's."""
+    run = same_servers.Run
+    # Each server: its instances, each a run per round.
+    stock = [[run(100, 2.0, 0.060, 0, ""), run(100, 2.0, 0.060, 0, "")],
+             [run(300, 4.0, 0.080, 0, ""), run(100, 2.0, 0.060, 0, "")]]
+    mine = [[run(200, 3.0, 0.070, 0, ""), None],
+            [run(300, 5.0, 0.084, 1, ""), run(200, 3.0, 0.050, 0, "")]]
+    pooled = same_servers.pooled_runs(mine)
+    assert (pooled[0].rate, pooled[0].p99_ms, pooled[0].cpu_ms,
+            pooled[0].errors) == (250, 4.0, pytest.approx(0.077), 1)
+    assert pooled[1] is None
+    text = same_servers.pooled_summary("bucketed-reuseport@/b", mine,
+                                       "prefork",
+                                       same_servers.pooled_runs(stock))
+    assert text == ("pooled bucketed-reuseport@/b (2) vs prefork: "
+                    "1.25x (1.25), p99 1.33x (1.33), CPU 1.10x (1.10), "
+                    "higher in 1 of 1 rounds")
+    assert same_servers.spec_group("prefork#2") == "prefork"
+    assert same_servers.spec_group("bucketed-event#b@/x") == \
+        "bucketed-event@/x"
+
+
+def test_a_stop_signal_stops_the_servers(top, build):
+    """SIGTERM during a run: the script exits and the httpd it started is
+    stopped, not left running."""
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(top, "bench", "same_servers.py"),
+         "--workload", "tls-keepalive", "--servers", "prefork",
+         "--rounds", "1", "--duration", "60", "--warmup", "1"],
+        env=dict(os.environ, BUCKETED_BUILD=build), stdout=subprocess.PIPE,
+        text=True)
+    try:
+        started = None
+        for line in proc.stdout:
+            started = re.match(r"^started prefork (\d+)$", line)
+            if started:
+                break
+        assert started, "the server never started"
+        pid = int(started.group(1))
+        os.kill(pid, 0)                     # running
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(RUN_TIMEOUT_S) == 128 + signal.SIGTERM
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
