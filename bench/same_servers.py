@@ -35,9 +35,9 @@ against the first server, of the throughput, the p99 and the CPU per
 request (above 1.00x: slower, or costlier, than the first). Where a
 server runs as several instances, the instances of each server (same
 NAME and BUILD) are also pooled round by round and compared the same
-way (a "pooled" line per server). A run whose load fails is reported and left out
-of the medians; its server is started afresh if it was stopped. Run it
-under the benchmark lock: flock /tmp/bench.lock ..."""
+way (a "pooled" line per server). A run whose load fails is reported
+and left out of the medians; its server is started afresh if it was
+stopped. Run it under the benchmark lock: flock /tmp/bench.lock ..."""
 
 import argparse
 import dataclasses

@@ -128,7 +128,8 @@ def test_ppoll_masks_reads_strace_lines():
         "tv_nsec=499986000}, NULL, 8) = 1 ([{fd=12, revents=POLLIN}], "
         "left {tv_sec=0, tv_nsec=479001000})\n"
         "41 ppoll([{fd=12, events=POLLIN}], 1, {tv_sec=29, "
-        "tv_nsec=499000000}, ~[KILL STOP RTMIN RT_1 RT_2], 8 <unfinished ...>\n"
+        "tv_nsec=499000000}, ~[KILL STOP RTMIN RT_1 RT_2], 8 "
+        "<unfinished ...>\n"
         "41 ppoll([{fd=12, events=POLLIN}], 1, {tv_sec=29, "
         "tv_nsec=499000000}, ~[KILL STOP RTMIN RT_1 RT_2], 8) = 1 "
         "([{fd=12, revents=POLLIN}], left {tv_sec=28, tv_nsec=1000})\n")
