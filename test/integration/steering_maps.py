@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What BucketSteering load's program reads, read back with bpftool: the
-array of idle counts per bucket that the parent writes after each
-census."""
+"""What the steering programs read, read back with bpftool: BucketSteering
+load's array of idle counts per bucket that the parent writes after each
+census, and the socket maps every steering program picks from."""
 import json
 import re
 import subprocess
@@ -42,3 +42,38 @@ def idle_counts(map_id, seen=False):
         half = value[4:8] if seen else value[0:4]
         counts[key] = int.from_bytes(half, "little", signed=True)
     return [counts[b] for b in sorted(counts)]
+
+
+def socket_map_cookies():
+    """The cookies of the sockets in every socket map the steering programs
+    pick from (bucketed_socks, the machine's: a socket is in one map at
+    most), as `ss` prints them (sk:HEX)."""
+    shown = json.loads(subprocess.run(
+        [BPFTOOL, "-j", "map", "show"], capture_output=True, text=True,
+        timeout=30, check=True).stdout)
+    cookies = set()
+    for found in shown:
+        if found.get("name") != "bucketed_socks":
+            continue
+        dumped = json.loads(subprocess.run(
+            [BPFTOOL, "-j", "map", "dump", "id", str(found["id"])],
+            capture_output=True, text=True, timeout=30, check=True).stdout)
+        for entry in dumped:
+            if isinstance(entry.get("value"), list):
+                cookies.add(int.from_bytes(
+                    bytes(int(b, 16) for b in entry["value"]), "little"))
+    return cookies
+
+
+def listening_cookies(port):
+    """{inode: cookie} of the sockets listening on a local port."""
+    out = subprocess.run(["ss", "-Hltne", f"sport = :{port}"],
+                         capture_output=True, text=True, timeout=30,
+                         check=True).stdout
+    found = {}
+    for line in out.splitlines():
+        inode = re.search(r"\bino:(\d+)", line)
+        cookie = re.search(r"\bsk:([0-9a-f]+)", line)
+        if inode and cookie:
+            found[int(inode.group(1))] = int(cookie.group(1), 16)
+    return found

@@ -25,6 +25,7 @@ import pytest
 from httpd_fixture import (BUILD, INDEX_BODY, bucket_sockets, children_of,
                            http_get, listening_inodes, need_build,
                            wait_until)
+from steering_maps import listening_cookies, socket_map_cookies
 
 FAULT_SO = BUILD / "test" / "modules" / "mod_test_fault.so"
 EMFILE_SHIM = BUILD / "test" / "modules" / "emfile_shim.so"
@@ -385,6 +386,55 @@ def test_a_bucket_that_cannot_get_a_child_gets_no_client(
     assert not server.exited(), server.output()[-3000:]
     assert slow == [], probes
     assert probes.timeouts == [] and probes.errors == [], probes
+
+
+@pytest.mark.parametrize("steering", ["load", "hash"])
+def test_a_bucket_stays_out_of_its_groups_while_its_children_fail(
+        make_httpd, child_model, steering):
+    """Every child of one of 4 buckets killed at the start of an EMFILE
+    spell: once its socket has left its reuseport group, the replacements
+    that fail their set-up must not put it back, not even for a moment (a
+    SYN that meets it coming and going may be lost, and the client waits
+    a second to send it again); the first child that gets through its
+    set-up after relief does, the parent puts it back in its steering
+    program's socket map, and the bucket serves again."""
+    server, flag, held = start_with_bucket_sockets(
+        make_httpd, model_directives(child_model, 4,
+                                     f"BucketSteering {steering}"))
+    port = server.ports[0]
+    inode, victims = max(held.items(), key=lambda item: len(item[1]))
+    cookie = listening_cookies(port)[inode]
+    assert cookie in socket_map_cookies()
+    flag.write_text("")
+    try:
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: inode not in listening_inodes(port), 20,
+                   what="the childless bucket to leave its group")
+        sick_before = server.error_log().count("exited sick")
+        samples = listening = 0
+        watch_ends = time.monotonic() + SPELL_S
+        while time.monotonic() < watch_ends:
+            samples += 1
+            listening += inode in listening_inodes(port)
+        failed = server.error_log().count("exited sick") - sick_before
+    finally:
+        flag.unlink()
+    print(f"ChildModel {child_model}: {failed} failed starts in "
+          f"{SPELL_S} s; the left socket seen listening in {listening} of "
+          f"{samples} samples")
+    assert failed >= 2, "too few replacements failed to tell"
+    assert listening == 0
+    assert cookie not in socket_map_cookies()
+    wait_until(lambda: inode in listening_inodes(port), 30,
+               what="the bucket's socket back once a child can start")
+    wait_until(lambda: cookie in socket_map_cookies(), 30,
+               what="the socket back in its steering map")
+    wait_until(lambda: "has a child again" in server.error_log(), 30,
+               what="the end of the spell logged")
+    for turn in range(40):
+        assert http_get(server.ports[turn % 2]) == (200, INDEX_BODY)
+    assert not server.exited(), server.output()[-3000:]
 
 
 def test_a_bucket_out_of_its_groups_at_a_graceful_restart_is_back_after(

@@ -412,7 +412,7 @@ static void test_absence_takes_out_only_a_bucket_nobody_holds(void **state)
         { { 0, 0, 0, 3 }, ABSENCE_STAY },    /* the queue would be reset */
         { { 0, 0, 1, 0 }, ABSENCE_STAY },    /* nowhere for it to go */
     };
-    bucket_absence a = { 0, 0 };
+    bucket_absence a = { 0, 0, 0 };
     size_t i;
 
     (void)state;
@@ -422,23 +422,28 @@ static void test_absence_takes_out_only_a_bucket_nobody_holds(void **state)
     }
 }
 
-/* One spell, out and in as retries fail, logged once at each end. */
+/* One spell, retries failing while out, logged once at each end. */
 static void test_absence_spell_is_logged_once(void **state)
 {
     absence_input none = { 0, 0, 1, 3 }, starting = { 1, 0, 1, 3 },
                   ready = { 1, 1, 1, 3 };
-    bucket_absence a = { 0, 0 };
+    bucket_absence a = { 0, 0, 0 };
 
     (void)state;
     assert_int_equal(bucket_absence_decide(&a, &none), ABSENCE_TAKE_OUT);
     assert_true(bucket_absence_took_out(&a));
     /* Out: nothing more to do until a child is forked into it. */
     assert_int_equal(bucket_absence_decide(&a, &none), ABSENCE_STAY);
-    bucket_absence_rejoined(&a);
+    bucket_absence_handed(&a);
     assert_int_equal(bucket_absence_decide(&a, &starting), ABSENCE_STAY);
-    /* The retry failed: out again, the same spell. */
+    /* The child failed before listening, or listened and died: out again
+     * either way, the same spell. */
     assert_int_equal(bucket_absence_decide(&a, &none), ABSENCE_TAKE_OUT);
     assert_false(bucket_absence_took_out(&a));
+    assert_int_equal(bucket_absence_decide(&a, &none), ABSENCE_STAY);
+    bucket_absence_handed(&a);
+    /* This one is ready, so it listens: back into the maps. */
+    assert_int_equal(bucket_absence_decide(&a, &ready), ABSENCE_BACK_IN);
     bucket_absence_rejoined(&a);
     assert_int_equal(bucket_absence_decide(&a, &ready), ABSENCE_SPELL_ENDS);
     bucket_absence_spell_ended(&a);
@@ -446,6 +451,30 @@ static void test_absence_spell_is_logged_once(void **state)
     /* A later loss is a new spell. */
     assert_int_equal(bucket_absence_decide(&a, &none), ABSENCE_TAKE_OUT);
     assert_true(bucket_absence_took_out(&a));
+}
+
+/* A fork into a bucket that is in hands nothing over, and the parent's own
+ * listen() (before a generation ends) brings an out bucket back whether a
+ * child was handed it or not. */
+static void test_absence_hands_over_only_an_out_bucket(void **state)
+{
+    absence_input none = { 0, 0, 1, 3 }, starting = { 1, 0, 1, 3 },
+                  ready = { 1, 1, 1, 3 };
+    bucket_absence a = { 0, 0, 0 };
+
+    (void)state;
+    bucket_absence_handed(&a);
+    assert_int_equal(a.handed, 0);
+    assert_int_equal(bucket_absence_decide(&a, &ready), ABSENCE_STAY);
+    assert_int_equal(bucket_absence_decide(&a, &none), ABSENCE_TAKE_OUT);
+    bucket_absence_took_out(&a);
+    /* Out and not handed: a ready child cannot have listened on them. */
+    assert_int_equal(bucket_absence_decide(&a, &starting), ABSENCE_STAY);
+    bucket_absence_handed(&a);
+    bucket_absence_rejoined(&a);
+    assert_int_equal(a.out, 0);
+    assert_int_equal(a.handed, 0);
+    assert_int_equal(bucket_absence_decide(&a, &ready), ABSENCE_SPELL_ENDS);
 }
 
 int main(void)
@@ -466,6 +495,7 @@ int main(void)
         POOL_TEST(test_steering_in_force_says_what_the_programs_did),
         POOL_TEST(test_absence_takes_out_only_a_bucket_nobody_holds),
         POOL_TEST(test_absence_spell_is_logged_once),
+        POOL_TEST(test_absence_hands_over_only_an_out_bucket),
     };
 
     return RUN_POOL_TESTS(tests);

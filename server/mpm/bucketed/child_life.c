@@ -26,6 +26,7 @@
 
 #include "policy_exit.h"
 #include "listen_sockets.h"
+#include "listen_absence.h"
 #include "listen_steering.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
@@ -190,6 +191,11 @@ void child_life_run(const child_model *model, server_rec *s,
         leave_with_parent(&life, parent);
     }
     ap_run_child_init(life.pchild, s);
+    /* Last: a child that fails before this puts no socket of a bucket
+     * out of its groups back for connections to wait on. */
+    if (bucket_listeners_listen_again(s, conf, retained, bucket) != 0) {
+        child_life_exit(&life, APEXIT_CHILDSICK, 1);
+    }
     /* Before the model serves: modules ask for the state (ap_mpm_query)
      * while serving. */
     retained->mpm->mpm_state = AP_MPMQ_RUNNING;

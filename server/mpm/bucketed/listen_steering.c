@@ -557,70 +557,28 @@ void bucket_listeners_child_steering(server_rec *s,
 #endif
 }
 
-int bucket_listeners_leave(server_rec *s, const bucketed_config *conf,
-                           bucketed_retained *retained, int b)
+int listen_steering_put_back(server_rec *s, bucketed_retained *retained,
+                             int b, int slot, const ap_listen_rec *lr)
 {
-    const bucket_def *def = &conf->plan.buckets[b];
-    const ap_listen_rec *lr = retained->generation->buckets[b].listeners;
-    int k;
+    char key[128];
+    retained_map *rm;
+    int err;
 
-    for (k = 0; k < def->num_sockets && lr; k++, lr = lr->next) {
-        /* On a listener, SHUT_RD is what stops it (Linux): the kernel
-         * takes it out of its group and moves its queue. */
-        if (shutdown(listen_socket_fd(lr->sd), SHUT_RD) < 0) {
-            int err = errno;
-            ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00182)
-                                                        "bucketed: cannot "
-                         "shut bucket %d's socket for %pI down; it stays "
-                         "in its reuseport group", b, lr->bind_addr);
-            bucket_listeners_rejoin(s, conf, retained, b);
-            return -1;
-        }
+    apr_snprintf(key, sizeof(key), "%pI", lr->bind_addr);
+    rm = steer_map_found(retained, key);
+    if (rm == NULL || rm->fd < 0) {
+        return 0;
+    }
+    /* The kernel emptied its slot when it left the group; EBUSY: it never
+     * left (in the map already, so in this very slot). */
+    err = reuseport_bpf_sockarray_set(rm->fd, slot, listen_socket_fd(lr->sd));
+    if (err != 0 && err != EBUSY) {
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00184)
+                                                    "bucketed: cannot put "
+                     "bucket %d's socket for %pI back in its socket map; "
+                     "the kernel's hash picks it meanwhile",
+                     b, lr->bind_addr);
+        return -1;
     }
     return 0;
-}
-
-int bucket_listeners_rejoin(server_rec *s, const bucketed_config *conf,
-                            bucketed_retained *retained, int b)
-{
-    const bucket_def *def = &conf->plan.buckets[b];
-    const ap_listen_rec *lr = retained->generation->buckets[b].listeners;
-    int k, rc = 0;
-
-    for (k = 0; k < def->num_sockets && lr; k++, lr = lr->next) {
-        int fd = listen_socket_fd(lr->sd), err;
-        char key[128];
-        retained_map *rm;
-
-        /* listen() again puts a shut-down socket back into its group
-         * (Linux 5.14+, which this runs on only where migration was seen
-         * working); on one still listening it changes nothing. */
-        if (listen(fd, conf->listen_backlog) < 0) {
-            err = errno;
-            ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00183)
-                                                        "bucketed: cannot "
-                         "listen on bucket %d's socket for %pI again",
-                         b, lr->bind_addr);
-            rc = -1;
-            continue;
-        }
-        apr_snprintf(key, sizeof(key), "%pI", lr->bind_addr);
-        rm = steer_map_found(retained, key);
-        if (rm == NULL || rm->fd < 0) {
-            continue;
-        }
-        /* The kernel emptied its slot when it left the group; EBUSY: it
-         * never left (in the map already, so in this very slot). */
-        err = reuseport_bpf_sockarray_set(rm->fd, def->sockets[k].duplicate,
-                                          fd);
-        if (err != 0 && err != EBUSY) {
-            ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00184)
-                                                        "bucketed: cannot "
-                         "put bucket %d's socket for %pI back in its socket "
-                         "map; the kernel's hash picks it meanwhile",
-                         b, lr->bind_addr);
-            rc = -1;
-        }
-    }
-    return rc;
 }

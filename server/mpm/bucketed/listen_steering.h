@@ -63,18 +63,10 @@ void bucket_listeners_child_steering(server_rec *s,
                                      const bucketed_config *conf,
                                      bucketed_retained *retained, int bucket);
 
-/* Bucket b's planned sockets leave their reuseport groups (shutdown:
- * what is queued on them moves to the group's other sockets, where the
- * kernel migrates) and their steering maps: a bucket with no child
- * (policy_steering.h, bucket_absence). 0, or -1 after logging, every
- * socket then listening again. */
-int bucket_listeners_leave(server_rec *s, const bucketed_config *conf,
-                           bucketed_retained *retained, int b);
-
-/* Puts them back: listening, in their groups and their slots of the
- * steering maps; before a child is forked into the bucket. 0, or -1
- * after logging. */
-int bucket_listeners_rejoin(server_rec *s, const bucketed_config *conf,
-                            bucketed_retained *retained, int b);
+/* Bucket b's socket lr, listening again after its bucket left its
+ * groups (listen_absence.c), back in slot `slot` of its steering map, if
+ * its group has one. 0, or -1 after logging. */
+int listen_steering_put_back(server_rec *s, bucketed_retained *retained,
+                             int b, int slot, const ap_listen_rec *lr);
 
 #endif /* LISTEN_STEERING_H */

@@ -14,6 +14,7 @@
 #include "http_main.h"
 #include "mpm_common.h"
 #include "listen_sockets.h"
+#include "listen_absence.h"
 #include "listen_steering.h"
 #include "stats.h"
 
@@ -394,10 +395,20 @@ static int buckets_can_leave(const parent_context *pc)
            && pc->gen->migration_groups >= groups;
 }
 
+static void log_spell_end(parent_context *pc, int b)
+{
+    bucket_absence_spell_ended(&pc->absence[b]);
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00181)
+                                                   "bucketed: bucket %d has "
+                 "a child again; its sockets are back in their reuseport "
+                 "groups", b);
+}
+
 /* A bucket with no process and none to be had this pass leaves its
  * reuseport groups, its queue moving to the other buckets' sockets
- * (policy_steering.h, bucket_absence); a child forked into it puts it
- * back (parent_bucket_rejoin). */
+ * (policy_steering.h, bucket_absence); a child forked into it listens
+ * on them again once set up, and once it is ready they go back into
+ * their steering maps (parent_bucket_rejoin). */
 static void note_absences(parent_context *pc)
 {
     absence_input in;
@@ -430,12 +441,13 @@ static void note_absences(parent_context *pc)
                              "child again", b);
             }
             break;
+        case ABSENCE_BACK_IN:
+            if (parent_bucket_rejoin(pc, b) == 0 && a->spell) {
+                log_spell_end(pc, b);
+            }
+            break;
         case ABSENCE_SPELL_ENDS:
-            bucket_absence_spell_ended(a);
-            ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00181)
-                                                           "bucketed: "
-                         "bucket %d has a child again; its sockets are back "
-                         "in their reuseport groups", b);
+            log_spell_end(pc, b);
             break;
         default:
             break;

@@ -18,7 +18,7 @@
 #include "mpm_common.h"
 
 #include "child_life.h"
-#include "listen_steering.h"
+#include "listen_absence.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -187,10 +187,6 @@ int parent_spawn_child(parent_context *pc, int slot, int bucket)
     pid_t parent = getpid(), pid;
     sigset_t block, saved;
 
-    /* A child must find its bucket's sockets listening. */
-    if (parent_bucket_rejoin(pc, bucket) != 0) {
-        return -1;
-    }
     parent_note_slot_used(pc->retained, slot);
     ap_update_child_status_from_indexes(slot, 0, SERVER_STARTING, NULL);
     /* Held until the child has its own handlers: a SIGTERM landing on the
@@ -223,6 +219,8 @@ int parent_spawn_child(parent_context *pc, int slot, int bucket)
     }
     parent_sigprocmask(pc, SIG_SETMASK, &saved, NULL);
     parent_record_child(pc, slot, pid, bucket);
+    /* Out of its groups: the child listens on its sockets once set up. */
+    bucket_absence_handed(&pc->absence[bucket]);
     return 0;
 }
 

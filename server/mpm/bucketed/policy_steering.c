@@ -359,9 +359,12 @@ const char *steering_in_force(apr_pool_t *p, steering_e mode,
 absence_step bucket_absence_decide(const bucket_absence *a,
                                    const absence_input *in)
 {
-    if (!a->out && in->processes == 0 && in->can_migrate
+    if ((!a->out || a->handed) && in->processes == 0 && in->can_migrate
         && in->others_in > 0) {
         return ABSENCE_TAKE_OUT;
+    }
+    if (a->out && a->handed && in->ready > 0) {
+        return ABSENCE_BACK_IN;
     }
     if (a->spell && !a->out && in->ready > 0) {
         return ABSENCE_SPELL_ENDS;
@@ -374,13 +377,20 @@ int bucket_absence_took_out(bucket_absence *a)
     int began = !a->spell;
 
     a->out = 1;
+    a->handed = 0;
     a->spell = 1;
     return began;
+}
+
+void bucket_absence_handed(bucket_absence *a)
+{
+    a->handed = a->out;
 }
 
 void bucket_absence_rejoined(bucket_absence *a)
 {
     a->out = 0;
+    a->handed = 0;
 }
 
 void bucket_absence_spell_ended(bucket_absence *a)

@@ -177,12 +177,16 @@ int steering_cpu_in_bucket(int cpu, int bucket, int num_buckets);
  * failures and their back-off, the fork limit) leaves its reuseport
  * groups: the parent shuts its sockets down, the kernel moves what is
  * queued on them to the group's other sockets (through the migration
- * program, or tcp_migrate_req) and steers nothing more to them; they
- * listen again just before a child is forked into the bucket. */
+ * program, or tcp_migrate_req) and steers nothing more to them. A child
+ * forked into it listens on them again once its set-up is done
+ * (child_life.c), so that a child that fails puts nothing back; the
+ * parent then, seeing it ready, puts them back in their steering maps. */
 
 typedef struct {
-    int out;                /* its sockets are shut down, out of their
-                             * groups */
+    int out;                /* its sockets were shut down and are not
+                             * known to listen again */
+    int handed;             /* out, and a child forked since then is to
+                             * listen on them again once set up */
     int spell;              /* out since its last ready child, at least
                              * once: logged when it began, and again when
                              * a child is ready */
@@ -197,12 +201,16 @@ typedef struct {
                              * group's other sockets (5.14+), and each of
                              * its sockets is its own (BucketStrategy
                              * reuseport) */
-    int others_in;          /* other buckets whose sockets listen */
+    int others_in;          /* other buckets whose sockets surely listen
+                             * (not out) */
 } absence_input;
 
 typedef enum {
     ABSENCE_STAY = 0,       /* nothing to do */
-    ABSENCE_TAKE_OUT,       /* shut its sockets down */
+    ABSENCE_TAKE_OUT,       /* shut its sockets down (again: a child
+                             * handed them may have listened and died) */
+    ABSENCE_BACK_IN,        /* a child handed them is ready, so they
+                             * listen: put them back in their maps */
     ABSENCE_SPELL_ENDS      /* a child is ready again: log it */
 } absence_step;
 
@@ -213,10 +221,13 @@ typedef enum {
 absence_step bucket_absence_decide(const bucket_absence *a,
                                    const absence_input *in);
 
-/* Notes a step carried out (TAKE_OUT, SPELL_ENDS) or the bucket's sockets
- * listening again (rejoined); returns 1 when the step begins a spell (the
- * first TAKE_OUT since a ready child: the one to log). */
+/* Notes a step carried out (TAKE_OUT, SPELL_ENDS), a child forked into an
+ * out bucket (handed), or the bucket's sockets listening again (rejoined:
+ * BACK_IN, or the parent's own listen()); took_out returns 1 when the
+ * step begins a spell (the first TAKE_OUT since a ready child: the one to
+ * log). */
 int bucket_absence_took_out(bucket_absence *a);
+void bucket_absence_handed(bucket_absence *a);
 void bucket_absence_rejoined(bucket_absence *a);
 void bucket_absence_spell_ended(bucket_absence *a);
 
