@@ -100,7 +100,8 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only);
 struct keepalive_holder *parent_holders_create(apr_pool_t *p, int slots);
 void parent_repeat_leave_requests(parent_context *pc);
 /* An out bucket's sockets listening and in their steering maps again:
- * once a child handed them is ready, and before a generation ends. */
+ * once a child handed them is ready, and before a generation ends. The
+ * bucket counts as in afterwards even if that failed (-1, logged). */
 int parent_bucket_rejoin(parent_context *pc, int bucket);
 void parent_buckets_rejoin(parent_context *pc);
 

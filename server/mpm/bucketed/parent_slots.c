@@ -162,15 +162,18 @@ void parent_run_child(parent_context *pc, int slot, int bucket,
 
 int parent_bucket_rejoin(parent_context *pc, int bucket)
 {
+    int rc;
+
     if (!pc->absence[bucket].out) {
         return 0;
     }
-    if (bucket_listeners_rejoin(pc->s, pc->conf, pc->retained, bucket)
-        != 0) {
-        return -1;
-    }
+    rc = bucket_listeners_rejoin(pc->s, pc->conf, pc->retained, bucket);
+    /* Either way: a failure is logged once, not at every pass. A map
+     * slot left empty leaves the socket to the kernel's hash; a socket
+     * left shut down listens again with the next child forked into it
+     * (bucket_listeners_listen_again). */
     bucket_absence_rejoined(&pc->absence[bucket]);
-    return 0;
+    return rc;
 }
 
 void parent_buckets_rejoin(parent_context *pc)
