@@ -284,6 +284,14 @@ SERVERS = {spec.name: spec for spec in (
                "BucketStrategy auto, BucketCount 1", "httpd", "bucketed",
                ("BucketStrategy auto", "BucketCount 1"),
                child_model="event"),
+    # The event model with its buckets' children left free to move between
+    # CPUs, beside bucketed-event, where BucketAffinity auto keeps them on
+    # their bucket's CPUs (issue 26: the tails that migrations cost).
+    ServerSpec("bucketed-event-free", "bucketed, ChildModel event, "
+               "BucketAffinity off", "httpd", "bucketed",
+               ("BucketStrategy auto", "BucketCount auto",
+                "BucketAffinity off"),
+               child_model="event"),
     ServerSpec("bucketed-auto", "bucketed, BucketStrategy auto",
                "httpd", "bucketed",
                ("BucketStrategy auto", "BucketCount auto"),

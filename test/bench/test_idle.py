@@ -255,7 +255,7 @@ def test_prefork_models_sit_the_idle_workload_out():
                 threads=2, timeout_s=2, idle_counts=(100,))
     assert [s.name for s in plan.servers_for("native", workload)] == \
         ["event", "event-lcbr1", "bucketed-event", "bucketed-event-b1",
-         "nginx"]
+         "bucketed-event-free", "nginx"]
     assert "idle" not in catalog.DEFAULT_WORKLOADS
 
 

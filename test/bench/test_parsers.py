@@ -134,3 +134,14 @@ def test_bucketed_event_b1_row_is_the_event_row_with_one_bucket():
     assert "ChildModel event" in lines and "BucketCount 1" in lines
     assert not any(line.startswith(("ThreadsPerChild", "ServerLimit"))
                    for line in lines)
+
+
+def test_bucketed_event_free_row_is_the_event_row_with_affinity_off():
+    """bucketed-event-free: the bucketed-event row with its children left
+    free to move between CPUs (BucketAffinity off; auto keeps them)."""
+    from bucketbench import catalog
+
+    auto = catalog.SERVERS["bucketed-event"]
+    free = catalog.SERVERS["bucketed-event-free"]
+    assert (free.mpm, free.child_model) == (auto.mpm, auto.child_model)
+    assert free.directives == auto.directives + ("BucketAffinity off",)

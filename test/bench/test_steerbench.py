@@ -24,7 +24,8 @@ PORT = 8080
 PREFORK_MODEL = ("prefork", "prefork-lcbr1", "bucketed-reuseport",
                  "bucketed-listen", "bucketed-single", "bucketed-auto",
                  "bucketed-hash", "bucketed-cpu", "bucketed-load")
-THREADED = ("event", "event-lcbr1", "bucketed-event", "bucketed-event-b1")
+THREADED = ("event", "event-lcbr1", "bucketed-event", "bucketed-event-b1",
+            "bucketed-event-free")
 
 
 @pytest.mark.parametrize("mode", ["hash", "cpu", "load"])

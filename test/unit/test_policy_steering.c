@@ -351,17 +351,6 @@ static void test_steering_load(void **state)
     assert_int_equal(c.mode, STEERING_HASH);
 }
 
-static void test_cpu_in_bucket(void **state)
-{
-    (void)state;
-    assert_true(steering_cpu_in_bucket(0, 0, 2));
-    assert_true(steering_cpu_in_bucket(3, 1, 2));
-    assert_false(steering_cpu_in_bucket(3, 0, 2));
-    assert_true(steering_cpu_in_bucket(5, 2, 3));
-    assert_false(steering_cpu_in_bucket(-1, 0, 2));
-    assert_false(steering_cpu_in_bucket(0, 0, 0));
-}
-
 /* What the status page and the log say is in force once the programs
  * are attached: the choice only where it steers; without a group steered
  * by CPU the children are not pinned either. */
@@ -491,7 +480,6 @@ int main(void)
         POOL_TEST(test_steering_auto_and_hash),
         POOL_TEST(test_steering_cpu),
         POOL_TEST(test_steering_load),
-        POOL_TEST(test_cpu_in_bucket),
         POOL_TEST(test_steering_in_force_says_what_the_programs_did),
         POOL_TEST(test_absence_takes_out_only_a_bucket_nobody_holds),
         POOL_TEST(test_absence_spell_is_logged_once),

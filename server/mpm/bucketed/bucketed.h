@@ -30,6 +30,7 @@
 #include "policy_event.h"
 #include "policy_exit.h"
 #include "policy_kernel.h"
+#include "policy_affinity.h"
 #include "policy_steering.h"
 
 #define BUCKETED_MPM_NAME "bucketed"
@@ -57,6 +58,7 @@ typedef struct {
     bucket_strategy_e strategy;      /* BucketStrategy */
     int bucket_count;                /* BucketCount; 0 = auto */
     steering_e steering_requested;   /* BucketSteering */
+    affinity_e affinity_requested;   /* BucketAffinity */
     int cores_buckets_ratio;         /* ListenCoresBucketsRatio, or
                                       * BUCKET_RATIO_UNSET */
     int listen_backlog;              /* ListenBacklog, for the duplicates */

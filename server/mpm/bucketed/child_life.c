@@ -25,6 +25,7 @@
 #include "scoreboard.h"
 
 #include "policy_exit.h"
+#include "child_affinity.h"
 #include "listen_sockets.h"
 #include "listen_absence.h"
 #include "listen_steering.h"
@@ -179,7 +180,8 @@ void child_life_run(const child_model *model, server_rec *s,
     }
     ap_fatal_signal_child_setup(s);
     bucket_listeners_keep_only(retained, bucket);
-    bucket_listeners_child_steering(s, conf, retained, bucket);
+    bucket_listeners_child_close_maps(retained);
+    child_affinity_apply(s, conf, retained->generation, bucket);
     rv = model->set_up(&life);
     if (rv != APR_SUCCESS) {
         child_life_exit(&life, child_setup_exit_code(s, bucket, rv), 1);

@@ -271,6 +271,19 @@ static const char *set_bucket_steering(cmd_parms *cmd, void *dummy,
                           &config_of(cmd)->steering_requested);
 }
 
+static const char *set_bucket_affinity(cmd_parms *cmd, void *dummy,
+                                       const char *arg)
+{
+    const char *err = ap_check_cmd_context(cmd, GLOBAL_ONLY);
+
+    (void)dummy;
+    if (err != NULL) {
+        return err;
+    }
+    return affinity_parse(cmd->pool, cmd->cmd->name, arg,
+                          &config_of(cmd)->affinity_requested);
+}
+
 static const char *set_cores_buckets_ratio(cmd_parms *cmd, void *dummy,
                                            const char *arg)
 {
@@ -379,6 +392,9 @@ const command_rec bucketed_cmds[] = {
         "single"),
     AP_INIT_TAKE1("BucketSteering", set_bucket_steering, NULL, RSRC_CONF,
         "Which bucket a new connection goes to: auto, hash, cpu or load"),
+    AP_INIT_TAKE1("BucketAffinity", set_bucket_affinity, NULL, RSRC_CONF,
+        "Whether a bucket's children are kept on CPUs of their own: auto, "
+        "on or off"),
     AP_INIT_TAKE1("ListenCoresBucketsRatio", set_cores_buckets_ratio, NULL,
         RSRC_CONF, "Online CPU cores per listener bucket, when BucketCount "
         "is auto"),

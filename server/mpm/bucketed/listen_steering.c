@@ -11,7 +11,6 @@
 #include "listen_steering.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <string.h>
 #include <unistd.h>
@@ -502,15 +501,9 @@ void bucket_listeners_publish_idle(bucketed_config *conf,
     }
 }
 
-void bucket_listeners_child_steering(server_rec *s,
-                                     const bucketed_config *conf,
-                                     bucketed_retained *retained, int bucket)
+void bucket_listeners_child_close_maps(bucketed_retained *retained)
 {
     retained_map *rm;
-#ifdef __linux__
-    cpu_set_t allowed, mine;
-    int cpu;
-#endif
 
     for (rm = retained->steer_maps; rm; rm = rm->next) {
         if (rm->fd >= 0) {
@@ -522,39 +515,6 @@ void bucket_listeners_child_steering(server_rec *s,
         close(retained->idle_map_fd);
         retained->idle_map_open = 0;
     }
-    if (steering_mode_in_force(conf->steering.mode,
-                               &retained->generation->steering)
-        != STEERING_CPU) {
-        return;
-    }
-#ifdef __linux__
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00081)
-                                                        "bucketed: "
-                     "sched_getaffinity in the child of bucket %d", bucket);
-        return;
-    }
-    CPU_ZERO(&mine);
-    for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (CPU_ISSET(cpu, &allowed)
-            && steering_cpu_in_bucket(cpu, bucket, conf->plan.num_buckets)) {
-            CPU_SET(cpu, &mine);
-        }
-    }
-    if (CPU_COUNT(&mine) == 0) {
-        return;     /* none of its CPUs allowed here: leave it free */
-    }
-    if (sched_setaffinity(0, sizeof(mine), &mine) < 0) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00082)
-                                                        "bucketed: "
-                     "sched_setaffinity in the child of bucket %d", bucket);
-    }
-#else
-    (void)s;
-    (void)bucket;
-#endif
 }
 
 int listen_steering_put_back(server_rec *s, bucketed_retained *retained,

@@ -57,11 +57,9 @@ void bucket_listeners_publish_idle(bucketed_config *conf,
                                    bucketed_retained *retained,
                                    const bucket_census *census,
                                    int num_buckets);
-/* In a child: what steering needs of it (CPU affinity; no map
- * descriptors). */
-void bucket_listeners_child_steering(server_rec *s,
-                                     const bucketed_config *conf,
-                                     bucketed_retained *retained, int bucket);
+/* In a child: the steering maps' descriptors closed (the parent alone
+ * writes them). */
+void bucket_listeners_child_close_maps(bucketed_retained *retained);
 
 /* Bucket b's socket lr, listening again after its bucket left its
  * groups (listen_absence.c), back in slot `slot` of its steering map, if

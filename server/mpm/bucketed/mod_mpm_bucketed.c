@@ -34,6 +34,8 @@
  *   parent_maint.c        its maintenance passes
  *   parent_takeover.c     after a restart onto an incompatible build
  *   child_life.c          a child's life, the same in both models
+ *   policy_affinity.c     which CPUs a bucket's children keep to (pure)
+ *   child_affinity.c      keeping them there
  *   prefork_child.c       ChildModel prefork: one connection at a time
  *   prefork_keepalive.c   its wait for a keep-alive connection's next
  *                         request, which it gives up for a waiting client
@@ -66,6 +68,7 @@
 #include "util_mutex.h"
 
 #include "bucketed.h"
+#include "child_affinity.h"
 #include "child_life.h"
 #include "child_protocols.h"
 #include "mpm_default.h"
@@ -329,6 +332,7 @@ static void log_plan(server_rec *s, const bucketed_config *conf,
                      steering_in_force(p, conf->steering.mode,
                                        &gen->steering));
     }
+    child_affinity_log(s, conf, gen);
     ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00092)
                                                "bucketed: migration: %s%s",
                  conf->migration.reason, gen->migration_prog_id

@@ -321,16 +321,9 @@ const char *steering_choose(apr_pool_t *p, const steering_input *in,
     }
     out->mode = STEERING_CPU;
     out->reason = apr_psprintf(p, "cpu (BucketSteering cpu): a connection "
-                               "goes to bucket (receiving CPU mod %d); "
-                               "bucket b's children run on the CPUs c with c "
-                               "mod %d = b",
-                               in->num_buckets, in->num_buckets);
+                               "goes to bucket (receiving CPU mod %d)",
+                               in->num_buckets);
     return NULL;
-}
-
-int steering_cpu_in_bucket(int cpu, int bucket, int num_buckets)
-{
-    return num_buckets > 0 && cpu >= 0 && cpu % num_buckets == bucket;
 }
 
 steering_e steering_mode_in_force(steering_e mode,

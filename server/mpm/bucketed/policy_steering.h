@@ -166,11 +166,6 @@ const char *steering_in_force(apr_pool_t *p, steering_e mode,
 steering_e steering_mode_in_force(steering_e mode,
                                   const steering_outcome *o);
 
-/* Under STEERING_CPU: whether connections received on CPU cpu go to
- * bucket (the program's cpu mod num_buckets), so that the bucket's
- * children are kept on exactly those CPUs. */
-int steering_cpu_in_bucket(int cpu, int bucket, int num_buckets);
-
 /* ---- a bucket with no child (issue 26)
  *
  * A bucket that has lost every child and cannot get one at once (set-up
