@@ -13,7 +13,7 @@ import time
 import pytest
 
 from httpd_fixture import CHILD_MODELS, bucket_sockets, http_get
-from test_steering import cpus_allowed, online_cpus
+from test_steering import cpus_allowed, two_cpus  # noqa: F401 (fixture)
 
 PIN_WAIT_S = 20
 
@@ -60,14 +60,6 @@ def start_on(server, cpus):
         return server.start()
     finally:
         os.sched_setaffinity(0, before)
-
-
-@pytest.fixture
-def two_cpus():
-    cpus = online_cpus()
-    if len(cpus) < 2:
-        pytest.skip("BucketAffinity needs two CPUs")
-    return cpus[:2]
 
 
 SPARES = {"prefork": "StartServers 4\nMinSpareServers 2\n",

@@ -73,7 +73,7 @@ def bpftool_show(prog_id):
 def two_cpus():
     cpus = online_cpus()
     if len(cpus) < 2:
-        pytest.skip("CPU steering needs two CPUs")
+        pytest.skip("needs two CPUs (CPU steering, BucketAffinity)")
     return cpus[:2]
 
 
