@@ -4,6 +4,8 @@
  */
 #include "policy_affinity.h"
 
+#include <strings.h>
+
 #include "apr_strings.h"
 
 const char *affinity_name(affinity_e setting)
