@@ -111,6 +111,33 @@ STOP_TIMEOUT = 20
 
 # ---------------------------------------------------------------- load
 
+def wall_clock():
+    """The time of day as httpd's error log writes it (HH:MM:SS.micro), so
+    that a failure can be found among the log's lines."""
+    now = time.time()
+    return time.strftime("%H:%M:%S", time.localtime(now)) \
+        + f".{int(now % 1 * 1e6):06d}"
+
+
+def log_near(log, errors, seconds=1.0):
+    """The lines of an error log within `seconds` of the failures a Load
+    recorded (each starts with its wall_clock())."""
+    def seconds_of(clock):
+        h, m, s = clock.split(":")
+        return int(h) * 3600 + int(m) * 60 + float(s)
+
+    times = [seconds_of(e.split()[0]) for e in errors]
+    near = []
+    for line in log.splitlines():
+        fields = line[1:].split()
+        if len(fields) < 4 or fields[3].count(":") != 2:
+            continue
+        t = seconds_of(fields[3])
+        if any(abs(t - f) <= seconds for f in times):
+            near.append(line)
+    return near
+
+
 class LoadResult:
     def __init__(self):
         self.ok = 0
@@ -160,9 +187,10 @@ class Load:
         try:
             status, body = http_get(port, self.path)
         except (OSError, http.client.HTTPException) as e:
-            return f"port {port}: {e!r}"
+            return f"{wall_clock()} port {port}: {e!r}"
         if status != 200 or (self.body is not None and body != self.body):
-            return f"port {port}: status {status}, body {body[:80]!r}"
+            return (f"{wall_clock()} port {port}: status {status}, body "
+                    f"{body[:80]!r}")
         return None
 
     def _work(self, deadline):

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from httpd_fixture import (NOREUSEPORT_SO, Load, Timeout, http_get,
-                           listening_inodes, need_build, wait_until)
+                           listening_inodes, log_near, need_build,
+                           wait_until)
 
 MIGRATE_REQ = Path("/proc/sys/net/ipv4/tcp_migrate_req")
 RESTARTS = 10
@@ -113,7 +114,8 @@ def test_plan_changes_lose_nothing(make_httpd, sysctl_untouched, child_model):
     assert "migration: per-group eBPF (5.14+)" in log, log
     result = restart_alternating(server, RESTARTS, model=settings)
     print(f"with the program ({child_model}): {RESTARTS} restarts, {result}")
-    assert result.failed == 0, result.errors
+    assert result.failed == 0, (result.errors,
+                                log_near(server.error_log(), result.errors))
     assert result.ok >= 1000
     log = server.error_log()
     assert log.count("Doing graceful restart") == RESTARTS
@@ -138,7 +140,8 @@ def test_plan_changes_under_steering_lose_nothing(make_httpd, sysctl_untouched,
     result = restart_alternating(server, RESTARTS, counts=counts,
                                  extra=steer, model=settings)
     print(f"{mode} steering ({child_model}): {RESTARTS} restarts, {result}")
-    assert result.failed == 0, result.errors
+    assert result.failed == 0, (result.errors,
+                                log_near(server.error_log(), result.errors))
     log = server.error_log()
     assert log.count(f"steering: {mode} (BucketSteering {mode})") \
         >= RESTARTS // 2
