@@ -70,7 +70,8 @@ class KeepAliveLoad(Load):
     being sent is a failure, on new and reused connections alike: a GET
     that failed on a reused connection is made again on a new one (counted
     in `retries` too), a POST never is (RFC 9110 9.2.2; counted in
-    `posts_lost`)."""
+    `posts_lost`). Responses that closed the connection ("Connection:
+    close", as a stopping server says) are counted in `told_to_close`."""
 
     def __init__(self, ports, threads=4, seconds=90, minimum=0, pause=0.0,
                  post=None):
@@ -79,6 +80,7 @@ class KeepAliveLoad(Load):
         self.pause = pause
         self.post = post
         self.reopened = 0
+        self.told_to_close = 0
         self.retries = 0
         self.posts_lost = 0
         self._lock = threading.Lock()
@@ -138,6 +140,8 @@ class KeepAliveLoad(Load):
                          f"{'reused' if reused else 'new'} connection: "
                          f"{error}")
             self.result.record(error)
+            if conn is not None and conn.sock is None:
+                self._count("told_to_close")
             if error is not None and post:
                 self._count("posts_lost")
             elif error is not None and reused and conn is None:
