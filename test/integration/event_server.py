@@ -59,9 +59,9 @@ class KeepAliveLoad(Load):
     """Load's clients, each on one persistent connection, making requests
     over and over until stop() (after at least `minimum` requests in all):
     GET /, answered 200 with the index body, or, with `post` = (path, body,
-    answer), every other request a POST of body to path, answered 200 with
-    `answer`. Each client pauses up to `pause` seconds (at random) between
-    its requests.
+    answer), half of them (at random) a POST of body to path, answered 200
+    with `answer`. Each client pauses up to `pause` seconds (at random)
+    between its requests.
 
     A client reuses its connection as curl does: first a poll that does not
     wait; a readable connection (the server closed it while it was idle, as
@@ -115,7 +115,7 @@ class KeepAliveLoad(Load):
         port = self.ports[next(self._tickets) % len(self.ports)]
         rng = random.Random()
         conn = None
-        made = 0
+        retry = post = False
         while time.monotonic() < deadline and not (
                 self._stop.is_set() and self.result.total >= self.minimum):
             if conn is None:
@@ -127,7 +127,8 @@ class KeepAliveLoad(Load):
                 conn.close()
                 self._count("reopened")
                 reused = False
-            post = self.post is not None and made % 2 == 1
+            if not retry:
+                post = self.post is not None and rng.random() < 0.5
             try:
                 error = self._request(conn, post)
             except (OSError, http.client.HTTPException) as e:
@@ -144,10 +145,11 @@ class KeepAliveLoad(Load):
                 self._count("told_to_close")
             if error is not None and post:
                 self._count("posts_lost")
-            elif error is not None and reused and conn is None:
+            retry = (error is not None and not post and reused
+                     and conn is None)
+            if retry:
                 self._count("retries")
                 continue
-            made += 1
             if self.pause:
                 self._stop.wait(rng.uniform(0, self.pause))
         if conn is not None:
