@@ -103,19 +103,26 @@ static int keepalive_promised(const child_life *life)
            && strcmp(ap_get_protocol(c), AP_PROTOCOL_HTTP1) == 0;
 }
 
+/* Whether the child has been asked to leave. A prefork-model child keeps
+ * the leave signal blocked while it serves a connection, so its flag is
+ * not set then; the parent marks the slot quiescing when it asks (read,
+ * never trusted: a child can only make itself close its own connections
+ * early). An event child's main thread sets the flag at once, and its
+ * keeper writes the mark: its workers go by the flag. */
+static int asked_to_leave(child_life *life)
+{
+    return CHILD_LIFE_IS(life, leaving)
+           || (life->serving != NULL
+               && ap_get_scoreboard_process(life->slot)->quiescing);
+}
+
 int child_life_mpm_state(const bucketed_retained *retained)
 {
     child_life *life = retained->child_life;
 
-    /* A prefork-model child keeps the leave signal blocked while it
-     * serves, so its flag is not set during a keep-alive connection; the
-     * parent marks the slot quiescing when it asks (read, never trusted:
-     * a child can only make itself close its own connections early). */
-    if (life != NULL && (CHILD_LIFE_IS(life, leaving)
-                         || CHILD_LIFE_IS(life, dying)
-                         || ap_get_scoreboard_process(life->slot)
-                                ->quiescing)
-        && (CHILD_LIFE_IS(life, dying) || !keepalive_promised(life))) {
+    if (life != NULL
+        && (CHILD_LIFE_IS(life, dying)
+            || (asked_to_leave(life) && !keepalive_promised(life)))) {
         return AP_MPMQ_STOPPING;
     }
     return retained->mpm->mpm_state;
