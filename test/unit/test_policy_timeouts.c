@@ -168,9 +168,6 @@ static void test_after_flush(void **state)
     r.input_pending = 1;
     assert_int_equal(event_after_flush(&r), EVENT_NEXT_PROCESS);
     r.input_pending = 0;
-    r.leaving = 1;
-    assert_int_equal(event_after_flush(&r), EVENT_NEXT_LINGER);
-    r.leaving = 0;
     r.want_read = 1;
     assert_int_equal(event_after_flush(&r), EVENT_NEXT_WAIT_READ);
     r.want_read = 0;

@@ -21,6 +21,7 @@
 #include "http_config.h"
 #include "http_log.h"
 #include "http_main.h"
+#include "http_protocol.h"
 #include "mpm_common.h"
 #include "scoreboard.h"
 
@@ -87,18 +88,41 @@ apr_status_t child_pool_with_allocator(apr_pool_t **p, apr_pool_t *parent,
     return APR_SUCCESS;
 }
 
+/* Whether http_core is asking right after a response on life->serving
+ * that promised keep-alive (it marks the worker SERVER_BUSY_KEEPALIVE
+ * only then, and asks before it waits for the next request). HTTP/2
+ * marks idle sessions so too, but a stopping child's GOAWAY lets its
+ * client retry what was not processed: it is told at once. */
+static int keepalive_promised(const child_life *life)
+{
+    conn_rec *c = life->serving;
+
+    return c != NULL && c->keepalive == AP_CONN_KEEPALIVE && !c->aborted
+           && ap_get_scoreboard_worker_from_indexes(life->slot, 0)->status
+              == SERVER_BUSY_KEEPALIVE
+           && strcmp(ap_get_protocol(c), AP_PROTOCOL_HTTP1) == 0;
+}
+
+/* Whether the child has been asked to leave. A prefork-model child keeps
+ * the leave signal blocked while it serves a connection, so its flag is
+ * not set then; the parent marks the slot quiescing when it asks (read,
+ * never trusted: a child can only make itself close its own connections
+ * early). An event child's main thread sets the flag at once, and its
+ * keeper writes the mark: its workers go by the flag. */
+static int asked_to_leave(child_life *life)
+{
+    return CHILD_LIFE_IS(life, leaving)
+           || (life->serving != NULL
+               && ap_get_scoreboard_process(life->slot)->quiescing);
+}
+
 int child_life_mpm_state(const bucketed_retained *retained)
 {
     child_life *life = retained->child_life;
 
-    /* A prefork-model child keeps the leave signal blocked while it
-     * serves, so its flag is not set during a keep-alive connection; the
-     * parent marks the slot quiescing when it asks (read, never trusted:
-     * a child can only make itself close its own connections early). */
-    if (life != NULL && (CHILD_LIFE_IS(life, leaving)
-                         || CHILD_LIFE_IS(life, dying)
-                         || ap_get_scoreboard_process(life->slot)
-                                ->quiescing)) {
+    if (life != NULL
+        && (CHILD_LIFE_IS(life, dying)
+            || (asked_to_leave(life) && !keepalive_promised(life)))) {
         return AP_MPMQ_STOPPING;
     }
     return retained->mpm->mpm_state;

@@ -31,6 +31,9 @@ typedef struct child_life {
     volatile apr_uint32_t dying;     /* SIGTERM or SIGHUP: go now */
     volatile apr_uint32_t exiting;   /* child_life_exit() has begun */
     void *model;                     /* the model's own context */
+    /* The prefork model's connection being served, NULL between
+     * connections (child_life_mpm_state()); NULL in the event model. */
+    conn_rec *serving;
 } child_life;
 
 typedef struct {
@@ -57,10 +60,14 @@ void child_life_run(const child_model *model, server_rec *s,
 
 /* AP_MPMQ_MPM_STATE as this process answers it: STOPPING in a child that
  * is leaving or dying, or that the parent has asked to leave, so that
- * http_core ends a keep-alive connection after the response in progress
- * and every response says "Connection: close" (a
- * client then sends nothing more on a connection the child is about to
- * close); the parent's state elsewhere. Any thread. */
+ * every response says "Connection: close" (a client then sends nothing
+ * more on a connection the child is about to close); the parent's state
+ * elsewhere. Except where a response already promised keep-alive: a
+ * leaving prefork-model child that http_core asks right after such a
+ * response (life->serving, HTTP/1.x, still keep-alive, the worker marked
+ * waiting for the next request) answers RUNNING, so that it waits for
+ * that request (KeepAliveTimeout at most) and answers it, rather than
+ * closing the connection as the client may be sending it. Any thread. */
 int child_life_mpm_state(const bucketed_retained *retained);
 
 /* Ends the process: child_stopping hooks, then, when clean, the pool's

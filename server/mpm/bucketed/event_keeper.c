@@ -12,8 +12,12 @@
  *     completion (Timeout), lingering close (2 s short, 30 s normal);
  *   - when the child leaves (graceful restart or stop, MaxConnectionsPer
  *     Child, a move, a new generation), takes the listeners out of the
- *     workers' set and ends every keep-alive wait, and finishes once the
- *     child holds no connection; when it dies (SIGTERM), ends every wait
+ *     workers' set and finishes once the child holds no connection. An
+ *     idle keep-alive connection stays until its next request (answered
+ *     with "Connection: close") or its KeepAliveTimeout, as it would
+ *     without the stop: closing it sooner fails a client whose request
+ *     crosses the close, and a POST must not be retried. When the child
+ *     dies (SIGTERM, or GracefulShutdownTimeout over), it ends every wait
  *     and finishes at once;
  *   - writes the child's connection counts to the scoreboard, which
  *     mod_status's async table shows.
@@ -195,7 +199,6 @@ static int wait_ms_locked(event_child_ctx *ctx, apr_time_t now)
 /* What the keeper remembers between passes. */
 typedef struct {
     int stopping;
-    apr_time_t stopping_since;
     apr_uint64_t waits;              /* ctx->waits when stuck_since was set */
     apr_time_t stuck_since;          /* 0: a worker was idle or done */
 } keeper_state;
@@ -296,13 +299,7 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
     else {
         if (CHILD_LIFE_IS(ctx->life, leaving) && !ks->stopping) {
             ks->stopping = 1;
-            ks->stopping_since = now;
             ap_get_scoreboard_process(ctx->slot)->quiescing = 1;
-        }
-        if (ks->stopping
-            && now - ks->stopping_since >= EVENT_STOP_KEEPALIVE_GRACE) {
-            /* Also those that started waiting after the last pass. */
-            end_all_locked(ctx, WAIT_KEEPALIVE, WAIT_KEEPALIVE);
         }
         expire_locked(ctx, now);
         ev_hand_out_due_callbacks_locked(ctx, now);

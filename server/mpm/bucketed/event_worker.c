@@ -95,7 +95,7 @@ static void start_linger(event_child_ctx *ctx, ev_conn *ec)
 }
 
 /* Write completion: the output filters get another go at what is pending. */
-static event_next_e flush_output(event_child_ctx *ctx, ev_conn *ec)
+static event_next_e flush_output(ev_conn *ec)
 {
     conn_rec *c = ec->c;
     ap_filter_t *last = c->output_filters;
@@ -119,7 +119,6 @@ static event_next_e flush_output(event_child_ctx *ctx, ev_conn *ec)
     r.keepalive = c->keepalive == AP_CONN_KEEPALIVE;
     r.aborted = c->aborted;
     r.input_pending = c->data_in_input_filters;
-    r.leaving = ev_closing_down(ctx);
     ec->cs->sense = CONN_SENSE_DEFAULT;
     return event_after_flush(&r);
 }
@@ -213,7 +212,7 @@ static void serve_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
             ec->cs->sense = CONN_SENSE_DEFAULT;
             continue;
         case EVENT_NEXT_FLUSH:
-            ec->step = flush_output(ctx, ec);
+            ec->step = flush_output(ec);
             continue;
         case EVENT_NEXT_WAIT_WRITE:
         case EVENT_NEXT_WAIT_READ:
@@ -230,8 +229,9 @@ static void serve_conn(event_child_ctx *ctx, ev_conn *ec, int thread_num,
         case EVENT_NEXT_KEEPALIVE:
             /* Also in a leaving child: a response that went out before it
              * learned so promised keep-alive, and the client's next
-             * request may be on its way; the keeper closes what waits
-             * once EVENT_STOP_KEEPALIVE_GRACE is over. */
+             * request may be on its way. It is answered (with
+             * "Connection: close"); the keeper closes the connection at
+             * its KeepAliveTimeout if none comes. */
             if (CHILD_LIFE_IS(ctx->life, dying)) {
                 ec->short_linger = 1;
                 ec->step = EVENT_NEXT_LINGER;

@@ -165,13 +165,6 @@ int event_takes_turn(apr_uint32_t accepted, int epoll_exclusive);
  * serves). */
 #define EVENT_STUCK_GRACE apr_time_from_msec(100)
 
-/* How long a leaving child keeps its idle keep-alive connections open for
- * a request already on its way: answered with "Connection: close" rather
- * than met by a close (which a client whose request crossed it sees as a
- * reset). A busy client sends its next request within milliseconds; an
- * idle one is closed after this. */
-#define EVENT_STOP_KEEPALIVE_GRACE apr_time_from_sec(1)
-
 typedef enum {
     EVENT_NOT_STUCK,        /* a worker is idle or did something, or no
                              * keep-alive connection waits: start over */

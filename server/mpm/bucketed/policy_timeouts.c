@@ -117,5 +117,7 @@ event_next_e event_after_flush(const event_flush_result *r)
     if (r->input_pending) {
         return EVENT_NEXT_PROCESS;
     }
-    return r->leaving ? EVENT_NEXT_LINGER : EVENT_NEXT_KEEPALIVE;
+    /* A leaving child too: the response promised keep-alive, and the
+     * client may send its next request before it reads a close. */
+    return EVENT_NEXT_KEEPALIVE;
 }

@@ -90,7 +90,8 @@ event_next_e event_after_clogged(event_next_e next);
  * returned success), output_pending (c->data_in_output_filters),
  * want_read (c->cs->sense asks to read instead), keepalive (c->keepalive
  * is AP_CONN_KEEPALIVE), aborted, input_pending (a pipelined request is
- * already buffered), leaving (the child is stopping: no more keep-alive). */
+ * already buffered). A connection whose response promised keep-alive waits
+ * for its next request even in a leaving child. */
 typedef struct {
     int flush_ok;
     int output_pending;
@@ -98,7 +99,6 @@ typedef struct {
     int keepalive;
     int aborted;
     int input_pending;
-    int leaving;
 } event_flush_result;
 
 event_next_e event_after_flush(const event_flush_result *r);

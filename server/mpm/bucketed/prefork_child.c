@@ -212,7 +212,9 @@ static int serve(child_life *life, int *clean)
                                      pc->sbh, bucket_alloc);
         if (c != NULL) {
             keepalive_waiter_attach(&pc->keepalive, c);
+            life->serving = c;
             ap_process_connection(c, csd);
+            life->serving = NULL;
             keepalive_waiter_close(&pc->keepalive, c);
         }
         apr_pool_clear(ptrans);
