@@ -162,9 +162,10 @@ static void place_when_freed(server_rec *s, const retained_map *rm,
         else {
             ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00251)
                          "bucketed: the socket for %s stays out of slot %d "
-                         "of its socket map: another process still keeps "
-                         "the map it is in (a server still stopping?); "
-                         "the kernel's hash picks for that slot", rm->key,
+                         "of its socket map, having been in another (with "
+                         "EBUSY: another process still keeps that one, a "
+                         "server still stopping?); the kernel's hash picks "
+                         "for that slot", rm->key,
                          held->slot);
         }
     }
