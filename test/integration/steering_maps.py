@@ -5,6 +5,7 @@ census, and the socket maps every steering program picks from."""
 import json
 import re
 import subprocess
+from pathlib import Path
 
 BPFTOOL = "/usr/sbin/bpftool"
 PROGRAM_ID = re.compile(r"program id (\d+) on 1 reuseport")
@@ -44,6 +45,42 @@ def idle_counts(map_id, seen=False):
     return [counts[b] for b in sorted(counts)]
 
 
+def maps_held_by(pid):
+    """The ids of the BPF maps a process holds a descriptor of (the
+    map_id lines of /proc/PID/fdinfo)."""
+    held = set()
+    fdinfo = Path(f"/proc/{pid}/fdinfo")
+    for entry in fdinfo.iterdir():
+        try:
+            text = entry.read_text()
+        except FileNotFoundError:
+            continue
+        found = re.search(r"^map_id:\s*(\d+)", text, re.M)
+        if found:
+            held.add(int(found.group(1)))
+    return held
+
+
+def descriptors_of(pid):
+    """How many descriptors a process has open."""
+    return len(list(Path(f"/proc/{pid}/fd").iterdir()))
+
+
+def map_cookies(map_id):
+    """The cookies of the sockets in one socket map; an empty set once the
+    map is freed."""
+    done = subprocess.run([BPFTOOL, "-j", "map", "dump", "id", str(map_id)],
+                          capture_output=True, text=True, timeout=30)
+    dumped = json.loads(done.stdout)
+    if done.returncode != 0:
+        # Freed since it was listed: a server's generation ended.
+        assert "No such file or directory" in str(dumped), dumped
+        return set()
+    return {int.from_bytes(bytes(int(b, 16) for b in entry["value"]),
+                           "little")
+            for entry in dumped if isinstance(entry.get("value"), list)}
+
+
 def socket_map_cookies():
     """The cookies of the sockets in every socket map the steering programs
     pick from (bucketed_socks, the machine's: a socket is in one map at
@@ -53,20 +90,8 @@ def socket_map_cookies():
         timeout=30, check=True).stdout)
     cookies = set()
     for found in shown:
-        if found.get("name") != "bucketed_socks":
-            continue
-        done = subprocess.run(
-            [BPFTOOL, "-j", "map", "dump", "id", str(found["id"])],
-            capture_output=True, text=True, timeout=30)
-        dumped = json.loads(done.stdout)
-        if done.returncode != 0:
-            # Freed since `map show`: another server's generation ended.
-            assert "No such file or directory" in str(dumped), dumped
-            continue
-        for entry in dumped:
-            if isinstance(entry.get("value"), list):
-                cookies.add(int.from_bytes(
-                    bytes(int(b, 16) for b in entry["value"]), "little"))
+        if found.get("name") == "bucketed_socks":
+            cookies |= map_cookies(found["id"])
     return cookies
 
 

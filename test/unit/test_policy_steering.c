@@ -223,6 +223,19 @@ static void test_plan_socket_actions(void **state)
                                          "none: WHY"), "(migration: none: WHY)");
 }
 
+/* EBUSY: the socket is in some socket map; only a lookup of the slot
+ * tells this one's (a restart's) from one a dead server left behind. */
+static void test_steer_slot_outcomes(void **state)
+{
+    (void)state;
+    assert_int_equal(steer_slot_outcome_of(0, 0), STEER_SLOT_PLACED);
+    assert_int_equal(steer_slot_outcome_of(EBUSY, 1), STEER_SLOT_PLACED);
+    assert_int_equal(steer_slot_outcome_of(EBUSY, 0),
+                     STEER_SLOT_HELD_ELSEWHERE);
+    assert_int_equal(steer_slot_outcome_of(EINVAL, 0), STEER_SLOT_FAILED);
+    assert_int_equal(steer_slot_outcome_of(ENOENT, 1), STEER_SLOT_FAILED);
+}
+
 static steering_input steering_in(steering_e requested)
 {
     steering_input in;
@@ -476,6 +489,7 @@ int main(void)
         POOL_TEST(test_drain_when_the_kernel_leaves_a_socket_out),
         POOL_TEST(test_migration_names),
         POOL_TEST(test_plan_socket_actions),
+        POOL_TEST(test_steer_slot_outcomes),
         POOL_TEST(test_steering_parse),
         POOL_TEST(test_steering_auto_and_hash),
         POOL_TEST(test_steering_cpu),

@@ -31,6 +31,22 @@ APLOG_USE_MODULE(mpm_bucketed);
 /* Slots of a new socket map: room for the bucket counts restarts usually
  * move between, so that the map is rarely replaced. */
 #define STEER_MAP_MIN_SLOTS 64
+/* How long a socket found in a socket map another program keeps is tried
+ * again, once that program is replaced, and how often: the kernel frees
+ * the old map an RCU grace period or two later (13-16 ms measured on
+ * 6.18). */
+#define STEER_OLD_MAP_WAIT apr_time_from_sec(2)
+#define STEER_OLD_MAP_POLL apr_time_from_msec(5)
+
+/* A socket found in a socket map no one here holds, to go into its slot
+ * of ours once this generation's program has replaced the one keeping
+ * that map. */
+typedef struct held_elsewhere held_elsewhere;
+struct held_elsewhere {
+    held_elsewhere *next;
+    int slot;
+    int fd;
+};
 
 int listen_socket_fd(apr_socket_t *sd)
 {
@@ -96,6 +112,63 @@ static retained_map *steer_map_of(apr_pool_t *ptemp,
     rm->next = retained->steer_maps;
     retained->steer_maps = rm;
     return rm;
+}
+
+/* Puts the socket sock_fd in slot `slot` of rm (policy_steering.h,
+ * steer_slot_outcome_of); *err is the errno of a failure. */
+static steer_slot_outcome place_in_slot(const retained_map *rm, int slot,
+                                        int sock_fd, int *err)
+{
+    int holds = 0;
+
+    *err = reuseport_bpf_sockarray_set(rm->fd, slot, sock_fd);
+    if (*err == EBUSY) {
+        int looked = reuseport_bpf_sockarray_holds(rm->fd, slot, sock_fd,
+                                                   &holds);
+        if (looked != 0) {
+            *err = looked;
+            return STEER_SLOT_FAILED;
+        }
+    }
+    return steer_slot_outcome_of(*err, holds);
+}
+
+/* The sockets of one group found in another socket map, put in their
+ * slots of rm now that this generation's program, attached to their
+ * group, has replaced the one that kept the other map alive. Each is
+ * tried until the kernel has freed that map, for at most
+ * STEER_OLD_MAP_WAIT in all. */
+static void place_when_freed(server_rec *s, const retained_map *rm,
+                             const held_elsewhere *held)
+{
+    apr_time_t deadline = apr_time_now() + STEER_OLD_MAP_WAIT;
+    steer_slot_outcome outcome;
+    int err;
+
+    for (; held; held = held->next) {
+        while ((outcome = place_in_slot(rm, held->slot, held->fd, &err))
+                   == STEER_SLOT_HELD_ELSEWHERE
+               && apr_time_now() < deadline) {
+            apr_sleep(STEER_OLD_MAP_POLL);
+        }
+        if (outcome == STEER_SLOT_PLACED) {
+            ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00250)
+                         "bucketed: the socket for %s in slot %d was in "
+                         "another socket map (one a server that exited "
+                         "without its stop left on its reuseport group); "
+                         "it is in this generation's now", rm->key,
+                         held->slot);
+        }
+        else {
+            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00251)
+                         "bucketed: the socket for %s stays out of slot %d "
+                         "of its socket map, having been in another (with "
+                         "EBUSY: another process still keeps that one, a "
+                         "server still stopping?); the kernel's hash picks "
+                         "for that slot", rm->key,
+                         held->slot);
+        }
+    }
 }
 
 static void close_steer_map(server_rec *s, retained_map *rm)
@@ -165,12 +238,13 @@ static int planned_copies(const bucket_plan *plan, int i)
 
 /* Puts listener i's planned sockets in its retained map, each in the slot
  * of its duplicate ordinal; creates the map first when there is none or
- * it is too small. 0, or -1 after logging. */
+ * it is too small. Sockets found in a map another program keeps are
+ * listed in *held, for place_when_freed. 0, or -1 after logging. */
 static int fill_steer_map(apr_pool_t *ptemp, server_rec *s,
                           const bucketed_config *conf,
                           bucketed_retained *retained,
                           ap_listen_rec **originals, int i, int copies,
-                          retained_map **out)
+                          retained_map **out, held_elsewhere **held)
 {
     const bucket_plan *plan = &conf->plan;
     retained_map *rm = steer_map_of(ptemp, retained, originals[i]);
@@ -205,15 +279,25 @@ static int fill_steer_map(apr_pool_t *ptemp, server_rec *s,
             if (bs->listener != i) {
                 continue;
             }
-            /* EBUSY: the socket is in the map already, so in this very
-             * slot (a socket only ever goes to its ordinal's). */
-            err = reuseport_bpf_sockarray_set(rm->fd, bs->duplicate,
-                                              listen_socket_fd(lr->sd));
-            if (err != 0 && err != EBUSY) {
+            switch (place_in_slot(rm, bs->duplicate,
+                                  listen_socket_fd(lr->sd), &err)) {
+            case STEER_SLOT_PLACED:
+                break;
+            case STEER_SLOT_HELD_ELSEWHERE: {
+                held_elsewhere *h = apr_palloc(ptemp, sizeof(*h));
+
+                h->slot = bs->duplicate;
+                h->fd = listen_socket_fd(lr->sd);
+                h->next = *held;
+                *held = h;
+                break;
+            }
+            case STEER_SLOT_FAILED:
+            default:
                 ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00076)
-                                                            "bucketed: "
-                             "cannot put bucket %d's socket for %pI in its "
-                             "socket map", b, originals[i]->bind_addr);
+                             "bucketed: cannot put bucket %d's socket for "
+                             "%pI in its socket map", b,
+                             originals[i]->bind_addr);
                 return -1;
             }
         }
@@ -225,12 +309,14 @@ static int fill_steer_map(apr_pool_t *ptemp, server_rec *s,
 /* The steering program (hash, CPU or load) of listener i's group over its
  * retained map: it selects among the first `copies` slots, so a socket
  * beyond them (one being drained or closed) gets nothing new. Returns the
- * program's descriptor, or -1 after logging, with why in *why. */
+ * program's descriptor, or -1 after logging, with why in *why; *map is
+ * the map, *held its sockets to place once the program is attached. */
 static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
                                  const bucketed_config *conf,
                                  bucketed_retained *retained,
                                  ap_listen_rec **originals, int i,
-                                 const char **why)
+                                 const char **why, retained_map **map,
+                                 held_elsewhere **held)
 {
     int copies = planned_copies(&conf->plan, i);
     int migrate = conf->migration.mechanism == MIGRATION_EBPF;
@@ -238,10 +324,12 @@ static int load_steering_program(apr_pool_t *ptemp, server_rec *s,
     int err, prog;
 
     *why = "its socket map could not be made";
+    *held = NULL;
     if (fill_steer_map(ptemp, s, conf, retained, originals, i, copies,
-                       &rm) != 0) {
+                       &rm, held) != 0) {
         return -1;
     }
+    *map = rm;
     switch (conf->steering.mode) {
     case STEERING_LOAD:
         if (open_idle_map(s, conf, retained) != 0) {
@@ -280,6 +368,43 @@ static void note_unsteered(apr_pool_t *pconf, steering_outcome *o,
     o->failed++;
 }
 
+/* The socket maps of addresses no longer listened on, closed and taken
+ * off the list: a socket of a dropped address is never drained
+ * (plan_socket_action), so nothing of this generation uses them. Emptied
+ * first: a socket that a socket unit goes on holding for the address is
+ * then free to go into a new map should the address come back (its group
+ * keeps the old program, and with it the map, until then). */
+static void release_dropped_maps(apr_pool_t *ptemp, server_rec *s,
+                                 bucketed_retained *retained,
+                                 ap_listen_rec **originals,
+                                 int num_listeners)
+{
+    retained_map **link = &retained->steer_maps;
+
+    while (*link) {
+        retained_map *rm = *link;
+        int i;
+
+        for (i = 0; i < num_listeners; i++) {
+            if (strcmp(rm->key, apr_psprintf(ptemp, "%pI",
+                                             originals[i]->bind_addr)) == 0) {
+                break;
+            }
+        }
+        if (i < num_listeners) {
+            link = &rm->next;
+            continue;
+        }
+        if (rm->fd >= 0) {
+            close_steer_map(s, rm);
+        }
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s, BKLOGNO(00252)
+                     "bucketed: socket map of %s released: its address is "
+                     "no longer listened on", rm->key);
+        *link = rm->next;
+    }
+}
+
 /* Puts this generation's program on every reuseport group, before any of
  * its sockets is closed: a steering program with a map of this
  * generation's sockets (the hash's, or BucketSteering cpu or load) where
@@ -309,6 +434,8 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
     release_idle_map(s, retained);
     for (i = 0; i < num_listeners; i++) {
         const char *why = NULL;
+        held_elsewhere *held = NULL;
+        retained_map *rm = NULL;
 
         group_migrates[i] = conf->migration.mechanism == MIGRATION_SYSCTL;
         group_drains[i] = 0;
@@ -317,7 +444,7 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
             continue;
         }
         prog = load_steering_program(ptemp, s, conf, retained, originals, i,
-                                     &why);
+                                     &why, &rm, &held);
         if (prog < 0 && steers) {
             note_unsteered(ptemp, &gen->steering, originals[i], why);
         }
@@ -361,6 +488,9 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
             group_drains[i] = drain;
             gen->migration_groups++;
             gen->steering.steered += prog != mig && steers;
+            if (prog != mig) {
+                place_when_freed(s, rm, held);
+            }
         }
         if (prog != mig) {
             close_program(s, prog);
@@ -369,6 +499,7 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
     if (mig >= 0) {
         close_program(s, mig);
     }
+    release_dropped_maps(ptemp, s, retained, originals, num_listeners);
 }
 
 /*
@@ -529,10 +660,10 @@ int listen_steering_put_back(server_rec *s, bucketed_retained *retained,
     if (rm == NULL || rm->fd < 0) {
         return 0;
     }
-    /* The kernel emptied its slot when it left the group; EBUSY: it never
-     * left (in the map already, so in this very slot). */
-    err = reuseport_bpf_sockarray_set(rm->fd, slot, listen_socket_fd(lr->sd));
-    if (err != 0 && err != EBUSY) {
+    /* The kernel emptied its slot when it left the group; EBUSY with the
+     * slot holding it: it never left. */
+    if (place_in_slot(rm, slot, listen_socket_fd(lr->sd), &err)
+            != STEER_SLOT_PLACED) {
         ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00184)
                                                     "bucketed: cannot put "
                      "bucket %d's socket for %pI back in its socket map; "

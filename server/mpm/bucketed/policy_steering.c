@@ -199,6 +199,15 @@ const char *plan_socket_describe(apr_pool_t *p, const plan_socket_state *st,
                         "bucket plan no longer uses: %s", key, what);
 }
 
+steer_slot_outcome steer_slot_outcome_of(int update_err, int slot_holds_it)
+{
+    if (update_err == 0 || (update_err == EBUSY && slot_holds_it)) {
+        return STEER_SLOT_PLACED;
+    }
+    return update_err == EBUSY ? STEER_SLOT_HELD_ELSEWHERE
+                               : STEER_SLOT_FAILED;
+}
+
 const char *steering_name(steering_e mode)
 {
     switch (mode) {

@@ -106,6 +106,26 @@ plan_socket_action_e plan_socket_action(const plan_socket_state *st);
 const char *plan_socket_describe(apr_pool_t *p, const plan_socket_state *st,
                                  const char *key, const char *no_migration);
 
+/* ---- a socket put in its slot of a steering map
+ *
+ * A socket can be in one REUSEPORT_SOCKARRAY only: putting it in a second
+ * one fails with EBUSY. It may already be in this map's very slot (kept
+ * from the last generation), or in a map no one here holds any more: one
+ * that a server which died without its stop left behind, kept alive by
+ * the program it left on the group; that map goes once this generation's
+ * program replaces the old one, and the socket is free a moment later. */
+
+typedef enum {
+    STEER_SLOT_PLACED = 0,      /* the slot holds the socket */
+    STEER_SLOT_HELD_ELSEWHERE,  /* in another map: put it in again once the
+                                 * group's old program is replaced */
+    STEER_SLOT_FAILED           /* the update failed for another reason */
+} steer_slot_outcome;
+
+/* From the update's errno (0 for success) and whether a lookup of the
+ * slot then found this very socket. */
+steer_slot_outcome steer_slot_outcome_of(int update_err, int slot_holds_it);
+
 /* ---- steering (BucketSteering) */
 
 typedef enum {

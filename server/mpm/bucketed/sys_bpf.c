@@ -38,6 +38,10 @@
 
 #ifdef HAVE_REUSEPORT_BPF
 
+#ifndef SO_COOKIE
+#define SO_COOKIE 57                          /* 4.13, asm-generic */
+#endif
+
 /* Kernel ABI numbers (include/uapi/linux/bpf.h). */
 #define ABI_PROG_TYPE_SK_REUSEPORT 21                    /* 4.19 */
 #define ABI_SK_REUSEPORT_SELECT_OR_MIGRATE 40            /* 5.14 */
@@ -347,6 +351,29 @@ int reuseport_bpf_sockarray_set(int map_fd, int index, int sock_fd)
     return update_elem(map_fd, index, &value);
 }
 
+int reuseport_bpf_sockarray_holds(int map_fd, int index, int sock_fd,
+                                  int *holds)
+{
+    unsigned long long in_slot = 0, cookie = 0;
+    unsigned int key = (unsigned int)index;
+    socklen_t len = sizeof(cookie);
+    union bpf_attr attr;
+
+    *holds = 0;
+    if (getsockopt(sock_fd, SOL_SOCKET, SO_COOKIE, &cookie, &len) < 0) {
+        return errno;
+    }
+    memset(&attr, 0, sizeof(attr));
+    attr.map_fd = map_fd;
+    attr.key = (unsigned long)&key;
+    attr.value = (unsigned long)&in_slot;
+    if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &attr) < 0) {
+        return errno == ENOENT ? 0 : errno;
+    }
+    *holds = in_slot == cookie;
+    return 0;
+}
+
 void reuseport_bpf_sockarray_clear(int map_fd, int entries)
 {
     union bpf_attr attr;
@@ -453,6 +480,16 @@ int reuseport_bpf_sockarray_set(int map_fd, int index, int sock_fd)
     (void)map_fd;
     (void)index;
     (void)sock_fd;
+    return ENOSYS;
+}
+
+int reuseport_bpf_sockarray_holds(int map_fd, int index, int sock_fd,
+                                  int *holds)
+{
+    (void)map_fd;
+    (void)index;
+    (void)sock_fd;
+    *holds = 0;
     return ENOSYS;
 }
 

@@ -62,6 +62,12 @@ int reuseport_bpf_sockarray_create(int entries, int *err);
  * A socket can be in one such map only. 0, or an errno. */
 int reuseport_bpf_sockarray_set(int map_fd, int index, int sock_fd);
 
+/* *holds = whether slot index holds the socket sock_fd (a lookup of a
+ * REUSEPORT_SOCKARRAY gives the socket's cookie, compared with its
+ * SO_COOKIE; an empty slot holds nothing). 0, or an errno. */
+int reuseport_bpf_sockarray_holds(int map_fd, int index, int sock_fd,
+                                  int *holds);
+
 /* Empties slots 0 .. entries-1, so that their sockets may join another
  * map. */
 void reuseport_bpf_sockarray_clear(int map_fd, int entries);
