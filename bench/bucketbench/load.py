@@ -247,30 +247,45 @@ class LoadError(Exception):
     pass
 
 
+def _kill(pid):
+    os.kill(pid, signal.SIGKILL)
+    os.wait4(pid, 0)
+
+
+def _wait_bounded(pid, bound_s):
+    """(wait status, rusage) of a child, killed when still running after
+    bound_s."""
+    deadline = time.monotonic() + bound_s
+    while True:
+        waited_pid, status, usage = os.wait4(pid, os.WNOHANG)
+        if waited_pid:
+            return status, usage
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            _, status, usage = os.wait4(pid, 0)
+            return status, usage
+        time.sleep(0.01)
+
+
 def run_wrk(command, duration_s, log_path):
     """Runs wrk, bounded in time. Returns (parsed result, client CPU
     seconds); the result's client_cpus says where wrk ran
     (placement.check_client). LoadError with wrk's output when it fails
-    or prints nothing, or when it runs off the harness's CPUs."""
+    or prints nothing, or when it runs off the harness's CPUs. wrk does
+    not outlive the call: an interruption (SIGTERM, Ctrl-C) kills it."""
     with open(log_path, "w+b") as output:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                    stdout=output, stderr=subprocess.STDOUT)
         try:
             client_cpus = placement.check_client(process.pid, "wrk")
+            status, usage = _wait_bounded(process.pid,
+                                          duration_s + WRK_GRACE_S)
         except placement.PlacementError as error:
-            os.kill(process.pid, signal.SIGKILL)
-            os.wait4(process.pid, 0)
+            _kill(process.pid)
             raise LoadError(str(error)) from None
-        deadline = time.monotonic() + duration_s + WRK_GRACE_S
-        while True:
-            waited_pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if waited_pid:
-                break
-            if time.monotonic() > deadline:
-                os.kill(process.pid, signal.SIGKILL)
-                waited_pid, status, usage = os.wait4(process.pid, 0)
-                break
-            time.sleep(0.01)
+        except BaseException:
+            _kill(process.pid)
+            raise
         process.returncode = os.waitstatus_to_exitcode(status)
         output.seek(0)
         text = output.read().decode(errors="replace")

@@ -61,10 +61,10 @@ def unavailable_reason():
 
 def namespace_of(pid="self"):
     """The network namespace a process is in, as /proc names it
-    ("net:[4026531840]"); None when it is gone."""
+    ("net:[4026531840]"); None when it is gone or not ours to read."""
     try:
         return os.readlink(f"/proc/{pid}/ns/net")
-    except (FileNotFoundError, ProcessLookupError):
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
 
 
