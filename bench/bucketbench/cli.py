@@ -1026,8 +1026,11 @@ def main(argv=None):
     except placement.PlacementError as error:
         print(f"bench/run: {error}", file=sys.stderr)
         return 2
-    tools = dataclasses.replace(tools,
-                                server_cpus=args.placement.server_cpus)
+    if args.placement.server_cpus is not None:
+        # nginx gets a worker per CPU it may use.
+        tools = dataclasses.replace(
+            tools, server_cpus=args.placement.server_cpus,
+            cores=len(args.placement.server_cpus))
     scratch_dir = _scratch_dir("bucketbench-")
     veth = None
     try:
