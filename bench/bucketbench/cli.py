@@ -764,7 +764,8 @@ def _run_plan(args, tools, by_level, skipped, scratch_dir):
         os.makedirs(point_scratch)
         os.chmod(point_scratch, 0o755)
         point_tools = dataclasses.replace(
-            tools, server_cpus=args.placement.server_cpus[:count],
+            tools,
+            server_cpus=args.placement.with_server_cores(count).server_cpus,
             cores=count, bucket_count=count)
         print(f"server cores {count}: servers on CPU "
               f"{placement.format_cpu_list(point_tools.server_cpus)}, "
