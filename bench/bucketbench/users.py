@@ -188,7 +188,8 @@ class Fixtures:
         process = _start_group(
             ["/usr/bin/python3", "-m", "bucketbench.slow_backend",
              str(self.port), str(BACKEND_PROCESSES)], log_path,
-            self.server_cpus, env={"PATH": CLEAN_PATH, "LANG": "C", "PYTHONPATH": bench_dir})
+            self.server_cpus,
+            env={"PATH": CLEAN_PATH, "LANG": "C", "PYTHONPATH": bench_dir})
         self.processes.append((process, "the slow backend"))
         _wait_for(lambda: http_get(self.port, "/ready")[0] == 200, process,
                   "the slow backend", log_path)
