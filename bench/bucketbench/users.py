@@ -166,7 +166,20 @@ class Fixtures:
             self._start_backend()
         if self.kind == PHP_FPM:
             self._start_php_fpm()
+        self._check_placement()
         return self
+
+    def _check_placement(self):
+        """The back-ends (and php-fpm's workers) run on the servers' CPUs
+        when they are pinned."""
+        if self.server_cpus is None:
+            return
+        for process, what in self.processes:
+            try:
+                placement.check_tree(procfs.process_tree(process.pid),
+                                     self.server_cpus, what)
+            except placement.PlacementError as error:
+                raise UsersError(str(error)) from None
 
     def _make_certificate(self):
         """A fresh ECDSA P-256 key and self-signed certificate."""
