@@ -172,18 +172,20 @@ def test_servers_and_load_tools_pinned_apart_and_checked(top, build,
 
 def test_the_load_crosses_a_veth_pair_between_namespaces_of_its_own(
         top, build, tmp_path):
-    """--net veth: the servers listen on the veth address in a namespace
-    that is neither the harness's (where wrk runs) nor the machine's, wrk
-    gets its answers through the pair, and both namespaces are gone
-    afterwards. Without --server-cpus the run warns that the load tools
-    share the servers' CPUs."""
+    """--net veth with --server-cpus 1 --client-cpus 0 (no sweep): the
+    servers listen on the veth address in a namespace that is neither the
+    harness's (where wrk runs) nor the machine's, wrk gets its answers
+    through the pair, each side ran on its CPU, and both namespaces are
+    gone afterwards."""
     if netns.unavailable_reason():
         pytest.fail(netns.unavailable_reason())
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.fail("needs two CPUs (the reference machine has two)")
     out = tmp_path / "out"
     done = bench(top, build, *TINY, "--servers", SERVERS, "--net", "veth",
+                 "--server-cpus", "1", "--client-cpus", "0",
                  "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert "warning: the load tools share the servers' CPUs" in done.stderr
     meta = json.loads((out / "meta.json").read_text())
     assert meta["net"]["kind"] == "veth"
     names = (meta["net"]["server_namespace"],
@@ -196,6 +198,8 @@ def test_the_load_crosses_a_veth_pair_between_namespaces_of_its_own(
             f"http://{netns.SERVER_ADDRESS}:")
         server, client = run["netns"]["server"], run["netns"]["client"]
         assert len({server, client, mine}) == 3, run["netns"]
+        assert set(run["server_cpus"].values()) == {"1"}, run
+        assert run["client_cpus"] == "0", run
     assert f"Listen {netns.SERVER_ADDRESS}:" in (
         out / "servers" / "native-w1-bucketed-event" / "httpd.conf"
     ).read_text()
@@ -205,7 +209,8 @@ def test_the_load_crosses_a_veth_pair_between_namespaces_of_its_own(
 def test_veth_namespaces_are_deleted_when_the_run_is_stopped(top, build,
                                                              tmp_path):
     """SIGTERM in the middle of a run: the servers and wrk stop and both
-    namespaces go."""
+    namespaces go. Without --server-cpus the run warns that the load tools
+    share the servers' CPUs."""
     if netns.unavailable_reason():
         pytest.fail(netns.unavailable_reason())
     env = dict(os.environ, BUCKETED_BUILD=build)
@@ -239,6 +244,7 @@ def test_veth_namespaces_are_deleted_when_the_run_is_stopped(top, build,
                 run.kill()
                 run.communicate()
     assert run.returncode == 128 + signal.SIGTERM, stderr
+    assert "warning: the load tools share the servers' CPUs" in stderr
     left = set(namespaces()) & {server_ns, f"bench-cli-{run.pid}"}
     assert not left, stderr
     assert not in_namespace(client_ns), "wrk outlived the run"
