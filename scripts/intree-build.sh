@@ -34,6 +34,9 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cache=${BUCKETED_CACHE:-/var/cache/bucketed}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 mpm_warnings="-Wall -Wextra -Werror"
+# The release (configure.ac's AC_INIT) for bucketed_version.h: configure.ac is
+# not run in an httpd tree.
+mpm_release="-DBUCKETED_RELEASE=$(sed -n 's/^AC_INIT(\[bucketed\], \[\([^]]*\)\].*/\1/p' "$top/configure.ac")"
 sources_list=/etc/apt/sources.list.d/bucketed-deb-src.sources
 
 mode=""
@@ -269,7 +272,7 @@ check_configure() {
 
 build_httpd() {
     cd "$srcdir"
-    make -j"$jobs" BUCKETED_CFLAGS="$mpm_warnings"
+    make -j"$jobs" BUCKETED_CFLAGS="$mpm_warnings $mpm_release"
 }
 
 # The MPM's sources were compiled with the warning flags and nothing else was.

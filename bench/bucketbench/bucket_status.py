@@ -11,7 +11,7 @@ something, docs/observability.md)."""
 import re
 
 from . import configs, stats
-from .net import http_get
+from .net import LOOPBACK, http_get
 
 # A bucket line's fields: each value runs up to the next ` key=`, so the
 # listen field may hold several space-separated addresses.
@@ -45,10 +45,11 @@ def parse_status(text):
     return status
 
 
-def fetch_status(port, timeout):
-    """The parsed status page of the bucketed server listening on port;
-    OSError when it does not answer 200."""
-    status, body = http_get(port, configs.STATUS_PATH, timeout=timeout)
+def fetch_status(port, timeout, host=LOOPBACK):
+    """The parsed status page of the bucketed server listening on
+    host:port; OSError when it does not answer 200."""
+    status, body = http_get(port, configs.STATUS_PATH, timeout=timeout,
+                            host=host)
     if status != 200:
         raise OSError(f"{configs.STATUS_PATH} answered HTTP {status}")
     return parse_status(body.decode(errors="replace"))

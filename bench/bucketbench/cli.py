@@ -6,6 +6,7 @@ memory checks of memory.py instead."""
 
 import argparse
 import atexit
+import dataclasses
 import json
 import os
 import resource
@@ -15,8 +16,8 @@ import sys
 import tempfile
 import time
 
-from . import (environment, faults, idle, limit, load, memory, overhead,
-               report, restart, users)
+from . import (cores, environment, faults, idle, limit, load, memory, netns,
+               overhead, placement, report, restart, users)
 from .catalog import (DEFAULT_WORKLOADS, IDLE_NOT_SUPPORTED, KERNEL_LEVELS,
                       LIMIT_KINDS, NATIVE, NO_REUSEPORT, PHP, SERVERS,
                       USES_SLOW_HANDLER, WORKLOAD_GROUPS, WORKLOADS, handler_skip_reason,
@@ -268,6 +269,35 @@ def parse_args(argv):
                              "--build-dir's in turn (env "
                              "BUCKETED_SWAP_BUILD; without it that variant "
                              "is skipped)")
+    parser.add_argument("--server-cpus", metavar="LIST",
+                        help="pin every server (its parent, children and "
+                             "back-ends) to these CPUs, e.g. 8-31 (taskset "
+                             "-c's format; default: not pinned); checked in "
+                             "/proc after every start and run")
+    parser.add_argument("--client-cpus", metavar="LIST",
+                        help="pin the harness and every load tool it starts "
+                             "(wrk, h2load, its own probes) to these CPUs, "
+                             "disjoint from --server-cpus (default: the "
+                             "CPUs --server-cpus leaves; with neither, the "
+                             "load tools share the servers' CPUs and a "
+                             "warning says so)")
+    parser.add_argument("--server-cores", metavar="COUNTS",
+                        dest="server_cores_text",
+                        help="a sweep: the whole plan once per count "
+                             "(e.g. 1,2,4,8), the servers on that many of "
+                             "--server-cpus, bucketed's BucketCount and "
+                             "nginx's workers equal to it; writes "
+                             "cores.md, cores.json and plot-cores-*.png "
+                             "(req/s, p99 and CPU per request against "
+                             "cores) beside one results directory per count")
+    parser.add_argument("--net", choices=("loopback", "veth"),
+                        default="loopback",
+                        help="the load's path: loopback (default), or a veth "
+                             "pair between two network namespaces the run "
+                             "creates and deletes (bench-srv-PID, "
+                             "bench-cli-PID; addresses from 198.18.0.0/15 "
+                             "inside them only; root; W1-W3, skew and idle "
+                             "workloads)")
     parser.add_argument("--threads", type=int, default=2,
                         help="wrk threads (default 2; the skewed workloads "
                              "always use 10)")
@@ -360,6 +390,7 @@ def _validate(args):
         raise UsageError(f"{lua} not found: the slow handler of "
                          f"{', '.join(slow)} needs mod_lua (package "
                          f"apache2-bin)")
+    _validate_placement(args)
     if not shutil.which(args.wrk):
         raise UsageError(f"wrk not found ({args.wrk}): install it "
                          f"(apt-get install wrk) or pass --wrk PATH")
@@ -367,6 +398,43 @@ def _validate(args):
         raise UsageError(f"nginx not found ({args.nginx}): install it "
                          f"(apt-get install nginx), pass --nginx PATH, or "
                          f"leave it out of --servers")
+
+
+def _validate_placement(args):
+    """--server-cpus, --client-cpus, --server-cores and --net: the
+    placement (args.placement) and the core counts (args.server_cores,
+    None without a sweep)."""
+    try:
+        args.placement = placement.choose(args.server_cpus, args.client_cpus,
+                                          os.sched_getaffinity(0))
+    except placement.PlacementError as error:
+        raise UsageError(str(error)) from None
+    args.server_cores = None
+    if args.server_cores_text:
+        if args.placement.server_cpus is None:
+            raise UsageError("--server-cores needs --server-cpus (or "
+                             "--client-cpus): the sweep takes the servers' "
+                             "cores from that set")
+        args.server_cores = list(dict.fromkeys(
+            _numbers(args.server_cores_text, "--server-cores")))
+        too_many = [n for n in args.server_cores
+                    if n > len(args.placement.server_cpus)]
+        if too_many:
+            raise UsageError(
+                f"--server-cores {too_many[0]}: --server-cpus has only "
+                f"{len(args.placement.server_cpus)} CPU(s) "
+                f"({placement.format_cpu_list(args.placement.server_cpus)})")
+    if args.net == "veth":
+        why = netns.unavailable_reason()
+        if why:
+            raise UsageError(why)
+        loopback_only = [name for name in args.workloads
+                         if WORKLOADS[name].fault or WORKLOADS[name].restart
+                         or WORKLOADS[name].users]
+        if loopback_only:
+            raise UsageError(f"--net veth runs the W1-W3, skew and idle "
+                             f"workloads; {', '.join(loopback_only)} "
+                             f"reach their servers on loopback only")
 
 
 def _validate_faults(args):
@@ -682,9 +750,39 @@ def _write_outputs(out_dir, meta, records):
         handle.write(report.render_markdown(meta, points, plot_files))
 
 
-def _benchmark(args, tools, by_level, skipped, scratch_dir):
+def _run_plan(args, tools, by_level, skipped, scratch_dir):
+    """The plan once, or with --server-cores once per count, each in a
+    results directory cores-N of its own, then the sweep's tables and
+    plots (cores.py). The exit status: the first failing point's."""
+    if not args.server_cores:
+        return _benchmark(args, tools, by_level, skipped, scratch_dir)
+    statuses = []
+    for count in args.server_cores:
+        point_args = argparse.Namespace(**vars(args))
+        point_args.out = os.path.join(args.out, f"cores-{count}")
+        point_scratch = os.path.join(scratch_dir, f"cores-{count}")
+        os.makedirs(point_scratch)
+        os.chmod(point_scratch, 0o755)
+        point_tools = dataclasses.replace(
+            tools,
+            server_cpus=args.placement.with_server_cores(count).server_cpus,
+            cores=count, bucket_count=count)
+        print(f"server cores {count}: servers on CPU "
+              f"{placement.format_cpu_list(point_tools.server_cpus)}, "
+              f"BucketCount {count}", file=sys.stderr)
+        statuses.append(_benchmark(point_args, point_tools, by_level,
+                                   skipped, point_scratch, count))
+    cores.write(args.out, args.server_cores)
+    print(f"server cores sweep: {os.path.join(args.out, 'cores.md')}",
+          file=sys.stderr)
+    return next((status for status in statuses if status), 0)
+
+
+def _benchmark(args, tools, by_level, skipped, scratch_dir,
+               server_cores=None):
     """Runs the plan and writes the results; the exit status (RUNS_FAILED
-    when any run failed: skipped servers and workloads are no runs)."""
+    when any run failed: skipped servers and workloads are no runs).
+    server_cores: the --server-cores point this run is (None: no sweep)."""
     try:
         if NO_REUSEPORT in args.levels:
             tools.shim = ensure_shim(args.build_dir, REPO_DIR, scratch_dir)
@@ -727,6 +825,11 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir):
                                            for name in args.workloads)
                 else None},
             "machine": environment.machine_facts(tools),
+            "placement": placement.Placement(
+                tools.server_cpus, args.placement.client_cpus).record(),
+            "net": tools.veth.record() if tools.veth
+            else {"kind": "loopback"},
+            "server_cores": server_cores,
             "bucketed_modules": tools.freeze_bucketed(scratch_dir)
             if runs_bucketed else None,
             "skipped": skipped,
@@ -916,10 +1019,37 @@ def main(argv=None):
         return 2
 
     _terminate_on_sigterm()
-    scratch_dir = _scratch_dir("bucketbench-")
+    warning = args.placement.warning()
+    if warning:
+        print(f"bench/run: warning: {warning}", file=sys.stderr)
     try:
-        return _benchmark(args, tools, by_level, skipped, scratch_dir)
+        placement.pin_self(args.placement.client_cpus)
+    except placement.PlacementError as error:
+        print(f"bench/run: {error}", file=sys.stderr)
+        return 2
+    if args.placement.server_cpus is not None:
+        # nginx gets a worker per CPU it may use.
+        tools = dataclasses.replace(
+            tools, server_cpus=args.placement.server_cpus,
+            cores=len(args.placement.server_cpus))
+    scratch_dir = _scratch_dir("bucketbench-")
+    veth = None
+    try:
+        if args.net == "veth":
+            veth = netns.VethPair()
+            veth.create()
+            veth.enter_client()
+            tools = dataclasses.replace(
+                tools, server_host=netns.SERVER_ADDRESS, veth=veth)
+        return _run_plan(args, tools, by_level, skipped, scratch_dir)
+    except netns.NetnsError as error:
+        print(f"bench/run: --net veth: {error}", file=sys.stderr)
+        return 2
     finally:
+        if veth:
+            for error in veth.remove():
+                print(f"bench/run: could not delete a namespace: {error}",
+                      file=sys.stderr)
         if args.keep_tmp:
             print(f"kept {scratch_dir}", file=sys.stderr)
         else:

@@ -29,6 +29,7 @@ fork+exec per request made the CPU the limit (350-530 req/s against the
 1,280 that 64 slots of 50 ms allow) and hid how slots are shared."""
 
 from .catalog import MIXED, PHP, SLOW
+from .net import LOOPBACK
 
 DOC_NAME = "hello.txt"
 DOC_BODY = b"Hello, bucket!\n"
@@ -173,8 +174,9 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
                  slots, directives=(), status_module=None, run_as=None,
                  slow_handler=False, child_model="",
                  keepalive_timeout_s=KEEPALIVE_TIMEOUT_S, async_factor=None,
-                 php=False, capacity=True):
-    """httpd.conf for one server.
+                 php=False, capacity=True, host=LOOPBACK):
+    """httpd.conf for one server, listening on host (loopback, or the
+    server address of --net veth).
 
     root: the server's private directory (ServerRoot, logs, pid, runtime);
     mpm_module: path of the MPM's .so; module_paths: name -> .so path of the
@@ -192,7 +194,7 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
         f"PidFile {_quote(root + '/httpd.pid')}",
         f"ErrorLog {_quote(root + '/error_log')}",
         "LogLevel warn",
-        "ServerName 127.0.0.1",
+        f"ServerName {host}",
     ]
     if run_as:
         lines += [f"User {run_as[0]}", f"Group {run_as[1]}"]
@@ -203,7 +205,7 @@ def httpd_config(*, root, docroot, ports, mpm, mpm_module, module_paths,
     if status_module:
         lines.append(f"LoadModule bucketed_status_module "
                      f"{_quote(status_module)}")
-    lines += [f"Listen 127.0.0.1:{port}" for port in ports]
+    lines += [f"Listen {host}:{port}" for port in ports]
     lines += [
         f"ListenBacklog {LISTEN_BACKLOG}",
         f"TypesConfig {_quote(root + '/mime.types')}",
@@ -241,7 +243,7 @@ MIME_TYPES = "text/plain txt\n"
 def nginx_config(*, root, docroot, ports, slots, workers, reuseport,
                  run_as=None, idle_connections=0,
                  keepalive_timeout_s=KEEPALIVE_TIMEOUT_S,
-                 default_limits=False):
+                 default_limits=False, host=LOOPBACK):
     """nginx.conf for one server, run with `nginx -p root -c this`.
     reuseport: give each worker its own socket per port (needs
     SO_REUSEPORT); otherwise all workers share one socket per port.
@@ -249,7 +251,8 @@ def nginx_config(*, root, docroot, ports, slots, workers, reuseport,
     worker can hold the idle workload's connections besides its slots.
     default_limits: no worker_connections or worker_rlimit_nofile (nginx's
     built-in 512 connections per worker; slots and idle_connections
-    unused), as httpd gets no capacity directives then."""
+    unused), as httpd gets no capacity directives then. host: the address
+    it listens on."""
     connections = slots + idle_connections + NGINX_SPARE_DESCRIPTORS
     limits = "" if default_limits else (
         f"worker_rlimit_nofile {connections};\n")
@@ -257,7 +260,7 @@ def nginx_config(*, root, docroot, ports, slots, workers, reuseport,
         f"    worker_connections {connections};\n")
     listen_flags = f" reuseport backlog={LISTEN_BACKLOG}" if reuseport \
         else f" backlog={LISTEN_BACKLOG}"
-    listens = "\n".join(f"        listen 127.0.0.1:{port}{listen_flags};"
+    listens = "\n".join(f"        listen {host}:{port}{listen_flags};"
                         for port in ports)
     user = f"user {run_as[0]} {run_as[1]};\n" if run_as else ""
     return f"""{user}daemon off;

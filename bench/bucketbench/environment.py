@@ -11,6 +11,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+from .net import LOOPBACK
+
 BUCKETED_MODULES = ("mod_mpm_bucketed.so", "mod_bucketed_status.so")
 PHP_MODULE = "libphp8.2.so"
 
@@ -27,6 +29,19 @@ class Tools:
     cores: int
     # mod_test_fault.so and emfile_shim.so (the faults workloads).
     fault_modules: str = ""
+    # Where the servers run (placement.py, netns.py): their CPUs (None:
+    # not pinned), the address they listen on, the namespace pair of
+    # --net veth (None: loopback) and the BucketCount of a --server-cores
+    # point (None: each server's own).
+    server_cpus: tuple = None
+    server_host: str = LOOPBACK
+    veth: object = None
+    bucket_count: int = None
+
+    def server_command(self, command):
+        """A server's command line, in the servers' namespace under --net
+        veth."""
+        return self.veth.server_command(command) if self.veth else command
 
     def mpm_module(self, mpm):
         if mpm == "bucketed":

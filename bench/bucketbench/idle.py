@@ -185,13 +185,15 @@ def response_state(data):
 # ---------------------------------------------------------------- the holder
 
 class IdleConnections:
-    """count keep-alive connections to 127.0.0.1:port, each having sent one
-    GET for path and read its response. open(), then count_open() as often
-    as needed, then close() (also on error: use it as a context manager)."""
+    """count keep-alive connections to host:port (default loopback), each
+    having sent one GET for path and read its response. open(), then
+    count_open() as often as needed, then close() (also on error: use it
+    as a context manager)."""
 
-    def __init__(self, port, path, count):
+    def __init__(self, port, path, count, host=LOOPBACK):
         self.port = port
-        self.request = (f"GET {path} HTTP/1.1\r\nHost: {LOOPBACK}\r\n"
+        self.host = host
+        self.request = (f"GET {path} HTTP/1.1\r\nHost: {host}\r\n"
                         f"\r\n").encode("ascii")
         self.count = count
         self.held = {}           # fd -> socket, answered and now idle
@@ -212,7 +214,7 @@ class IdleConnections:
     def _start_one(self, poller, pending):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setblocking(False)
-        code = sock.connect_ex((LOOPBACK, self.port))
+        code = sock.connect_ex((self.host, self.port))
         if code not in (0, errno.EINPROGRESS):
             sock.close()
             self._fail(f"connect: {errno.errorcode.get(code, code)}")

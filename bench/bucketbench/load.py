@@ -22,7 +22,8 @@ import signal
 import subprocess
 import time
 
-from . import configs
+from . import configs, placement
+from .net import LOOPBACK
 
 RESULT_MARKER = "BUCKETBENCH-RESULT "
 # wrk stops by itself after --duration; past this much extra time the run
@@ -33,12 +34,13 @@ LUA_TEMPLATE = """\
 -- Written by bucketbench for one run; see bench/bucketbench/load.py.
 -- The port of each thread, in the order wrk sets them up.
 local ports = {%(ports)s}
+local host = "%(host)s"
 local threads_set_up = 0
 
 function setup(thread)
     local port = ports[threads_set_up %% #ports + 1]
     threads_set_up = threads_set_up + 1
-    thread.addr = wrk.lookup("127.0.0.1", port)[1]
+    thread.addr = wrk.lookup(host, port)[1]
 end
 
 function done(summary, latency, requests)
@@ -167,15 +169,17 @@ def thread_ports(ports, split, threads):
     return order
 
 
-def lua_script(ports, mixed=None, interval_ms=None):
+def lua_script(ports, mixed=None, interval_ms=None, host=LOOPBACK):
     """The Lua script for a run: ports[i] is the port of thread i (see
     thread_ports); with fewer ports than threads they are taken in turn.
     mixed: (fast document, slow document, N) to send every Nth request of
     each thread to the slow document instead of the fast one.
     interval_ms: pace each thread to one request this often
-    (pacing_interval_ms); None: as fast as the server answers."""
+    (pacing_interval_ms); None: as fast as the server answers.
+    host: the servers' address (loopback, or that of --net veth)."""
     quoted = ", ".join(f'"{port}"' for port in ports)
-    script = LUA_TEMPLATE % {"ports": quoted, "marker": RESULT_MARKER}
+    script = LUA_TEMPLATE % {"ports": quoted, "marker": RESULT_MARKER,
+                             "host": host}
     if mixed:
         fast, slow, every = mixed
         script += MIXED_LUA_TEMPLATE % {"fast": "/" + fast,
@@ -185,7 +189,8 @@ def lua_script(ports, mixed=None, interval_ms=None):
     return script
 
 
-def script_file(workdir, ports, split, threads, rate=None, mixed=None):
+def script_file(workdir, ports, split, threads, rate=None, mixed=None,
+                host=LOOPBACK):
     """The path of a server's wrk script in workdir (lua_script for its
     ports, split and threads; rate: paced to that many requests a second
     in all), written the first time it is asked for: one file per rate."""
@@ -196,19 +201,20 @@ def script_file(workdir, ports, split, threads, rate=None, mixed=None):
             else pacing_interval_ms(rate, threads)
         with open(path, "w") as handle:
             handle.write(lua_script(thread_ports(ports, split, threads),
-                                    mixed=mixed, interval_ms=interval_ms))
+                                    mixed=mixed, interval_ms=interval_ms,
+                                    host=host))
     return path
 
 
 def wrk_command(wrk, *, ports, connections, threads, duration_s, timeout_s,
                 keep_alive, script_path, document=configs.DOC_NAME,
-                scheme="http"):
+                scheme="http", host=LOOPBACK):
     command = [wrk, "-t", str(threads), "-c", str(connections),
                "-d", f"{duration_s}s", "--timeout", f"{timeout_s}s",
                "-s", script_path]
     if not keep_alive:
         command += ["-H", "Connection: close"]
-    return command + [f"{scheme}://127.0.0.1:{ports[0]}/{document}"]
+    return command + [f"{scheme}://{host}:{ports[0]}/{document}"]
 
 
 def parse_result(stdout):
@@ -241,22 +247,45 @@ class LoadError(Exception):
     pass
 
 
+def _kill(pid):
+    os.kill(pid, signal.SIGKILL)
+    os.wait4(pid, 0)
+
+
+def _wait_bounded(pid, bound_s):
+    """(wait status, rusage) of a child, killed when still running after
+    bound_s."""
+    deadline = time.monotonic() + bound_s
+    while True:
+        waited_pid, status, usage = os.wait4(pid, os.WNOHANG)
+        if waited_pid:
+            return status, usage
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            _, status, usage = os.wait4(pid, 0)
+            return status, usage
+        time.sleep(0.01)
+
+
 def run_wrk(command, duration_s, log_path):
     """Runs wrk, bounded in time. Returns (parsed result, client CPU
-    seconds); LoadError with wrk's output when it fails or prints nothing."""
+    seconds); the result's client_cpus says where wrk ran
+    (placement.check_client). LoadError with wrk's output when it fails
+    or prints nothing, or when it runs off the harness's CPUs. wrk does
+    not outlive the call: an interruption (SIGTERM, Ctrl-C) kills it."""
     with open(log_path, "w+b") as output:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                    stdout=output, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + duration_s + WRK_GRACE_S
-        while True:
-            waited_pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if waited_pid:
-                break
-            if time.monotonic() > deadline:
-                os.kill(process.pid, signal.SIGKILL)
-                waited_pid, status, usage = os.wait4(process.pid, 0)
-                break
-            time.sleep(0.01)
+        try:
+            client_cpus = placement.check_client(process.pid, "wrk")
+            status, usage = _wait_bounded(process.pid,
+                                          duration_s + WRK_GRACE_S)
+        except placement.PlacementError as error:
+            _kill(process.pid)
+            raise LoadError(str(error)) from None
+        except BaseException:
+            _kill(process.pid)
+            raise
         process.returncode = os.waitstatus_to_exitcode(status)
         output.seek(0)
         text = output.read().decode(errors="replace")
@@ -265,4 +294,5 @@ def run_wrk(command, duration_s, log_path):
     if process.returncode != 0 or result is None:
         raise LoadError(f"wrk exited with status {process.returncode}:\n"
                         + "\n".join(text.splitlines()[-10:]))
+    result["client_cpus"] = client_cpus
     return result, client_cpu_s

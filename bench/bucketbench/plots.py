@@ -67,3 +67,37 @@ def plot_workload(path, points, level, workload, concurrencies):
     figure.tight_layout(rect=(0, 0.13, 1, 0.95))
     figure.savefig(path, dpi=90)
     plt.close(figure)
+
+
+def plot_cores(path, rows, title):
+    """Writes one PNG of a --server-cores sweep (cores.py rows of one
+    workload and concurrency): req/s, p99 and server CPU per request
+    against the server's cores, a line per server."""
+    figure, axes = plt.subplots(1, 3, figsize=(16, 5.2))
+    metrics = (("rps", "requests/s (median)", False),
+               ("p99_ms", "p99 latency, ms (median of runs)", True),
+               ("cpu_ms_per_request", "server CPU ms per request", False))
+    counts = sorted({row["cores"] for row in rows})
+    for label in dict.fromkeys(row["label"] for row in rows):
+        mine = sorted((row for row in rows if row["label"] == label),
+                      key=lambda row: row["cores"])
+        for axis, (key, _, _) in zip(axes, metrics):
+            points = [(row["cores"], row[key]) for row in mine
+                      if row[key] is not None]
+            if points:
+                axis.plot(*zip(*points), marker="o", label=label)
+    for axis, (_, name, log_scale) in zip(axes, metrics):
+        axis.set_xlabel("server cores (BucketCount)")
+        axis.set_ylabel(name)
+        axis.set_xticks(counts)
+        axis.grid(True, alpha=0.3)
+        if log_scale:
+            axis.set_yscale("log")
+        else:
+            axis.set_ylim(bottom=0)
+    figure.suptitle(title)
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=3, fontsize=8)
+    figure.tight_layout(rect=(0, 0.13, 1, 0.95))
+    figure.savefig(path, dpi=90)
+    plt.close(figure)

@@ -809,6 +809,30 @@ def _module_lines(modules):
             for name, info in modules.items()]
 
 
+def _where_lines(meta):
+    """Where the servers and the load tools ran (reports from before
+    --server-cpus and --net say nothing)."""
+    lines = []
+    placement = meta.get("placement")
+    if placement:
+        lines.append(
+            "- CPUs: servers and load tools share every CPU (the client's "
+            "cost is in the numbers)" if placement["shared"] else
+            f"- CPUs: servers on {placement['server_cpus']}, load tools on "
+            f"{placement['client_cpus']} (pinned, checked in /proc)")
+    net = meta.get("net")
+    if net:
+        lines.append(
+            "- network: loopback" if net["kind"] == "loopback" else
+            f"- network: a veth pair between namespaces "
+            f"{net['server_namespace']} ({net['server_address']}) and "
+            f"{net['client_namespace']} ({net['client_address']})")
+    if meta.get("server_cores"):
+        lines.append(f"- server cores: {meta['server_cores']} (BucketCount "
+                     f"{meta['server_cores']})")
+    return lines
+
+
 def context_lines(meta, heading="#"):
     """The title and what a reader needs to judge the numbers: machine,
     kernel, versions, load, modules, options, method."""
@@ -827,6 +851,7 @@ def context_lines(meta, heading="#"):
              "- scheduling: " + meta["machine"].get(
                  "scheduling", "servers in sessions, hence autogroups, of "
                                "their own (reports before 2026-11-26 06:30)"),
+             *_where_lines(meta),
              f"- options: {json.dumps(options)}",
              "- wall time: " + (f"{meta['wall_time_s'] / 60:.1f} min"
                                 if meta["wall_time_s"] is not None

@@ -31,7 +31,8 @@ import subprocess
 import time
 from dataclasses import replace
 
-from . import activation, configs, load, markdown, procfs, stats
+from . import (activation, configs, load, markdown, placement, procfs,
+               stats)
 from .catalog import (RESTART_HELD, RESTART_OWN, RESTART_SWAP,
                       RESTART_VARIANTS, WORKLOADS)
 from .environment import BUCKETED_MODULES
@@ -154,7 +155,8 @@ class RestartServer(Server):
         with open(os.path.join(self.workdir, "stderr.log"), "ab") as stderr:
             options = dict(env=self._environment(),
                            stdin=subprocess.DEVNULL, stdout=stderr,
-                           stderr=stderr, **procfs.SERVER_PROCESS)
+                           stderr=stderr,
+                           **placement.server_process(self.tools.server_cpus))
             if self.held:
                 self._hold()
                 self.process = self.holder.popen(self._command(),
@@ -256,6 +258,13 @@ class _Wrk:
         self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                         stdout=self.log,
                                         stderr=subprocess.STDOUT)
+        try:
+            placement.check_client(self.process.pid, "wrk")
+        except placement.PlacementError as error:
+            self.process.kill()
+            self.process.wait()
+            self.log.close()
+            raise load.LoadError(str(error)) from None
 
     def finish(self):
         """SIGINT (wrk stops and reports), a bounded wait, SIGKILL if it

@@ -18,8 +18,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import (bucket_status, configs, faults, idle, limit, load, procfs,
-               restart, users)
+from . import (bucket_status, configs, faults, idle, limit, load, netns,
+               procfs, restart, users)
 from .catalog import (LIMIT_KINDS, MIXED, MIXED_SLOW_EVERY, SLOW, WORKLOADS,
                       server_label, unsupported_reason)
 from .net import HTTP_TIMEOUT, free_ports
@@ -230,7 +230,7 @@ class Runner:
             self.fixtures = users.Fixtures(
                 workload.users,
                 os.path.join(self.scratch_dir, f"{level}-{workload.name}"),
-                free_ports(1)[0])
+                free_ports(1)[0], self.tools.server_cpus)
             try:
                 self.fixtures.start()
             except users.UsersError as error:
@@ -299,13 +299,14 @@ class Runner:
         threads = self.plan.threads_for(workload)
         script = load.script_file(server.workdir, server.ports,
                                   workload.split, threads, rate,
-                                  _mixed(workload))
+                                  _mixed(workload), self.tools.server_host)
         return load.wrk_command(
             self.tools.wrk, ports=server.ports, connections=concurrency,
             threads=threads, duration_s=duration_s,
             timeout_s=self.plan.timeout_s, keep_alive=workload.keep_alive,
             script_path=script,
-            document=configs.document(workload.handler)[0])
+            document=configs.document(workload.handler)[0],
+            host=self.tools.server_host)
 
     def _warm_up(self, server, workload):
         # A fault run starts from the server as it started (crash-exit
@@ -340,8 +341,9 @@ class Runner:
         # loaded machine may delay them by seconds, which is no failure.
         is_bucketed = server.spec.mpm == "bucketed" \
             and workload.users not in users.TLS_KINDS
+        host = self.tools.server_host
         status_before = bucket_status.fetch_status(
-            server.ports[0], HTTP_TIMEOUT) if is_bucketed else None
+            server.ports[0], HTTP_TIMEOUT, host) if is_bucketed else None
         server_cpu_before = procfs.cpu_seconds(
             server.pid, procfs.process_tree(server.pid))
         busy_before = procfs.machine_busy_seconds()
@@ -375,8 +377,16 @@ class Runner:
             else None,
             "buckets": bucket_status.accepted_delta(
                 status_before,
-                bucket_status.fetch_status(server.ports[0], HTTP_TIMEOUT))
+                bucket_status.fetch_status(server.ports[0], HTTP_TIMEOUT,
+                                           host))
             if is_bucketed else None,
+            # Where it ran, read after the run (children started during
+            # it included): each server process's CPUs (None: not
+            # pinned), and the network namespaces of the server and of
+            # the harness, whose load tools share its own.
+            "server_cpus": server.check_placement(),
+            "netns": {"server": netns.namespace_of(server.pid),
+                      "client": netns.namespace_of()},
         })
         return result
 
@@ -432,7 +442,7 @@ class Runner:
         memory_kind, before = procfs.server_memory(
             procfs.process_tree(server.pid))
         with idle.IdleConnections(server.ports[0], "/" + configs.DOC_NAME,
-                                  count) as held:
+                                  count, self.tools.server_host) as held:
             opened = held.open()
             # A server at its limits may already have closed some (the
             # memory is theirs only).

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from . import configs, faults, idle, limit, procfs
+from . import configs, faults, idle, limit, placement, procfs
 from .catalog import (LIMIT_KINDS, NO_REUSEPORT, PHP, STATIC,
                       USES_SLOW_HANDLER)
 from .net import Timeout, http_get
@@ -119,7 +119,7 @@ class Server:
                 reuseport=self.level != NO_REUSEPORT, run_as=run_as_user(),
                 idle_connections=self.idle_connections or 0,
                 keepalive_timeout_s=keepalive_s,
-                default_limits=default_limits)
+                default_limits=default_limits, host=self.tools.server_host)
             self.expected_processes = configs.nginx_processes(self.tools.cores)
             self.config_path = os.path.join(self.workdir, "nginx.conf")
         else:
@@ -138,7 +138,7 @@ class Server:
                 keepalive_timeout_s=keepalive_s,
                 async_factor=idle.async_factor(self.idle_connections, slots)
                 if is_idle else None, php=php,
-                capacity=not default_limits)
+                capacity=not default_limits, host=self.tools.server_host)
             self.expected_processes = configs.httpd_processes(
                 self.spec.mpm, slots, self.spec.child_model,
                 capacity=not default_limits)
@@ -161,14 +161,18 @@ class Server:
 
     def _answer(self, port, path):
         """(status, body) of a GET of path on port."""
-        return http_get(port, path, timeout=HTTP_TIMEOUT_S)
+        return http_get(port, path, timeout=HTTP_TIMEOUT_S,
+                        host=self.tools.server_host)
 
     def _directives(self):
         """The server's own directives, and a fault's (bucketed with
-        faults.FAULT_BUCKETS buckets)."""
-        if not self.fault:
-            return self.spec.directives
+        faults.FAULT_BUCKETS buckets); a --server-cores point's BucketCount
+        (one bucket per core the server has)."""
         own = list(self.spec.directives)
+        if self.spec.mpm == "bucketed" and self.tools.bucket_count:
+            own = faults.with_bucket_count(own, self.tools.bucket_count)
+        if not self.fault:
+            return own
         if self.spec.mpm == "bucketed":
             own = faults.with_bucket_count(
                 own, self.fault_settings.bucket_count)
@@ -185,10 +189,12 @@ class Server:
 
     def _command(self):
         if self.spec.kind == "nginx":
-            return [self.tools.nginx, "-p", self.workdir + "/",
-                    "-c", self.config_path,
-                    "-e", os.path.join(self.workdir, "error_log")]
-        return [self.tools.httpd, "-f", self.config_path, "-DFOREGROUND"]
+            return self.tools.server_command(
+                [self.tools.nginx, "-p", self.workdir + "/",
+                 "-c", self.config_path,
+                 "-e", os.path.join(self.workdir, "error_log")])
+        return self.tools.server_command(
+            [self.tools.httpd, "-f", self.config_path, "-DFOREGROUND"])
 
     def _environment(self):
         env = {"PATH": CLEAN_PATH, "LANG": "C"}
@@ -232,7 +238,7 @@ class Server:
             self.process = subprocess.Popen(
                 self._command(), env=self._environment(),
                 stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
-                **procfs.SERVER_PROCESS)
+                **placement.server_process(self.tools.server_cpus))
 
     def wait_ready(self):
         """Waits until every port serves the workload's document (the slow
@@ -285,6 +291,20 @@ class Server:
             latest = len(procfs.process_tree(self.pid))
             if latest != count:
                 count, since = latest, time.monotonic()
+        self.check_placement()
+
+    def check_placement(self):
+        """Checks that every process and thread of the server runs on the
+        servers' CPUs (when pinned); returns {pid: cpulist} as read
+        (None when not pinned). ServerError when one is outside."""
+        if self.tools.server_cpus is None:
+            return None
+        try:
+            return placement.check_tree(procfs.process_tree(self.pid),
+                                        self.tools.server_cpus,
+                                        self.spec.name)
+        except placement.PlacementError as error:
+            raise ServerError(str(error)) from None
 
     def exit_description(self):
         """How the master ended, for error messages."""

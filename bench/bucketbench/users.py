@@ -41,7 +41,8 @@ import subprocess
 import time
 import urllib.request
 
-from . import configs, load, markdown, procfs, slow_backend, stats
+from . import (configs, load, markdown, placement, procfs, slow_backend,
+               stats)
 from .catalog import WORKLOAD_GROUPS, WORKLOADS
 from .net import http_get
 from .server import CLEAN_PATH, HTTP_TIMEOUT_S, Server, run_as_user
@@ -93,11 +94,13 @@ def document(kind):
 
 # ---------------------------------------------------------------- helpers
 
-def _start_group(command, log_path, env=None):
+def _start_group(command, log_path, cpus, env=None):
+    """A back-end (php-fpm, the slow backend) started on the servers'
+    CPUs (cpus; None: not pinned)."""
     with open(log_path, "ab") as log:
         return subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=log,
-                                **procfs.SERVER_PROCESS,
+                                **placement.server_process(cpus),
                                 env=env or {"PATH": CLEAN_PATH, "LANG": "C"})
 
 
@@ -127,10 +130,11 @@ class Fixtures:
     """What one workload's servers share, made in directory: the TLS
     certificate, the large file, the slow backend, php-fpm."""
 
-    def __init__(self, kind, directory, port):
+    def __init__(self, kind, directory, port, server_cpus=None):
         self.kind = kind
         self.directory = directory
         self.port = port              # the backend's, for proxy kinds
+        self.server_cpus = server_cpus    # where the back-ends run
         self.processes = []
         os.makedirs(directory, exist_ok=True)
         os.chmod(directory, 0o755)
@@ -162,7 +166,20 @@ class Fixtures:
             self._start_backend()
         if self.kind == PHP_FPM:
             self._start_php_fpm()
+        self._check_placement()
         return self
+
+    def _check_placement(self):
+        """The back-ends (and php-fpm's workers) run on the servers' CPUs
+        when they are pinned."""
+        if self.server_cpus is None:
+            return
+        for process, what in self.processes:
+            try:
+                placement.check_tree(procfs.process_tree(process.pid),
+                                     self.server_cpus, what)
+            except placement.PlacementError as error:
+                raise UsersError(str(error)) from None
 
     def _make_certificate(self):
         """A fresh ECDSA P-256 key and self-signed certificate."""
@@ -184,6 +201,7 @@ class Fixtures:
         process = _start_group(
             ["/usr/bin/python3", "-m", "bucketbench.slow_backend",
              str(self.port), str(BACKEND_PROCESSES)], log_path,
+            self.server_cpus,
             env={"PATH": CLEAN_PATH, "LANG": "C", "PYTHONPATH": bench_dir})
         self.processes.append((process, "the slow backend"))
         _wait_for(lambda: http_get(self.port, "/ready")[0] == 200, process,
@@ -203,7 +221,7 @@ class Fixtures:
         log_path = os.path.join(self.directory, "php-fpm.stderr")
         process = _start_group(
             [PHP_FPM_BINARY, "--nodaemonize", "--fpm-config", conf,
-             "-c", ini], log_path,
+             "-c", ini], log_path, self.server_cpus,
             env={"PATH": CLEAN_PATH, "LANG": "C",
                  **configs.PHP_SCAN_DIR_ENV})
         self.processes.append((process, "php-fpm"))
@@ -372,6 +390,16 @@ def _run_bounded(commands, duration_s, log_dir, name):
         running.append((subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                          stdout=log,
                                          stderr=subprocess.STDOUT), log))
+    try:
+        for process, _ in running:
+            placement.check_client(process.pid,
+                                   os.path.basename(process.args[0]))
+    except placement.PlacementError as error:
+        for process, log in running:
+            process.kill()
+            process.wait()
+            log.close()
+        raise UsersError(str(error)) from None
     deadline = began + duration_s + LOAD_GRACE_S
     cpu_s, killed, outcomes = 0.0, False, []
     for process, log in running:

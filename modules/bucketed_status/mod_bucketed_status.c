@@ -32,6 +32,7 @@
 #include "mod_status.h"
 
 #include "bucketed_status.h"
+#include "bucketed_version.h"
 
 #define STATUS_HANDLER "bucketed-status"
 #define METRICS_HANDLER "bucketed-metrics"
@@ -73,9 +74,10 @@ static double age_seconds(apr_time_t when, apr_time_t now)
     return when > now ? 0.0 : (double)(now - when) / APR_USEC_PER_SEC;
 }
 
-/* The plan's fields that head the text page and mod_status's ?auto
- * section, under each view's key. */
-#define PLAN_FIELDS 7
+/* The fields that head the text page and mod_status's ?auto section,
+ * under each view's key: the build's version (this module is built with
+ * the MPM), then the plan. */
+#define PLAN_FIELDS 8
 typedef struct {
     const char *text_key, *auto_key, *value;
 } plan_field;
@@ -84,6 +86,7 @@ static void plan_fields(apr_pool_t *p, const bucketed_status *st,
                         plan_field fields[PLAN_FIELDS])
 {
     const plan_field all[PLAN_FIELDS] = {
+        { "version", "BucketedVersion", BUCKETED_VERSION },
         { "strategy", "BucketedStrategy", st->strategy },
         { "reason", "BucketedReason", st->reason },
         { "kernel", "BucketedKernel", st->kernel },
@@ -284,11 +287,13 @@ static void metrics_report(request_rec *r, const bucketed_status *st)
     apr_size_t f;
     int b, k;
 
-    family(r, "bucketed_info", "gauge", "The bucket plan: strategy, how "
-           "connections are steered to buckets, and what a restart that "
-           "drops a socket does with its queue (value always 1).");
-    ap_rprintf(r, "bucketed_info{strategy=\"%s\",steering=\"%s\","
-               "migration=\"%s\"} 1\n",
+    family(r, "bucketed_info", "gauge", "The bucketed build's version and "
+           "its bucket plan: strategy, how connections are steered to "
+           "buckets, and what a restart that drops a socket does with its "
+           "queue (value always 1).");
+    ap_rprintf(r, "bucketed_info{version=\"%s\",strategy=\"%s\","
+               "steering=\"%s\",migration=\"%s\"} 1\n",
+               label_value(r->pool, BUCKETED_VERSION),
                label_value(r->pool, st->strategy),
                label_value(r->pool, st->steering),
                label_value(r->pool, st->migration));
@@ -403,6 +408,8 @@ static void status_html(request_rec *r, const bucketed_status *st, int flags)
     int b, k;
 
     ap_rputs("<hr /><h2>Listener buckets (bucketed MPM)</h2>\n<dl>", r);
+    ap_rprintf(r, "<dt>bucketed version %s</dt>\n",
+               ap_escape_html(r->pool, BUCKETED_VERSION));
     ap_rprintf(r, "<dt>Strategy: %s (%s), steering: %s, sockets a restart "
                "drops: %s</dt>\n",
                ap_escape_html(r->pool, st->strategy),

@@ -82,6 +82,7 @@
 #include "prefork_keepalive.h"
 #include "sys_notify.h"
 #include "stats.h"
+#include "bucketed_version.h"
 
 /* -X and -DONE_PROCESS serve from the parent itself; -DDEBUG implies it.
  * Recorded in the configuration at check_config (conf->one_process) for
@@ -360,9 +361,10 @@ static void bucketed_test_config(apr_pool_t *pconf, server_rec *s)
         listen_activation_print_streams(pconf);
     }
     ap_log_error(APLOG_MARK, APLOG_NOTICE | APLOG_STARTUP, 0, s,
-                 BKLOGNO(00094)
-                 "bucketed: %s", describe_plan(pconf, bucketed_get_config(s),
-                                               count_listeners()));
+                 BKLOGNO(00094) "bucketed: version %s: %s",
+                 BUCKETED_VERSION,
+                 describe_plan(pconf, bucketed_get_config(s),
+                               count_listeners()));
 }
 
 /* A child cleanup of pconf: it runs, with the others, in the child that
