@@ -523,7 +523,8 @@ int listen_activation_close_kept(server_rec *s)
     for (i = 0; rec != NULL && i < rec->count; i++) {
         passed_fd *pf = &rec->fds[i];
 
-        if (pf->fd < 0) {
+        /* Not a number that something else closed and reused since. */
+        if (!is_passed_socket(pf->fd, pf)) {
             continue;
         }
         if (close(pf->fd) < 0) {
