@@ -79,15 +79,15 @@ def test_unusable_notify_socket_is_logged(make_httpd):
     assert "BK00136" in server.error_log()
 
 
-def test_notifications_survive_a_layout_change(make_httpd, notify_socket,
-                                              child_model,
-                                              other_layout_build):  # noqa: F811
+def test_notifications_survive_a_layout_change(
+        make_httpd, notify_socket, child_model,
+        other_layout_build):  # noqa: F811 (the fixture imported above)
     """Graceful restarts onto a build with another layout of the kept state
     and back: RELOADING=1 then READY=1 each time, STOPPING=1 at the stop,
     and the passed socket is still known as the service manager's."""
     sock, name = notify_socket
-    server = make_httpd(directives=CHILD_MODELS[child_model] + "BucketCount 2\n",
-                        environ={"NOTIFY_SOCKET": name})
+    server = make_httpd(directives=CHILD_MODELS[child_model]
+                        + "BucketCount 2\n", environ={"NOTIFY_SOCKET": name})
     held = listen_socket(LOOPBACK, server.ports[0])
     holder = Holder([held])
     loaded = server.root / "mod_mpm_bucketed.so"
