@@ -261,10 +261,9 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     log_started(&pc);
     start_generation(&pc);
     mpm->mpm_state = AP_MPMQ_RUNNING;
-    notify_send(s, apr_psprintf(pconf, "READY=1\nMAINPID=%"
-                                          APR_PID_T_FMT "\nSTATUS=serving, "
-                                          "generation %d", getpid(),
-                                          mpm->my_generation));
+    notify_send(s, apr_psprintf(pconf, "READY=1\nMAINPID=%" APR_PID_T_FMT
+                                "\nSTATUS=serving, generation %d", getpid(),
+                                mpm->my_generation));
 
     while (!mpm->restart_pending && !mpm->shutdown_pending) {
         apr_exit_why_e why;
