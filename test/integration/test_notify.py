@@ -3,14 +3,20 @@
 Type=notify unit waits for): READY=1 once the server serves, RELOADING=1
 then READY=1 around a graceful restart, STOPPING=1 on a graceful stop;
 sent to the datagram socket NOTIFY_SOCKET names (a path or an abstract
-name), which the server's own programs do not inherit."""
+name), which the server's own programs do not inherit. The notifications
+go on after a graceful restart onto a build with another layout of the
+MPM's kept state (test_upgrade.py), as does the knowledge of which
+sockets the service manager holds."""
 import os
+import shutil
 import signal
 import socket
 
 import pytest
 
-from httpd_fixture import http_get, wait_until
+from bucketbench.activation import Holder, listen_socket
+from httpd_fixture import CHILD_MODELS, LOOPBACK, MPM_SO, http_get, wait_until
+from test_upgrade import install, other_layout_build  # noqa: F401 (fixture)
 
 RECV_TIMEOUT = 20
 
@@ -71,3 +77,37 @@ def test_unusable_notify_socket_is_logged(make_httpd):
     server.start()
     assert http_get(server.ports[0])[0] == 200
     assert "BK00136" in server.error_log()
+
+
+def test_notifications_survive_a_layout_change(
+        make_httpd, notify_socket, child_model,
+        other_layout_build):  # noqa: F811 (the fixture imported above)
+    """Graceful restarts onto a build with another layout of the kept state
+    and back: RELOADING=1 then READY=1 each time, STOPPING=1 at the stop,
+    and the passed socket is still known as the service manager's."""
+    sock, name = notify_socket
+    server = make_httpd(directives=CHILD_MODELS[child_model]
+                        + "BucketCount 2\n", environ={"NOTIFY_SOCKET": name})
+    held = listen_socket(LOOPBACK, server.ports[0])
+    holder = Holder([held])
+    loaded = server.root / "mod_mpm_bucketed.so"
+    shutil.copyfile(MPM_SO, loaded)
+    server.conf.write_text(server.conf.read_text().replace(
+        str(MPM_SO), str(loaded)))
+    try:
+        server.start(holder=holder)
+        assert receive(sock).get("READY") == "1"
+        for build in (other_layout_build, MPM_SO):
+            install(build, loaded)
+            server.signal(signal.SIGUSR1)
+            assert receive(sock).get("RELOADING") == "1"
+            ready = receive(sock)
+            assert ready.get("READY") == "1", ready
+            assert http_get(server.ports[0])[0] == 200
+            assert server.status()["buckets_list"][0].get("inherited") == 1
+        assert server.error_log().count("BK00142") == 2
+        server.signal(signal.SIGWINCH)
+        assert receive(sock).get("STOPPING") == "1"
+        assert server.wait_exit() == 0
+    finally:
+        holder.close()

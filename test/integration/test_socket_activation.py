@@ -5,7 +5,11 @@ passed to httpd as sd_listen_fds(3) describes. The passed socket is the one
 that serves (the same inode), what is not meant for httpd or cannot serve
 is logged and costs nothing, IPv4 and IPv6, and a full restart (graceful
 stop, then start) under load fails no request because the held socket
-queues the connections that arrive in between."""
+queues the connections that arrive in between. The parent keeps every
+passed socket for its life, so a reload can drop a Listen and a later one
+bring it back; nothing passed, socket or variable, reaches a program the
+server starts (a CGI, a piped logger), not even the first start-up pass's
+piped ErrorLog."""
 import os
 import signal
 import socket
@@ -16,6 +20,8 @@ from bucketbench.activation import Holder, listen_socket
 from event_server import KeepAliveLoad
 from httpd_fixture import (LOOPBACK, Load, children_of, free_ports, http_get,
                            socket_inodes_of, wait_until)
+from test_descriptors import (LOGGER, cgid_directives, install_fd_cgi,
+                              parse_report, run_fd_cgi)
 
 RESTARTS = 3
 
@@ -53,6 +59,16 @@ def holders():
     yield make
     for h in made:
         h.close()
+
+
+@pytest.fixture
+def notify_path(tmp_path):
+    """A datagram socket for the server's notifications, which it must
+    not hand on; its path."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(tmp_path / "notify.sock"))
+    yield str(tmp_path / "notify.sock")
+    sock.close()
 
 
 def test_passed_socket_is_the_one_serving(make_httpd, holders, child_model):
@@ -97,9 +113,19 @@ def test_listen_pid_of_another_process_is_ignored(make_httpd, holders):
     assert "LISTEN_PID=1 is not this process" in server.error_log()
 
 
+def graceful_restart(server):
+    """SIGUSR1, and until the status page shows the next generation (on
+    server.ports[0])."""
+    generation = server.status()["generation"]
+    server.signal(signal.SIGUSR1)
+    wait_until(lambda: server.status()["generation"] == generation + 1, 20,
+               what=f"generation {generation + 1}")
+
+
 def test_extra_and_missing_sockets(make_httpd, holders):
     """Listen A and B; A and C passed: A adopted, B bound by core, C logged
-    and closed in httpd (the holder keeps its own)."""
+    and kept in the parent alone (no child holds it) until a reload adds a
+    Listen for it, which it then serves."""
     a, b, c = free_ports(3)
     held_a = listen_socket(LOOPBACK, a)
     held_c = listen_socket(LOOPBACK, c)
@@ -109,12 +135,53 @@ def test_extra_and_missing_sockets(make_httpd, holders):
     assert http_get(a)[0] == 200 and http_get(b)[0] == 200
     inodes = socket_inodes_of(server.pid)
     assert inode(held_a) in inodes
-    assert inode(held_c) not in inodes
+    assert inode(held_c) in inodes
     assert not held_by_children(server, held_c)
     log = server.error_log()
     assert "BK00134" in log and f"127.0.0.1:{c}" in log
+    assert "kept unused" in log
     listen = server.status()["buckets_list"][0]
     assert listen.get("inherited", 0) == 1
+
+    server.ports = [a, b, c]
+    server.write_config()
+    graceful_restart(server)
+    assert http_get(c)[0] == 200
+    assert held_by_children(server, held_c)
+
+
+def test_held_listen_dropped_and_restored(make_httpd, holders, child_model):
+    """The socket unit holds A and B; a reload drops Listen A (core closes
+    its copy), the next brings it back: the parent still has the passed
+    socket and serves A from it rather than failing to bind it (EADDRINUSE,
+    the server gone), twice over."""
+    a, b = free_ports(2)
+    held_a = listen_socket(LOOPBACK, a)
+    held_b = listen_socket(LOOPBACK, b)
+    holder = holders([held_a, held_b])
+    directives = "BucketCount 2\n" + (EVENT_LIMITS if child_model == "event"
+                                      else "")
+    server = make_httpd(ports=[b, a], directives=directives)
+    server.start(holder=holder)
+    assert http_get(a)[0] == 200
+    for _ in range(2):
+        server.ports = [b]
+        server.write_config()
+        graceful_restart(server)
+        # Only the parent keeps it, once the old generation has left.
+        wait_until(lambda: not held_by_children(server, held_a), 20,
+                   what="the children of the generation with Listen A "
+                   "to leave")
+        assert inode(held_a) in socket_inodes_of(server.pid)
+        server.ports = [b, a]
+        server.write_config()
+        graceful_restart(server)
+        assert http_get(a)[0] == 200 and http_get(b)[0] == 200
+        assert held_by_children(server, held_a)
+        assert sum(bucket.get("inherited", 0)
+                   for bucket in server.status()["buckets_list"]) == 2
+    assert not server.exited()
+    assert server.error_log().count("BK00134") >= 2
 
 
 def test_unusable_descriptors_cost_nothing(make_httpd, holders, tmp_path):
@@ -137,6 +204,77 @@ def test_unusable_descriptors_cost_nothing(make_httpd, holders, tmp_path):
     for why in ("is not a socket", "is a UDP socket, not TCP",
                 "is a unix socket, not TCP"):
         assert why in log, why
+
+
+def passed_kinds(tmp_path):
+    """A unix listening socket, a UDP socket and a listening TCP socket
+    (returned last), to pass in that order."""
+    port = free_ports(1)[0]
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(str(tmp_path / "unix.sock"))
+    unix.listen(1)
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind((LOOPBACK, 0))
+    return port, [unix, udp, listen_socket(LOOPBACK, port)]
+
+
+def passed_in(fds, passed):
+    """The descriptors of a report ({fd: readlink target}) that are one of
+    the passed sockets."""
+    targets = {f"socket:[{inode(sock)}]" for sock in passed}
+    return {fd: t for fd, t in fds.items() if t in targets}
+
+
+@pytest.mark.parametrize("cgi_module", ["cgi", "cgid"])
+def test_cgi_inherits_no_passed_descriptor(make_httpd, holders, tmp_path,
+                                           child_model, cgi_module):
+    """Every passed descriptor is close-on-exec, whatever it is: a CGI
+    (started from a child by mod_cgi, from its daemon by mod_cgid) holds
+    none of them."""
+    port, passed = passed_kinds(tmp_path)
+    holder = holders(passed)
+    directives = "BucketCount 2\n" + (EVENT_LIMITS if child_model == "event"
+                                      else "")
+    server = make_httpd(ports=[port], directives=directives,
+                        cgi=cgi_module == "cgi")
+    if cgi_module == "cgid":
+        server.write_config(directives + cgid_directives(server))
+    install_fd_cgi(server)
+    server.start(holder=holder)
+    for _ in range(4):
+        fds, _ = run_fd_cgi(server)
+        assert passed_in(fds, passed) == {}, fds
+
+
+def test_piped_error_log_inherits_nothing_passed(make_httpd, holders,
+                                                 tmp_path, notify_path):
+    """Core starts a piped ErrorLog at the first start-up pass, before any
+    open_logs of the MPM runs, and keeps it: no logger holds a passed
+    socket or sees LISTEN_* or NOTIFY_SOCKET."""
+    port, passed = passed_kinds(tmp_path)
+    holder = holders(passed, names=["u", "d", "web"])
+    server = make_httpd(ports=[port], environ={"NOTIFY_SOCKET": notify_path})
+    logger = server.root / "logger.py"
+    logger.write_text(LOGGER)
+    logger.chmod(0o755)
+    reports = server.root / "logs"
+    # An environment and a descriptor report from each logger started.
+    server.write_config(f'ErrorLog "|$env > {reports}/env.$$; '
+                        f'exec {logger} {reports}/fds.$$"\n')
+    server.start(holder=holder)
+    assert http_get(port)[0] == 200
+
+    def fd_reports():
+        return [p for p in reports.glob("fds.*") if p.suffix != ".tmp"]
+    wait_until(fd_reports, 10, what="the piped logger's report")
+    for report in fd_reports():
+        fds, _ = parse_report(report.read_text())
+        assert fds and passed_in(fds, passed) == {}, (report.name, fds)
+    for env in reports.glob("env.*"):
+        names = {line.split("=", 1)[0]
+                 for line in env.read_text().splitlines()}
+        assert not names & {"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES",
+                            "NOTIFY_SOCKET"}, (env.name, names)
 
 
 @pytest.mark.parametrize("listen_fds", ["two", "0", "-1", "9999999"])

@@ -135,7 +135,6 @@ struct retained_map {
 
 struct event_child_ctx;
 struct child_life;
-struct passed_socket;
 
 /* The layout of bucketed_retained and of everything it points to: a new
  * number for every change to them, so that a graceful restart onto a build
@@ -143,7 +142,7 @@ struct passed_socket;
  * policy_upgrade.h). Settable at build time only to build a second layout
  * for the tests. */
 #ifndef BUCKETED_RETAINED_LAYOUT
-#define BUCKETED_RETAINED_LAYOUT 4
+#define BUCKETED_RETAINED_LAYOUT 5
 #endif
 
 /* Survives the DSO unload/reload of every restart. */
@@ -177,12 +176,6 @@ typedef struct {
     struct event_child_ctx *event_child; /* in a ChildModel event child's
                                       * copy: its context, for the hook
                                       * that registers timed callbacks */
-    int activation_read;             /* LISTEN_* read (listen_activation.c) */
-    struct passed_socket *passed;    /* listening sockets a service manager
-                                      * passed in */
-    int num_passed;
-    const char *notify_socket;       /* NOTIFY_SOCKET, or NULL
-                                      * (sys_notify.c) */
     const char *takeover;            /* set by a graceful restart onto this
                                       * build from one whose state it could
                                       * not read: why; cleared once the

@@ -12,27 +12,36 @@
 #include "bucketed.h"
 #include "policy_activation.h"
 
-/* In the process the service manager started, once, before anything else
- * opens a descriptor: reads LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES,
- * unsets them (children and CGIs must not take them for theirs), and
- * notes every passed descriptor that is a listening TCP socket. */
-void listen_activation_read(server_rec *s, bucketed_retained *retained);
+/* In the first pre_config, in the process the service manager started
+ * and before core starts any program (a piped ErrorLog): reads LISTEN_PID,
+ * LISTEN_FDS and LISTEN_FDNAMES and unsets them (children and CGIs must
+ * not take them for theirs), sets close-on-exec on every passed
+ * descriptor, as sd_listen_fds(3) does, and keeps each listening TCP
+ * socket for the server's life. Once: later calls do nothing. What it
+ * found is logged by the first listen_activation_adopt() (there is no
+ * server_rec yet). */
+void listen_activation_read(void);
 
-/* Before ap_setup_listeners(): each Listen record not yet open takes the
- * passed socket bound to its address. The first time, a passed socket
- * that serves no Listen address is logged and closed (the service manager
- * keeps its own). */
+/* Before ap_setup_listeners(), at every generation: each Listen record not
+ * yet open takes a fresh duplicate of the kept socket bound to its
+ * address, so core closing its copy when the Listen goes away loses
+ * nothing, and the Listen can come back at a later reload. A kept socket
+ * that serves no Listen address is logged and stays kept. */
 void listen_activation_adopt(server_rec *s, bucketed_retained *retained);
 
 /* Whether the Listen address sa is served by a socket the service manager
  * passed (its original socket, that is; the buckets' duplicates are the
  * server's own). */
-int listen_activation_serves(const bucketed_retained *retained,
-                             const apr_sockaddr_t *sa);
+int listen_activation_serves(const apr_sockaddr_t *sa);
 
-/* Whether a service manager holds a socket this server serves (one was
- * passed in and adopted): it outlives the stop. */
-int listen_activation_held(const bucketed_retained *retained);
+/* Whether a service manager holds a socket this generation serves: it
+ * outlives the stop. */
+int listen_activation_held(void);
+
+/* In a process forked from the parent (a child, mod_cgid's daemon), which
+ * must not keep the sockets past the parent: closes the kept copies;
+ * returns how many. */
+int listen_activation_close_kept(server_rec *s);
 
 /* What the kernel says descriptor fd is (fstat, SO_DOMAIN, SO_TYPE,
  * SO_ACCEPTCONN, SO_REUSEPORT): APR_SUCCESS, or the errno (EBADF: not

@@ -103,6 +103,12 @@ static int bucketed_pre_config(apr_pool_t *pconf, apr_pool_t *plog,
 
     (void)plog;
     (void)ptemp;
+    /* The first pass runs in the process the service manager started
+     * (the second may run in a detached copy), before core starts a piped
+     * ErrorLog: read what it passed now, so that no program the server
+     * starts inherits it. */
+    listen_activation_read();
+    notify_read();
     retained->mpm->module_loads++;
     /* httpd reads the configuration twice at start-up; detach on the
      * second, real pass, never on a -t run (which has only the first). */
@@ -405,10 +411,13 @@ static int bucketed_drop_privileges(apr_pool_t *pool, server_rec *s)
     int closed;
 
     (void)pool;
+    /* Passed sockets are the parent's (with -X it serves itself). */
+    closed = bucketed_get_config(s)->one_process ? 0
+             : listen_activation_close_kept(s);
     if (retained->server_child) {
         return DECLINED;
     }
-    closed = bucket_listeners_close_for_helper(s, retained);
+    closed += bucket_listeners_close_for_helper(s, retained);
     ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, s, BKLOGNO(00096)
                                                 "bucketed: closed %d "
                  "descriptor(s) of the MPM in pid %" APR_PID_T_FMT ", "
@@ -427,11 +436,8 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
 
     (void)plog;
     (void)ptemp;
-    /* The first pass runs in the process the service manager started
-     * (the second may run in a detached copy): read what it passed then,
-     * and adopt it before core binds. */
-    listen_activation_read(s, retained);
-    notify_read(s, retained);
+    /* Before core binds: the sockets the service manager passed. */
+    notify_log_reading(s);
     listen_activation_adopt(s, retained);
     num_listeners = ap_setup_listeners(s);
     if (num_listeners < 1) {

@@ -119,7 +119,7 @@ static void graceful_stop(parent_context *pc)
      * those): well under a millisecond on an idle loopback, tens on a
      * busy machine. Without a held socket everything closes anyway. */
     if (listen_steering_stop(pc->s, pc->conf, pc->retained) > 0
-        && listen_activation_held(pc->retained)) {
+        && listen_activation_held()) {
         apr_sleep(STOP_HANDSHAKE_SETTLE);
     }
     /* New connections get refused as soon as the last child leaves; the
@@ -261,10 +261,9 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     log_started(&pc);
     start_generation(&pc);
     mpm->mpm_state = AP_MPMQ_RUNNING;
-    notify_send(s, retained, apr_psprintf(pconf, "READY=1\nMAINPID=%"
-                                          APR_PID_T_FMT "\nSTATUS=serving, "
-                                          "generation %d", getpid(),
-                                          mpm->my_generation));
+    notify_send(s, apr_psprintf(pconf, "READY=1\nMAINPID=%" APR_PID_T_FMT
+                                "\nSTATUS=serving, generation %d", getpid(),
+                                mpm->my_generation));
 
     while (!mpm->restart_pending && !mpm->shutdown_pending) {
         apr_exit_why_e why;
@@ -293,7 +292,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     parent_buckets_rejoin(&pc);
     if (mpm->shutdown_pending) {
         mpm->mpm_state = AP_MPMQ_STOPPING;
-        notify_send(s, retained, "STOPPING=1\nSTATUS=stopping");
+        notify_send(s, "STOPPING=1\nSTATUS=stopping");
         if (mpm->is_ungraceful) {
             ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s,
                          BKLOGNO(00103) "caught SIGTERM, shutting down");
@@ -312,7 +311,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     }
 
     /* Restart. */
-    notify_send(s, retained, "RELOADING=1\nSTATUS=restarting");
+    notify_send(s, "RELOADING=1\nSTATUS=restarting");
     mpm->my_generation++;
     mpm->was_graceful = !mpm->is_ungraceful;
     if (mpm->is_ungraceful) {

@@ -58,7 +58,8 @@ typedef struct {
 const char *activation_fd_unusable(const passed_fd_kind *kind);
 
 /* An address as the kernel reports a socket bound to it: family, the
- * address bytes in network order (4 or 16), the port. */
+ * address bytes in network order (4 or 16), the port. Part of a retained
+ * record whose layout never changes (listen_activation.c): frozen. */
 typedef struct {
     int family;               /* APR_INET or APR_INET6 */
     unsigned char addr[16];

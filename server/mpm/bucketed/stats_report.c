@@ -75,7 +75,7 @@ static void read_bucket(apr_pool_t *p, const bucketed_config *conf,
         /* Sockets being drained are duplicates, never passed in. */
         ss->inherited = k < conf->plan.buckets[b].num_sockets
                         && conf->plan.buckets[b].sockets[k].duplicate == 0
-                        && listen_activation_serves(retained, lr->bind_addr);
+                        && listen_activation_serves(lr->bind_addr);
         addrs = addrs ? apr_pstrcat(p, addrs, " ", ss->listen, NULL)
                       : ss->listen;
         if (gen->sockets != NULL && i < gen->num_sockets) {

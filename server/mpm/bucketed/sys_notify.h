@@ -12,14 +12,19 @@
 
 #include "bucketed.h"
 
-/* Once, in the process the service manager started: takes NOTIFY_SOCKET
- * out of the environment (children and CGIs are not the service) and
- * keeps it. */
-void notify_read(server_rec *s, bucketed_retained *retained);
+/* In the first pre_config, in the process the service manager started
+ * and before core starts any program (a piped ErrorLog): takes
+ * NOTIFY_SOCKET out of the environment (children and CGIs are not the
+ * service) and keeps it for the server's life. Once: later calls do
+ * nothing. */
+void notify_read(void);
+
+/* At open_logs: logs, once, a NOTIFY_SOCKET that names no socket (there
+ * is no server_rec at notify_read()). */
+void notify_log_reading(server_rec *s);
 
 /* Sends state ("READY=1\nSTATUS=...") if a service manager listens;
  * a failure is logged, never fatal. */
-void notify_send(server_rec *s, const bucketed_retained *retained,
-                 const char *state);
+void notify_send(server_rec *s, const char *state);
 
 #endif /* SYS_NOTIFY_H */
