@@ -42,9 +42,10 @@ class SkipGate:
 
     def note(self, report):
         if hasattr(report, "wasxfail"):
-            # pytest reports an xfail as skipped, an xpass as passed.
+            # pytest reports an xfail as skipped, an xpass as passed;
+            # pytest 7 puts "reason: " before pytest.xfail()'s reason.
             outcome = "xfailed" if report.skipped else "xpassed"
-            reason = report.wasxfail
+            reason = report.wasxfail.removeprefix("reason: ")
         elif report.skipped:
             outcome = "skipped"
             reason = (report.longrepr[2] if isinstance(report.longrepr, tuple)
