@@ -574,15 +574,22 @@ def test_idle_workload_against_the_real_servers(top, build, tmp_path):
             assert held["open_at_end"] == 0
             assert held["per_connection_bytes"] is None
             continue
-        if record["server"] == "event" or (
-                record["limits"] == "default"
-                and record["server"] == "bucketed-event"):
+        if record["server"] == "event":
             # Stock event closes a process's keep-alive connections when
             # all its workers are busy (its AsyncRequestWorkerFactor
-            # documentation), bucketed's event model at its default
-            # limits the longest idle ones when a child is full: on a
-            # loaded machine some of these go.
-            assert 0 <= held["open_at_end"] <= 200, held
+            # documentation): on a loaded machine some of these go, at
+            # either limits. Its figure is the baseline, not a claim:
+            # bounded only as every server's is, above.
+            pass
+        elif record["limits"] == "default" \
+                and record["server"] == "bucketed-event":
+            # Bucketed's event model at its default limits closes the
+            # longest idle ones only to let in a connection waiting at a
+            # full child, one for each: the active load's connections are
+            # opened once and kept alive, so at most one idle connection
+            # goes for each of them.
+            assert held["open_at_end"] >= count - record["concurrency"], \
+                held
         else:
             # With room for them, bucketed's event model and nginx close
             # an idle connection only at its keep-alive timeout (60 s, far

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """
-A skipped test fails the run unless test/allowed-skips.txt lists it with
-its reason (test/conftest.py). Runs pytest on small test files beside a
-copy of that conftest and list.
+A skipped, xfailed or xpassed test fails the run unless
+test/allowed-skips.txt lists it with its reason (test/conftest.py). Runs
+pytest on small test files beside a copy of that conftest and list.
 """
 import shutil
 import subprocess
@@ -79,6 +79,50 @@ def test_skipped_module_fails_the_run(tmp_path):
     out = pytest_in(tmp_path, "")
     assert out.returncode == 1, out.output
     assert "test_b.py skipped (Skipped: needs a tool)" in out.output
+
+
+XFAILS = """\
+import pytest
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+@pytest.mark.xfail(reason="a known bug")
+def test_fails_as_marked():
+    assert 0
+
+
+@pytest.mark.xfail(reason="a bug since fixed")
+def test_passes_though_marked():
+    pass
+
+
+def test_gives_up():
+    pytest.xfail("gave up")
+
+
+@pytest.mark.xfail(run=False, reason="never run")
+def test_not_run():
+    pass
+"""
+
+
+def test_unlisted_xfail_and_xpass_fail_the_run(tmp_path):
+    (tmp_path / "test_x.py").write_text(XFAILS)
+    out = pytest_in(tmp_path, "")
+    assert out.returncode == 1, out.output
+    assert "3 xfailed, 1 xpassed" in out.output, out.output
+    for line in ("test_fails_as_marked xfailed (a known bug)",
+                 "test_passes_though_marked xpassed (a bug since fixed)",
+                 "test_gives_up xfailed (gave up)",
+                 "test_not_run xfailed ([NOTRUN] never run)"):
+        assert (f"test_x.py::{line} and is not in "
+                f"{tmp_path}/allowed-skips.txt" in out.output), out.output
+    # Listed, they pass as skips do.
+    out = pytest_in(tmp_path, "test_x.py::* issue 99, a known bug\n")
+    assert out.returncode == 0, out.output
+    assert "3 xfailed, 1 xpassed" in out.output
+    assert "skips not allowed" not in out.output
 
 
 def test_a_failure_stays_a_failure(tmp_path):

@@ -7,9 +7,8 @@ in its accept queue. Probed as a user would: one new connection at a time
 to a static page, beside the fault, in both child models.
 
 A probe that times out is the symptom looked for (a connection waiting in
-a bucket nobody accepts from). A probe reset by a crashing event child is
-what stock event also does to the connections the crashing process held,
-so in that model only timeouts count as a failure here.
+a bucket nobody accepts from); one that fails otherwise (reset, no answer)
+counts as a failure too, in both models, as README says no probe is lost.
 """
 import http.client
 import os
@@ -32,6 +31,10 @@ EMFILE_SHIM = BUILD / "test" / "modules" / "emfile_shim.so"
 # Far longer than any probe of a bucket that serves takes, far shorter
 # than the back-off or a hang that the probes would otherwise meet.
 PROBE_TIMEOUT = 5
+# A crash logged this long before a probe began may still explain its
+# failure: the log line comes first, then the crash, and the probe's clock
+# and the log's are read at different moments.
+CRASH_SLACK = 0.02
 
 
 class Probes:
@@ -41,21 +44,27 @@ class Probes:
         self.ok = 0
         self.timeouts = []
         self.errors = []
+        # (began, ended) of each error, time.time(): what the error log's
+        # lines are matched against.
+        self.errors_during = []
         self.slowest = 0.0
 
     def one(self, port, path="/"):
         started = time.monotonic()
+        began = time.time()
         try:
             status, body = http_get(port, path, timeout=PROBE_TIMEOUT)
         except TimeoutError as e:
             self.timeouts.append(repr(e))
         except (OSError, http.client.HTTPException) as e:
             self.errors.append(repr(e))
+            self.errors_during.append((began, time.time()))
         else:
             if status == 200 and body == INDEX_BODY:
                 self.ok += 1
             else:
                 self.errors.append(f"status {status} {body[:60]!r}")
+                self.errors_during.append((began, time.time()))
         self.slowest = max(self.slowest, time.monotonic() - started)
 
     def __repr__(self):
@@ -71,6 +80,22 @@ def fault_directives(model, buckets, extra=""):
     return (f"LoadModule test_fault_module {FAULT_SO}\n"
             "<Location /crash>\n  SetHandler test-crash\n</Location>\n"
             + model_directives(model, buckets, extra))
+
+
+LOG_TIME = re.compile(r"^\[(\w+ \w+ \d+ [\d:]+)(\.\d+) (\d+)\]")
+
+
+def crash_times(log):
+    """When each request that crashes its child did (time.time()), from
+    the line test_fault logs right before it crashes."""
+    times = []
+    for line in log.splitlines():
+        found = LOG_TIME.match(line)
+        if found and "crashes on purpose" in line:
+            day, fraction, year = found.groups()
+            times.append(time.mktime(time.strptime(
+                f"{day} {year}", "%a %b %d %H:%M:%S %Y")) + float(fraction))
+    return times
 
 
 def crash_requests(port, per_second, seconds, stop):
@@ -113,11 +138,24 @@ def test_requests_that_crash_children_leave_other_clients_served(
     assert crashes >= 20, server.error_log()[-3000:]
     assert not server.exited(), server.output()
     assert probes.timeouts == [], probes
-    if child_model == "prefork":
-        assert probes.errors == [], probes
     assert probes.ok >= 10, probes
     # Still whole afterwards: a child in every bucket.
     server.wait_ready()
+    if child_model == "prefork" or not probes.errors:
+        assert probes.errors == [], probes
+        return
+    # An event child serves many connections at once: a probe it took
+    # just before a request crashed it dies with it, as under stock
+    # event. Any other failure (none during a crash) fails the test; those
+    # during one are this test's known failure, listed in
+    # test/allowed-skips.txt, since README claims no probe lost.
+    crashed = crash_times(server.error_log())
+    unexplained = [(began, ended) for began, ended in probes.errors_during
+                   if not any(began - CRASH_SLACK <= t <= ended
+                              for t in crashed)]
+    assert unexplained == [], (unexplained, probes)
+    pytest.xfail(f"{len(probes.errors)} probes failed as a request crashed "
+                 f"the event child that held them: {probes.errors[:3]}")
 
 
 def test_children_crashing_at_exit_cost_no_client(make_httpd, child_model):
