@@ -24,6 +24,7 @@ import http.client
 import itertools
 import os
 import platform
+import signal
 import subprocess
 import threading
 import time
@@ -78,6 +79,18 @@ TOP = Path(os.environ.get("BUCKETED_TOP")
 BUILD = Path(os.environ.get("BUCKETED_BUILD") or TOP)
 HTTPD_BIN = os.environ.get("HTTPD_BIN", "/usr/sbin/apache2")
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
+
+
+# mod_status and bucketed's metrics page, for the tests that read them.
+STATUS_DIRECTIVES = f"""
+LoadModule status_module {APACHE_MODULES}/mod_status.so
+<Location /server-status>
+    SetHandler server-status
+</Location>
+<Location /metrics>
+    SetHandler bucketed-metrics
+</Location>
+"""
 MPM_SO = BUILD / "mod_mpm_bucketed.so"
 STATUS_SO = BUILD / "mod_bucketed_status.so"
 NOREUSEPORT_SO = BUILD / "bench" / "noreuseport.so"
@@ -435,6 +448,17 @@ class Httpd:
     def wait_exit(self, timeout=STOP_TIMEOUT):
         """Waits for the parent to exit; returns its exit status."""
         return self.proc.wait(timeout)
+
+    def restart_on_held_sockets(self, holder):
+        """A full restart as systemd's socket units make it: a graceful
+        stop (SIGWINCH), the parent's exit (status 0), then a new parent
+        on the sockets holder keeps."""
+        self.signal(signal.SIGWINCH)
+        assert self.wait_exit() == 0
+        self.proc = None
+        self.start(holder=holder, wait=False)
+        wait_until(lambda: self.pidfile_pid() == self.pid, 20,
+                   what="the new httpd")
 
     def stop(self):
         """SIGTERM and wait; SIGKILL if it does not go. Returns the exit

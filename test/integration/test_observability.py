@@ -14,21 +14,13 @@ import socket
 import subprocess
 import urllib.request
 
-from httpd_fixture import (APACHE_MODULES, CGI_BODY, CHILD_MODELS,
-                           HELD_CGI_BOUND, HTTP_TIMEOUT, LOOPBACK, STATUS_SO,
+from httpd_fixture import (CGI_BODY, CHILD_MODELS,
+                           HELD_CGI_BOUND, HTTP_TIMEOUT, LOOPBACK,
+                           STATUS_DIRECTIVES, STATUS_SO,
                            BackgroundGet, Load, http_get,
                            processes_mentioning, wait_until)
 from prometheus_server import Prometheus
 
-STATUS_DIRECTIVES = f"""
-LoadModule status_module {APACHE_MODULES}/mod_status.so
-<Location /server-status>
-    SetHandler server-status
-</Location>
-<Location /metrics>
-    SetHandler bucketed-metrics
-</Location>
-"""
 
 # Two Listen ports, one bucket each (BucketStrategy listen: a bucket is the
 # address the client connected to), two children each: port 0's bucket can

@@ -75,12 +75,7 @@ def test_restarts_lose_no_request_a_client_sent(make_httpd, holders,
         wait_until(lambda: server.status()["generation"] == generation + i,
                    20, what=f"generation {generation + i}")
     some_served("requests before the graceful stop")
-    server.signal(signal.SIGWINCH)
-    assert server.wait_exit() == 0
-    server.proc = None
-    server.start(holder=holder, wait=False)
-    wait_until(lambda: server.pidfile_pid() == server.pid, 20,
-               what="the new httpd")
+    server.restart_on_held_sockets(holder)
     some_served("requests after the new start")
     results = [load.stop() for load in loads]
 

@@ -382,12 +382,7 @@ def test_full_restarts_under_load_lose_nothing(make_httpd, holders,
         before = done()
         wait_until(lambda: done() > before + 200, 30,
                    what="requests served before the stop")
-        server.signal(signal.SIGWINCH)
-        assert server.wait_exit() == 0
-        server.proc = None
-        server.start(holder=holder, wait=False)
-        wait_until(lambda: server.pidfile_pid() == server.pid, 20,
-                   what="the new httpd")
+        server.restart_on_held_sockets(holder)
     before = done()
     wait_until(lambda: done() > before + 200, 30,
                what="requests served after the last start")

@@ -7,19 +7,10 @@ line (BK00094) and on every view of mod_bucketed_status.
 import re
 from pathlib import Path
 
-from httpd_fixture import APACHE_MODULES, http_get
+from httpd_fixture import STATUS_DIRECTIVES, http_get
 
 TOP = Path(__file__).resolve().parents[2]
 
-STATUS_DIRECTIVES = f"""
-LoadModule status_module {APACHE_MODULES}/mod_status.so
-<Location /server-status>
-    SetHandler server-status
-</Location>
-<Location /metrics>
-    SetHandler bucketed-metrics
-</Location>
-"""
 
 
 def configure_version():
