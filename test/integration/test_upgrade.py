@@ -17,10 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from httpd_fixture import (CHILD_MODELS, MPM_SO, TOP, Load, children_of,
-                           http_get, listening_inodes, wait_until)
+from httpd_fixture import (APACHE_MODULES, BUILD, CGI_BODY, CHILD_MODELS,
+                           MPM_SO, TOP, Load, alive, children_of, free_ports,
+                           http_get, listening_inodes, need_build,
+                           wait_until)
 
 MPM_DIR = TOP / "server" / "mpm" / "bucketed"
+TAKEOVER_SO = BUILD / "test" / "modules" / "mod_test_takeover.so"
 BUCKETS = 3
 
 
@@ -120,3 +123,86 @@ def test_same_layout_takes_the_state_over(make_httpd):
     graceful_restart(server, server.status()["generation"] + 1)
     assert listening_inodes(server.ports[0]) == sockets
     assert "BK00142" not in server.error_log()
+
+
+def helpers_planted(log):
+    """{pid: slot} of the helpers mod_test_takeover wrote into slots."""
+    return {int(line.split("names helper ")[1].split()[0]):
+            int(line.split("slot ")[1].split()[0])
+            for line in log.splitlines() if "names helper" in line}
+
+
+def test_takeover_trusts_no_pid_a_child_writes(make_httpd, child_model,
+                                               other_layout_build):
+    """Before a restart onto another layout, a compromised child writes into
+    scoreboard slots the pid of a process that is not the server's, and the
+    pids of the parent's other children (a piped logger, mod_cgid's
+    daemon); a third-party module holds a reuseport listening socket. The
+    new build signals none of them, closes no socket of theirs, and stops
+    in bounded time."""
+    need_build(TAKEOVER_SO)
+    held_port = free_ports(1)[0]
+    sizing = ("ThreadsPerChild 4\nMaxRequestWorkers 32\nStartServers 3\n"
+              if child_model == "event" else "StartServers 6\n")
+    server = make_httpd(directives="")
+    piped = server.root / "logs" / "piped.log"
+    directives = (CHILD_MODELS[child_model] + sizing
+                  + f"BucketCount {BUCKETS}\n"
+                  + f"LoadModule test_takeover_module {TAKEOVER_SO}\n"
+                  + f"LoadModule cgid_module {APACHE_MODULES}/mod_cgid.so\n"
+                  + f"ScriptSock {server.root}/run/cgid.sock\n"
+                  + f"ScriptAlias /cgi-bin/ {server.root}/cgi-bin/\n"
+                  + f'CustomLog "||/usr/bin/tee -a {piped}" "%r"\n'
+                  + f"TestTakeoverListen {held_port}\n"
+                  + "<Location /plant>\n  SetHandler test-plant-pid\n"
+                  + "</Location>\n")
+    loaded = server.root / "mod_mpm_bucketed.so"
+    shutil.copyfile(MPM_SO, loaded)
+    server.directives = directives
+    server.write_config()
+    server.conf.write_text(server.conf.read_text().replace(
+        str(MPM_SO), str(loaded)))
+    server.start()
+    port = server.ports[0]
+    held = listening_inodes(held_port)
+    assert len(held) == 1
+    foreign = subprocess.Popen(["sleep", "600"])
+    try:
+        status, body = http_get(port, f"/plant?{foreign.pid}")
+        assert status == 200, body
+        old_children = set(children_of(server.pid))
+
+        server.conf.write_text(server.conf.read_text().replace(
+            "TestTakeoverListen", "TestTakeoverPlantHelpers on\n"
+            "TestTakeoverListen"))
+        install(other_layout_build, loaded)
+        graceful_restart(server, server.status()["generation"] + 1)
+        log = server.error_log()
+        # The new configuration's piped logger and mod_cgid's daemon, at
+        # least (the old configuration's, planted too, are httpd's to
+        # retire).
+        planted = set(helpers_planted(log)) - old_children
+        assert len(planted) >= 2, log[-3000:]
+        wait_until(lambda: not old_children & set(children_of(server.pid)),
+                   30, what="the old build's children to leave")
+
+        # Nothing the child wrote was signalled: the foreign process and
+        # the helpers run on, the logger logs, the daemon serves CGI.
+        assert foreign.poll() is None
+        for pid in planted:
+            assert alive(pid), f"helper {pid} was signalled\n" + log[-3000:]
+        assert http_get(port, "/cgi-bin/slow.cgi?0") == (
+            200, CGI_BODY.encode() + b"\n")
+        wait_until(lambda: "slow.cgi?0" in piped.read_text(), 20,
+                   what="the piped logger to log")
+        # The third-party module's socket is still open.
+        assert listening_inodes(held_port) == held
+
+        server.signal(signal.SIGTERM)
+        server.wait_exit()
+        log = server.error_log()
+        assert "BK00100" not in log, log[-3000:]
+        assert foreign.poll() is None
+    finally:
+        foreign.kill()
+        foreign.wait()
