@@ -125,21 +125,26 @@ def test_same_layout_takes_the_state_over(make_httpd):
     assert "BK00142" not in server.error_log()
 
 
-def helpers_planted(log):
-    """{pid: slot} of the helpers mod_test_takeover wrote into slots."""
-    return {int(line.split("names helper ")[1].split()[0]):
-            int(line.split("slot ")[1].split()[0])
-            for line in log.splitlines() if "names helper" in line}
+def helpers_planted(log, when):
+    """The helpers mod_test_takeover wrote into slots at `when`
+    (open_logs, post_config)."""
+    return {int(line.split("names helper ")[1].split()[0])
+            for line in log.splitlines()
+            if "names helper" in line and f"({when})" in line}
 
 
+@pytest.mark.parametrize("recorded", [True, False],
+                         ids=["recorded", "scoreboard"])
 def test_takeover_trusts_no_pid_a_child_writes(make_httpd, child_model,
-                                               other_layout_build):
+                                               other_layout_build, recorded):
     """Before a restart onto another layout, a compromised child writes into
     scoreboard slots the pid of a process that is not the server's, and the
     pids of the parent's other children (a piped logger, mod_cgid's
     daemon); a third-party module holds a reuseport listening socket. The
     new build signals none of them, closes no socket of theirs, and stops
-    in bounded time."""
+    in bounded time: from the old build's record of its children, and
+    (the record spoiled, as from a build before it) from the scoreboard
+    with the kernel's word on each pid."""
     need_build(TAKEOVER_SO)
     held_port = free_ports(1)[0]
     sizing = ("ThreadsPerChild 4\nMaxRequestWorkers 32\nStartServers 3\n"
@@ -170,19 +175,36 @@ def test_takeover_trusts_no_pid_a_child_writes(make_httpd, child_model,
     try:
         status, body = http_get(port, f"/plant?{foreign.pid}")
         assert status == 200, body
+        # A worker whose slot no longer names it: mod_test_takeover counts
+        # it among the helpers.
+        planter = int(body.split()[1].rstrip(b":"))
         old_children = set(children_of(server.pid))
 
         server.conf.write_text(server.conf.read_text().replace(
             "TestTakeoverListen", "TestTakeoverPlantHelpers on\n"
-            "TestTakeoverListen"))
+            + ("" if recorded else "TestTakeoverForgetRecord on\n")
+            + "TestTakeoverListen"))
         install(other_layout_build, loaded)
         graceful_restart(server, server.status()["generation"] + 1)
         log = server.error_log()
         # The new configuration's piped logger and mod_cgid's daemon, at
         # least (the old configuration's, planted too, are httpd's to
         # retire).
-        planted = set(helpers_planted(log)) - old_children
+        planted = helpers_planted(log, "post_config") - old_children
         assert len(planted) >= 2, log[-3000:]
+        took = [line for line in log.splitlines() if "BK00143" in line][-1]
+        assert ("from the record" in took) == recorded, took
+        # The old build's workers, at least one, are taken over either way.
+        assert int(took.split("took ")[1].split()[0]) >= 1, took
+        if not recorded:
+            refused = {int(line.split("names pid ")[1].split(",")[0])
+                       for line in log.splitlines() if "BK00210" in line}
+            # Read at open_logs: what was written then, the old
+            # configuration's helpers among it, is refused.
+            early = helpers_planted(log, "open_logs") - {planter}
+            assert early | {foreign.pid} <= refused, "\n".join(
+                line for line in log.splitlines()
+                if "BK0014" in line or "BK0021" in line or "helper" in line)
         wait_until(lambda: not old_children & set(children_of(server.pid)),
                    30, what="the old build's children to leave")
 

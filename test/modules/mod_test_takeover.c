@@ -7,13 +7,21 @@
  *   SetHandler test-plant-pid   ?N: the child serving the request writes N
  *                               into its own scoreboard slot's pid (shared
  *                               memory any child can write), as a
- *                               compromised child would
- *   TestTakeoverPlantHelpers on the parent, once its configuration is
- *                               read, writes the pid of every child of its
- *                               own that no scoreboard slot names (piped
- *                               loggers, mod_cgid's daemon) into free
- *                               slots from the top: what a compromised
- *                               child could write at that moment
+ *                               compromised child would; answers "child
+ *                               PID: ..." 
+ *   TestTakeoverPlantHelpers on the parent writes the pid of every child
+ *                               of its own that no scoreboard slot names
+ *                               (piped loggers, mod_cgid's daemon) into
+ *                               free slots from the top, what a
+ *                               compromised child could write at that
+ *                               moment: at open_logs, before the MPM's
+ *                               (the old configuration's helpers), and
+ *                               once the configuration is read (the new
+ *                               one's)
+ *   TestTakeoverForgetRecord on the record a build of the MPM leaves at
+ *                               each restart (takeover_record.h) is
+ *                               spoiled before the MPM reads it, as if the
+ *                               old build were one from before the record
  *   TestTakeoverListen PORT     a listening socket with SO_REUSEPORT on
  *                               127.0.0.1:PORT, opened once in the parent
  *                               and held for its life, as a third-party
@@ -41,9 +49,12 @@
 module AP_MODULE_DECLARE_DATA test_takeover_module;
 
 #define HELD_SOCKET_KEY "test_takeover_held_socket"
+/* The MPM's record: its first field is its magic number. */
+#define MPM_RECORD_KEY "mpm_bucketed_takeover_record"
 
 typedef struct {
     int plant_helpers;
+    int forget_record;
     int listen_port;
 } takeover_test_config;
 
@@ -82,7 +93,8 @@ static int plant_pid_handler(request_rec *r)
     }
     ap_scoreboard_image->parent[slot].pid = (pid_t)pid;
     ap_set_content_type(r, "text/plain");
-    ap_rprintf(r, "slot %d names %ld\n", slot, pid);
+    ap_rprintf(r, "child %" APR_PID_T_FMT ": slot %d names %ld\n", getpid(),
+               slot, pid);
     return OK;
 }
 
@@ -111,7 +123,7 @@ static pid_t parent_of(pid_t pid)
     return (pid_t)ppid;
 }
 
-static void plant_helpers(server_rec *s)
+static void plant_helpers(server_rec *s, const char *when)
 {
     DIR *dir = opendir("/proc");
     struct dirent *de;
@@ -134,7 +146,7 @@ static void plant_helpers(server_rec *s)
         }
         ap_scoreboard_image->parent[top].pid = pid;
         ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, "test_takeover: slot %d "
-                     "names helper %" APR_PID_T_FMT, top, pid);
+                     "names helper %" APR_PID_T_FMT " (%s)", top, pid, when);
     }
     closedir(dir);
 }
@@ -182,7 +194,26 @@ static int takeover_test_post_config(apr_pool_t *pconf, apr_pool_t *plog,
         }
     }
     if (conf->plant_helpers && ap_scoreboard_image != NULL) {
-        plant_helpers(s);
+        plant_helpers(s, "post_config");
+    }
+    return OK;
+}
+
+static int takeover_test_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
+                                   apr_pool_t *ptemp, server_rec *s)
+{
+    takeover_test_config *conf = ap_get_module_config(s->module_config,
+                                                      &test_takeover_module);
+    apr_uint32_t *record = ap_retained_data_get(MPM_RECORD_KEY);
+
+    (void)pconf;
+    (void)plog;
+    (void)ptemp;
+    if (conf->forget_record && record != NULL) {
+        *record = 0;
+    }
+    if (conf->plant_helpers && ap_scoreboard_image != NULL) {
+        plant_helpers(s, "open_logs");
     }
     return OK;
 }
@@ -203,6 +234,16 @@ static const char *set_plant_helpers(cmd_parms *cmd, void *dummy, int on)
     return NULL;
 }
 
+static const char *set_forget_record(cmd_parms *cmd, void *dummy, int on)
+{
+    takeover_test_config *conf = ap_get_module_config(
+        cmd->server->module_config, &test_takeover_module);
+
+    (void)dummy;
+    conf->forget_record = on;
+    return NULL;
+}
+
 static const char *set_listen_port(cmd_parms *cmd, void *dummy,
                                    const char *arg)
 {
@@ -220,6 +261,8 @@ static const char *set_listen_port(cmd_parms *cmd, void *dummy,
 static const command_rec takeover_test_cmds[] = {
     AP_INIT_FLAG("TestTakeoverPlantHelpers", set_plant_helpers, NULL,
                  RSRC_CONF, "write helpers' pids into free scoreboard slots"),
+    AP_INIT_FLAG("TestTakeoverForgetRecord", set_forget_record, NULL,
+                 RSRC_CONF, "spoil the MPM's take-over record"),
     AP_INIT_TAKE1("TestTakeoverListen", set_listen_port, NULL, RSRC_CONF,
                   "a port to hold a reuseport listening socket on"),
     { NULL }
@@ -227,7 +270,11 @@ static const command_rec takeover_test_cmds[] = {
 
 static void takeover_test_register_hooks(apr_pool_t *p)
 {
+    static const char *const before_mpm[] = { "mod_mpm_bucketed.c", NULL };
+
     (void)p;
+    ap_hook_open_logs(takeover_test_open_logs, NULL, before_mpm,
+                      APR_HOOK_REALLY_FIRST);
     ap_hook_handler(plant_pid_handler, NULL, NULL, APR_HOOK_MIDDLE);
     /* After mod_cgid's post_config has started its daemon. */
     ap_hook_post_config(takeover_test_post_config, NULL, NULL,

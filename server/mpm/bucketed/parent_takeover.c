@@ -260,6 +260,10 @@ static int find_in_scoreboard(server_rec *s, apr_pool_t *p, const int *fds,
 {
     apr_uint64_t began = proc_ticks_now();
     pid_t me = getpid();
+    /* Started as root, workers switch to User; otherwise they keep the
+     * parent's user. */
+    uid_t worker_user = geteuid() == 0 ? ap_unixd_config.user_id
+                                       : geteuid();
     int num_inodes, slot, n = 0;
     apr_uint64_t *inodes = listener_inodes(p, fds, &num_inodes);
 
@@ -281,8 +285,7 @@ static int find_in_scoreboard(server_rec *s, apr_pool_t *p, const int *fds,
         proc_read_facts(pid, &f);
         f.holds_listener = f.found && proc_holds_socket(pid, inodes,
                                                         num_inodes);
-        v = takeover_judge_unrecorded(&f, me, ap_unixd_config.user_id,
-                                      began);
+        v = takeover_judge_unrecorded(&f, me, worker_user, began);
         if (v != TAKE_OVER) {
             note_refusal(s, slot, pid, v);
             continue;

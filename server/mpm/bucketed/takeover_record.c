@@ -24,9 +24,9 @@ static takeover_record *record_get(void)
 
     if (record == NULL) {
         record = ap_retained_data_create(RECORD_KEY, sizeof(*record));
-        record->magic = RECORD_MAGIC;
-        record->version = RECORD_VERSION;
     }
+    record->magic = RECORD_MAGIC;
+    record->version = RECORD_VERSION;
     return record;
 }
 
