@@ -200,7 +200,7 @@ typedef struct {
                                       * in pconf */
     int num_takeover_candidates;
     int takeover_recorded;           /* found from the old build's record
-                                      * (takeover_record.h), not the
+                                      * (parent_record.h), not the
                                       * scoreboard */
 } bucketed_retained;
 

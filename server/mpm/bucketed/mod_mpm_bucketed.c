@@ -33,7 +33,8 @@
  *   parent_slots.c        its slot table: spawning, leaving, reaping
  *   parent_maint.c        its maintenance passes
  *   parent_takeover.c     after a restart onto an incompatible build
- *   takeover_record.c     what every build leaves for such a restart
+ *   parent_record.c       what every build leaves for such a restart
+ *   parent_adopted.c      the children it took: checked before each use
  *   policy_takeover.c     which children and sockets it trusts   (pure)
  *   sys_proc.c            what the kernel says of a process
  *   child_life.c          a child's life, the same in both models

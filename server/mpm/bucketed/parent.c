@@ -28,7 +28,7 @@
 #include "listen_steering.h"
 #include "stats.h"
 #include "sys_notify.h"
-#include "takeover_record.h"
+#include "parent_record.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -41,7 +41,7 @@ static int live_children(parent_context *pc)
 {
     int slot, n = 0;
 
-    takeover_check_slots(pc);
+    adopted_slots_check(pc);
     for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
         n += pc->retained->slots[slot].pid != 0;
     }
@@ -55,7 +55,7 @@ static void signal_all(parent_context *pc, int sig)
 
     for (slot = 0; slot < retained->max_daemons_limit; slot++) {
         pid_t pid = retained->slots[slot].pid;
-        if (takeover_slot_still_ours(pc, slot) && kill(pid, sig) < 0
+        if (adopted_slot_still_ours(pc, slot) && kill(pid, sig) < 0
             && errno != ESRCH) {
             int err = errno;
             ap_log_error(APLOG_MARK, APLOG_WARNING, err, pc->s,
@@ -329,7 +329,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
                      " received.  Doing graceful restart");
     }
     /* For a build of another layout, which cannot read this one's state. */
-    takeover_record_write(s, retained, mpm->my_generation);
+    parent_record_write(s, retained, mpm->my_generation);
     mpm->restart_pending = 0;
     mpm->is_ungraceful = 0;
     return OK;

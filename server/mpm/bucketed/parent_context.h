@@ -117,12 +117,12 @@ void parent_buckets_rejoin(parent_context *pc);
 void takeover_prepare(apr_pool_t *pconf, server_rec *s,
                       bucketed_retained *retained);
 void takeover_adopt_children(parent_context *pc);
-/* Whether the slot holds a child, checked with the kernel if it was taken
- * over (dropped, logged once, if it is no longer that child): called
- * before every signal. takeover_check_slots() checks every slot taken
- * over, before the slot table is counted. */
-int takeover_slot_still_ours(parent_context *pc, int slot);
-void takeover_check_slots(parent_context *pc);
+/* parent_adopted.c: whether the slot holds a child, checked with the
+ * kernel if it was taken over (dropped, logged once, if it is no longer
+ * that child): called before every signal. adopted_slots_check() checks
+ * every slot taken over, before the slot table is counted. */
+int adopted_slot_still_ours(parent_context *pc, int slot);
+void adopted_slots_check(parent_context *pc);
 
 /* The MPM's run in the parent (the mpm hook). */
 int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s);

@@ -246,7 +246,7 @@ void parent_ask_to_leave(parent_context *pc, int slot, int replace_into)
 {
     child_slot *cs = &pc->retained->slots[slot];
 
-    if (!takeover_slot_still_ours(pc, slot)) {
+    if (!adopted_slot_still_ours(pc, slot)) {
         return;
     }
     if (kill(cs->pid, AP_SIG_GRACEFUL) < 0 && errno != ESRCH) {
@@ -264,7 +264,7 @@ void parent_ask_to_give_up(parent_context *pc, int slot)
 {
     child_slot *cs = &pc->retained->slots[slot];
 
-    if (!takeover_slot_still_ours(pc, slot)) {
+    if (!adopted_slot_still_ours(pc, slot)) {
         return;
     }
     if (kill(cs->pid, BUCKETED_SIG_GIVE_UP) < 0 && errno != ESRCH) {
@@ -336,7 +336,7 @@ static int children_in(parent_context *pc, int bucket)
 {
     int slot, n = 0;
 
-    takeover_check_slots(pc);
+    adopted_slots_check(pc);
     for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
         const child_slot *cs = &pc->retained->slots[slot];
 

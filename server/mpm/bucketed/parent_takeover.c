@@ -7,13 +7,14 @@
  *
  * Root trusts nothing a child can write. The old build left a record of
  * its children (pid and start time) and of the sockets it opened in the
- * parent's own memory (takeover_record.c); only those are taken over and
+ * parent's own memory (parent_record.c); only those are taken over and
  * closed, each checked with the kernel to be the same process or socket.
  * A build from before the record left only the scoreboard, which any
  * child can write: a pid found there is taken over only if the kernel
  * says it is a worker child (policy_takeover.h), and only reuseport
  * listeners on the addresses this configuration listens on are closed.
- * A child taken over is checked again before every signal and count.
+ * A child taken over is checked again before every signal and count
+ * (parent_adopted.c).
  */
 #include "parent_context.h"
 
@@ -32,7 +33,7 @@
 #include "listen_steering.h"
 #include "policy_takeover.h"
 #include "sys_proc.h"
-#include "takeover_record.h"
+#include "parent_record.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -303,7 +304,7 @@ void takeover_prepare(apr_pool_t *pconf, server_rec *s,
 {
     ap_unixd_mpm_retained_data *mpm = retained->mpm;
     const takeover_record *record =
-        takeover_record_find(mpm->my_generation);
+        parent_record_find(mpm->my_generation);
     int server_limit = retained->first_server_limit;
     int *fds = parent_descriptors(pconf, s);
 
@@ -327,54 +328,6 @@ void takeover_prepare(apr_pool_t *pconf, server_rec *s,
     close_sockets(s, fds, record, retained->takeover);
 }
 
-/* The slot dropped, never to be signalled: logged once, as it goes. */
-static void drop_slot(parent_context *pc, int slot, takeover_verdict_e v)
-{
-    child_slot *cs = &pc->retained->slots[slot];
-
-    ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, BKLOGNO(00211)
-                 "bucketed: pid %" APR_PID_T_FMT " taken over in slot %d "
-                 "is no longer that child (%s): dropped from the slot "
-                 "table, never signalled", cs->pid, slot,
-                 takeover_verdict_name(v));
-    cs->pid = 0;
-    cs->taken_over_start = 0;
-    cs->exit_requested = 0;
-    cs->replace_into = NO_REPLACEMENT;
-}
-
-int takeover_slot_still_ours(parent_context *pc, int slot)
-{
-    child_slot *cs = &pc->retained->slots[slot];
-    process_facts f;
-    takeover_verdict_e v;
-
-    if (cs->pid == 0 || cs->taken_over_start == 0) {
-        return cs->pid != 0;
-    }
-    proc_read_facts(cs->pid, &f);
-    v = takeover_judge_recorded(&f, getpid(), cs->taken_over_start);
-    /* Our zombie stays ours until reaped: its pid cannot be reused. */
-    if (v == TAKE_OVER
-        || (f.found && f.zombie && f.parent == getpid()
-            && f.start_ticks == cs->taken_over_start)) {
-        return 1;
-    }
-    drop_slot(pc, slot, v);
-    return 0;
-}
-
-void takeover_check_slots(parent_context *pc)
-{
-    int slot;
-
-    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
-        if (pc->retained->slots[slot].taken_over_start != 0) {
-            takeover_slot_still_ours(pc, slot);
-        }
-    }
-}
-
 void takeover_adopt_children(parent_context *pc)
 {
     bucketed_retained *retained = pc->retained;
@@ -395,7 +348,7 @@ void takeover_adopt_children(parent_context *pc)
         cs->exit_requested = 0;
         cs->replace_into = NO_REPLACEMENT;
         /* Checked again now that the configuration is read. */
-        if (takeover_slot_still_ours(pc, tc->slot)) {
+        if (adopted_slot_still_ours(pc, tc->slot)) {
             parent_note_slot_used(retained, tc->slot);
             adopted++;
         }

@@ -5,7 +5,7 @@
  * the new build takes over as its old generation, whether one it took is
  * still that child, and which of the parent's listening sockets it
  * closes. The facts come from the kernel (sys_proc.c), and from records
- * in the parent's own memory that the old build left (takeover_record.c);
+ * in the parent's own memory that the old build left (parent_record.c);
  * never from the scoreboard alone, which any child can write. Pure.
  */
 #ifndef POLICY_TAKEOVER_H

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * takeover_record.c: the record of the parent's worker children and of
+ * parent_record.c: the record of the parent's worker children and of
  * the MPM's own listening sockets, left at every restart for a build that
- * cannot read this one's state (takeover_record.h).
+ * cannot read this one's state (parent_record.h).
  */
-#include "takeover_record.h"
+#include "parent_record.h"
 
 #include "http_log.h"
 #include "http_main.h"
@@ -102,7 +102,7 @@ static void record_sockets(server_rec *s, takeover_record *record,
     }
 }
 
-void takeover_record_write(server_rec *s, const bucketed_retained *retained,
+void parent_record_write(server_rec *s, const bucketed_retained *retained,
                            ap_generation_t generation)
 {
     takeover_record *record = record_get();
@@ -120,7 +120,7 @@ void takeover_record_write(server_rec *s, const bucketed_retained *retained,
     record->generation = generation;
 }
 
-const takeover_record *takeover_record_find(ap_generation_t generation)
+const takeover_record *parent_record_find(ap_generation_t generation)
 {
     const takeover_record *record = ap_retained_data_get(RECORD_KEY);
 

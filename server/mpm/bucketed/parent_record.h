@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * takeover_record: what every build, from layout 5 on, leaves at each
+ * parent_record: what every build, from layout 5 on, leaves at each
  * restart for the next build, in httpd's retained data under a key and a
  * layout that never change (frozen, as bucketed_data.c's header is): the
  * parent's worker children and the listening sockets the MPM opened. It
@@ -8,8 +8,8 @@
  * cannot read the old build's state can still trust it
  * (parent_takeover.c).
  */
-#ifndef TAKEOVER_RECORD_H
-#define TAKEOVER_RECORD_H
+#ifndef PARENT_RECORD_H
+#define PARENT_RECORD_H
 
 #include "bucketed.h"
 
@@ -40,10 +40,10 @@ typedef struct {
 
 /* At a restart, once the children that go have gone: the slot table's
  * children and the kept sockets, for generation (the next one). */
-void takeover_record_write(server_rec *s, const bucketed_retained *retained,
+void parent_record_write(server_rec *s, const bucketed_retained *retained,
                            ap_generation_t generation);
 /* The record the old build left for generation, or NULL (a build from
  * before the record, or one left for another generation). */
-const takeover_record *takeover_record_find(ap_generation_t generation);
+const takeover_record *parent_record_find(ap_generation_t generation);
 
-#endif /* TAKEOVER_RECORD_H */
+#endif /* PARENT_RECORD_H */
