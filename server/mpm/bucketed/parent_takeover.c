@@ -212,7 +212,7 @@ static int find_recorded(server_rec *s, const takeover_record *record,
     pid_t me = getpid();
     int i, n = 0;
 
-    for (i = 0; i < record->num_children; i++) {
+    for (i = 0; i < record->num_children && n < server_limit; i++) {
         const recorded_child *rc = &record->children[i];
         process_facts f;
         takeover_verdict_e v;
@@ -259,15 +259,25 @@ static int find_in_scoreboard(server_rec *s, apr_pool_t *p, const int *fds,
                               int server_limit,
                               struct takeover_candidate *found)
 {
-    apr_uint64_t began = proc_ticks_now();
+    apr_uint64_t began;
+    apr_status_t rv = proc_ticks_now(&began);
     pid_t me = getpid();
     /* Started as root, workers switch to User; otherwise they keep the
      * parent's user. */
     uid_t worker_user = geteuid() == 0 ? ap_unixd_config.user_id
                                        : geteuid();
     int num_inodes, slot, n = 0;
-    apr_uint64_t *inodes = listener_inodes(p, fds, &num_inodes);
+    apr_uint64_t *inodes;
 
+    if (rv != APR_SUCCESS) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, rv, s, BKLOGNO(00213)
+                     "bucketed: cannot read the clock the kernel dates "
+                     "processes by: none of the previous build's children "
+                     "is taken over (they finish and leave on their own, "
+                     "or stay until the server stops)");
+        return 0;
+    }
+    inodes = listener_inodes(p, fds, &num_inodes);
     for (slot = 0; slot < server_limit; slot++) {
         pid_t pid = ap_scoreboard_image->parent[slot].pid;
         process_facts f;

@@ -114,16 +114,20 @@ int proc_holds_socket(pid_t pid, const apr_uint64_t *inodes, int n)
     return held;
 }
 
-apr_uint64_t proc_ticks_now(void)
+apr_status_t proc_ticks_now(apr_uint64_t *ticks)
 {
     struct timespec ts;
     long hz = sysconf(_SC_CLK_TCK);
 
-    if (clock_gettime(CLOCK_BOOTTIME, &ts) < 0 || hz <= 0) {
-        return 0;
+    if (hz <= 0) {
+        return APR_EINVAL;
     }
-    return (apr_uint64_t)ts.tv_sec * (apr_uint64_t)hz
-           + (apr_uint64_t)ts.tv_nsec / (1000000000u / (apr_uint64_t)hz);
+    if (clock_gettime(CLOCK_BOOTTIME, &ts) < 0) {
+        return errno;
+    }
+    *ticks = (apr_uint64_t)ts.tv_sec * (apr_uint64_t)hz
+             + (apr_uint64_t)ts.tv_nsec / (1000000000u / (apr_uint64_t)hz);
+    return APR_SUCCESS;
 }
 
 apr_uint64_t proc_socket_inode(int fd)

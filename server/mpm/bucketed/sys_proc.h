@@ -16,8 +16,8 @@
 apr_status_t proc_read_facts(pid_t pid, process_facts *f);
 /* Whether pid holds a socket of one of the n inodes. */
 int proc_holds_socket(pid_t pid, const apr_uint64_t *inodes, int n);
-/* Now, in the clock ticks of a process's start time. */
-apr_uint64_t proc_ticks_now(void);
+/* Now, in the clock ticks of a process's start time (CLOCK_BOOTTIME). */
+apr_status_t proc_ticks_now(apr_uint64_t *ticks);
 /* The inode of the socket fd is, or 0 when it is none. */
 apr_uint64_t proc_socket_inode(int fd);
 
