@@ -44,22 +44,19 @@ struct takeover_candidate {
     int slot;
 };
 
-/* A listening TCP socket with SO_REUSEPORT on: what bucketed's
- * duplicates are, and core's sockets are not unless duplicated. */
-static int is_reuseport_listener(int fd)
+/* A listening TCP socket; *reuseport: with SO_REUSEPORT on, as
+ * bucketed's duplicates are, and core's sockets are not unless
+ * duplicated. */
+static int is_listener(int fd, int *reuseport)
 {
     passed_fd_kind kind;
 
-    return listen_inspect_fd(fd, &kind) == APR_SUCCESS
-           && activation_fd_unusable(&kind) == NULL && kind.reuseport;
-}
-
-static int is_listener(int fd)
-{
-    passed_fd_kind kind;
-
-    return listen_inspect_fd(fd, &kind) == APR_SUCCESS
-           && activation_fd_unusable(&kind) == NULL;
+    if (listen_inspect_fd(fd, &kind) != APR_SUCCESS
+        || activation_fd_unusable(&kind) != NULL) {
+        return 0;
+    }
+    *reuseport = kind.reuseport;
+    return 1;
 }
 
 static int is_core_listener(int fd)
@@ -168,8 +165,9 @@ static void close_sockets(server_rec *s, const int *fds,
 
     for (i = 0; fds[i] >= 0; i++) {
         socket_facts f;
+        int reuseport;
 
-        f.reuseport_listener = is_reuseport_listener(fds[i]);
+        f.reuseport_listener = is_listener(fds[i], &reuseport) && reuseport;
         f.core_owned = is_core_listener(fds[i]);
         f.recorded = record != NULL;
         f.in_record = record != NULL && in_record(record, fds[i]);
@@ -248,7 +246,9 @@ static apr_uint64_t *listener_inodes(apr_pool_t *p, const int *fds, int *n)
     inodes = apr_palloc(p, sizeof(*inodes) * (i + 1));
     *n = 0;
     for (i = 0; fds[i] >= 0; i++) {
-        if (is_listener(fds[i])) {
+        int reuseport;
+
+        if (is_listener(fds[i], &reuseport)) {
             inodes[(*n)++] = proc_socket_inode(fds[i]);
         }
     }
