@@ -192,19 +192,6 @@ def test_takeover_trusts_no_pid_a_child_writes(make_httpd, child_model,
         # retire).
         planted = helpers_planted(log, "post_config") - old_children
         assert len(planted) >= 2, log[-3000:]
-        took = [line for line in log.splitlines() if "BK00143" in line][-1]
-        assert ("from the record" in took) == recorded, took
-        # The old build's workers, at least one, are taken over either way.
-        assert int(took.split("took ")[1].split()[0]) >= 1, took
-        if not recorded:
-            refused = {int(line.split("names pid ")[1].split(",")[0])
-                       for line in log.splitlines() if "BK00210" in line}
-            # Read at open_logs: what was written then, the old
-            # configuration's helpers among it, is refused.
-            early = helpers_planted(log, "open_logs") - {planter}
-            assert early | {foreign.pid} <= refused, "\n".join(
-                line for line in log.splitlines()
-                if "BK0014" in line or "BK0021" in line or "helper" in line)
         wait_until(lambda: not old_children & set(children_of(server.pid)),
                    30, what="the old build's children to leave")
 
@@ -219,6 +206,21 @@ def test_takeover_trusts_no_pid_a_child_writes(make_httpd, child_model,
                    what="the piped logger to log")
         # The third-party module's socket is still open.
         assert listening_inodes(held_port) == held
+        # How the new build found the old one's children: the record, or
+        # the scoreboard with the kernel's word on each pid.
+        took = [line for line in log.splitlines() if "BK00143" in line][-1]
+        assert ("from the record" in took) == recorded, took
+        # The old build's workers, at least one, are taken over either way.
+        assert int(took.split("took ")[1].split()[0]) >= 1, took
+        if not recorded:
+            refused = {int(line.split("names pid ")[1].split(",")[0])
+                       for line in log.splitlines() if "BK00210" in line}
+            # Read at open_logs: what was written then, the old
+            # configuration's helpers among it, is refused.
+            early = helpers_planted(log, "open_logs") - {planter}
+            assert early | {foreign.pid} <= refused, "\n".join(
+                line for line in log.splitlines()
+                if "BK0014" in line or "BK0021" in line or "helper" in line)
 
         server.signal(signal.SIGTERM)
         server.wait_exit()
