@@ -24,6 +24,7 @@ ANYWHERE = shutil.ignore_patterns("__pycache__", "*.so", "*.o")
 # before anything they are needed for.
 BUILT = ("mod_mpm_bucketed.so", "mod_bucketed_status.so",
          "bench/noreuseport.so", "test/modules/mod_test_fault.so",
+         "test/modules/mod_test_takeover.so",
          "test/modules/emfile_shim.so")
 CMOCKA_MISSING = "cmocka not found"
 

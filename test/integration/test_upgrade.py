@@ -17,10 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from httpd_fixture import (CHILD_MODELS, MPM_SO, TOP, Load, children_of,
-                           http_get, listening_inodes, wait_until)
+from httpd_fixture import (APACHE_MODULES, BUILD, CGI_BODY, CHILD_MODELS,
+                           MPM_SO, TOP, Load, alive, children_of, free_ports,
+                           http_get, listening_inodes, need_build,
+                           wait_until)
 
 MPM_DIR = TOP / "server" / "mpm" / "bucketed"
+TAKEOVER_SO = BUILD / "test" / "modules" / "mod_test_takeover.so"
 BUCKETS = 3
 
 
@@ -120,3 +123,110 @@ def test_same_layout_takes_the_state_over(make_httpd):
     graceful_restart(server, server.status()["generation"] + 1)
     assert listening_inodes(server.ports[0]) == sockets
     assert "BK00142" not in server.error_log()
+
+
+def helpers_planted(log, when):
+    """The helpers mod_test_takeover wrote into slots at `when`
+    (open_logs, post_config)."""
+    return {int(line.split("names helper ")[1].split()[0])
+            for line in log.splitlines()
+            if "names helper" in line and f"({when})" in line}
+
+
+@pytest.mark.parametrize("recorded", [True, False],
+                         ids=["recorded", "scoreboard"])
+def test_takeover_trusts_no_pid_a_child_writes(make_httpd, child_model,
+                                               other_layout_build, recorded):
+    """Before a restart onto another layout, a compromised child writes into
+    scoreboard slots the pid of a process that is not the server's, and the
+    pids of the parent's other children (a piped logger, mod_cgid's
+    daemon); a third-party module holds a reuseport listening socket. The
+    new build signals none of them, closes no socket of theirs, and stops
+    in bounded time: from the old build's record of its children, and
+    (the record spoiled, as from a build before it) from the scoreboard
+    with the kernel's word on each pid."""
+    need_build(TAKEOVER_SO)
+    held_port = free_ports(1)[0]
+    sizing = ("ThreadsPerChild 4\nMaxRequestWorkers 32\nStartServers 3\n"
+              if child_model == "event" else "StartServers 6\n")
+    server = make_httpd(directives="")
+    piped = server.root / "logs" / "piped.log"
+    directives = (CHILD_MODELS[child_model] + sizing
+                  + f"BucketCount {BUCKETS}\n"
+                  + f"LoadModule test_takeover_module {TAKEOVER_SO}\n"
+                  + f"LoadModule cgid_module {APACHE_MODULES}/mod_cgid.so\n"
+                  + f"ScriptSock {server.root}/run/cgid.sock\n"
+                  + f"ScriptAlias /cgi-bin/ {server.root}/cgi-bin/\n"
+                  + f'CustomLog "||/usr/bin/tee -a {piped}" "%r"\n'
+                  + f"TestTakeoverListen {held_port}\n"
+                  + "<Location /plant>\n  SetHandler test-plant-pid\n"
+                  + "</Location>\n")
+    loaded = server.root / "mod_mpm_bucketed.so"
+    shutil.copyfile(MPM_SO, loaded)
+    server.directives = directives
+    server.write_config()
+    server.conf.write_text(server.conf.read_text().replace(
+        str(MPM_SO), str(loaded)))
+    server.start()
+    port = server.ports[0]
+    held = listening_inodes(held_port)
+    assert len(held) == 1
+    foreign = subprocess.Popen(["sleep", "600"])
+    try:
+        status, body = http_get(port, f"/plant?{foreign.pid}")
+        assert status == 200, body
+        # A worker whose slot no longer names it: mod_test_takeover counts
+        # it among the helpers.
+        planter = int(body.split()[1].rstrip(b":"))
+        old_children = set(children_of(server.pid))
+
+        server.conf.write_text(server.conf.read_text().replace(
+            "TestTakeoverListen", "TestTakeoverPlantHelpers on\n"
+            + ("" if recorded else "TestTakeoverForgetRecord on\n")
+            + "TestTakeoverListen"))
+        install(other_layout_build, loaded)
+        graceful_restart(server, server.status()["generation"] + 1)
+        log = server.error_log()
+        # The new configuration's piped logger and mod_cgid's daemon, at
+        # least (the old configuration's, planted too, are httpd's to
+        # retire).
+        planted = helpers_planted(log, "post_config") - old_children
+        assert len(planted) >= 2, log[-3000:]
+        wait_until(lambda: not old_children & set(children_of(server.pid)),
+                   30, what="the old build's children to leave")
+
+        # Nothing the child wrote was signalled: the foreign process and
+        # the helpers run on, the logger logs, the daemon serves CGI.
+        assert foreign.poll() is None
+        for pid in planted:
+            assert alive(pid), f"helper {pid} was signalled\n" + log[-3000:]
+        assert http_get(port, "/cgi-bin/slow.cgi?0") == (
+            200, CGI_BODY.encode() + b"\n")
+        wait_until(lambda: "slow.cgi?0" in piped.read_text(), 20,
+                   what="the piped logger to log")
+        # The third-party module's socket is still open.
+        assert listening_inodes(held_port) == held
+        # How the new build found the old one's children: the record, or
+        # the scoreboard with the kernel's word on each pid.
+        took = [line for line in log.splitlines() if "BK00143" in line][-1]
+        assert ("from the record" in took) == recorded, took
+        # The old build's workers, at least one, are taken over either way.
+        assert int(took.split("took ")[1].split()[0]) >= 1, took
+        if not recorded:
+            refused = {int(line.split("names pid ")[1].split(",")[0])
+                       for line in log.splitlines() if "BK00210" in line}
+            # Read at open_logs: what was written then, the old
+            # configuration's helpers among it, is refused.
+            early = helpers_planted(log, "open_logs") - {planter}
+            assert early | {foreign.pid} <= refused, "\n".join(
+                line for line in log.splitlines()
+                if "BK0014" in line or "BK0021" in line or "helper" in line)
+
+        server.signal(signal.SIGTERM)
+        server.wait_exit()
+        log = server.error_log()
+        assert "BK00100" not in log, log[-3000:]
+        assert foreign.poll() is None
+    finally:
+        foreign.kill()
+        foreign.wait()

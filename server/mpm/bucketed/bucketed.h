@@ -93,6 +93,11 @@ typedef struct {
     apr_time_t exit_requested;       /* 0 = not asked to leave */
     int replace_into;                /* when asked: the bucket of the slot's
                                       * next child, -1 = none */
+    apr_uint64_t taken_over_start;   /* a child taken over from a build of
+                                      * another layout: its start time,
+                                      * checked before every signal and
+                                      * count (parent_takeover.c); 0 = one
+                                      * this parent forked */
 } child_slot;
 
 /* An SO_REUSEPORT duplicate listening socket, kept across restarts so that
@@ -135,6 +140,7 @@ struct retained_map {
 
 struct event_child_ctx;
 struct child_life;
+struct takeover_candidate;
 
 /* The layout of bucketed_retained and of everything it points to: a new
  * number for every change to them, so that a graceful restart onto a build
@@ -142,7 +148,7 @@ struct child_life;
  * policy_upgrade.h). Settable at build time only to build a second layout
  * for the tests. */
 #ifndef BUCKETED_RETAINED_LAYOUT
-#define BUCKETED_RETAINED_LAYOUT 5
+#define BUCKETED_RETAINED_LAYOUT 6
 #endif
 
 /* Survives the DSO unload/reload of every restart. */
@@ -181,6 +187,14 @@ typedef struct {
                                       * not read: why; cleared once the
                                       * parent has taken over what the old
                                       * build left (parent_takeover.c) */
+    struct takeover_candidate *takeover_candidates; /* the old build's
+                                      * children found at open_logs, taken
+                                      * into the slot table by parent_run;
+                                      * in pconf */
+    int num_takeover_candidates;
+    int takeover_recorded;           /* found from the old build's record
+                                      * (parent_record.h), not the
+                                      * scoreboard */
 } bucketed_retained;
 
 /* The one symbol the MPM exports (the apxs build hides the others). */

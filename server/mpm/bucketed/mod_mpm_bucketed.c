@@ -33,6 +33,10 @@
  *   parent_slots.c        its slot table: spawning, leaving, reaping
  *   parent_maint.c        its maintenance passes
  *   parent_takeover.c     after a restart onto an incompatible build
+ *   parent_record.c       what every build leaves for such a restart
+ *   parent_adopted.c      the children it took: checked before each use
+ *   policy_takeover.c     which children and sockets it trusts   (pure)
+ *   sys_proc.c            what the kernel says of a process
  *   child_life.c          a child's life, the same in both models
  *   policy_affinity.c     which CPUs a bucket's children keep to (pure)
  *   child_affinity.c      keeping them there
@@ -454,7 +458,7 @@ static int bucketed_open_logs(apr_pool_t *pconf, apr_pool_t *plog,
         return !OK;
     }
     if (retained->takeover != NULL) {
-        takeover_close_sockets(s, retained);
+        takeover_prepare(pconf, s, retained);
     }
     if (retained->buckets == NULL) {
         retained->buckets = bucket_kept_create(s->process->pool,

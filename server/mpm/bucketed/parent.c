@@ -28,6 +28,7 @@
 #include "listen_steering.h"
 #include "stats.h"
 #include "sys_notify.h"
+#include "parent_record.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -36,12 +37,13 @@ APLOG_USE_MODULE(mpm_bucketed);
  * soon. */
 #define RESCUE_INTERVAL apr_time_from_msec(100)
 
-static int live_children(const bucketed_retained *retained)
+static int live_children(parent_context *pc)
 {
     int slot, n = 0;
 
-    for (slot = 0; slot < retained->max_daemons_limit; slot++) {
-        n += retained->slots[slot].pid != 0;
+    adopted_slots_check(pc);
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        n += pc->retained->slots[slot].pid != 0;
     }
     return n;
 }
@@ -53,7 +55,8 @@ static void signal_all(parent_context *pc, int sig)
 
     for (slot = 0; slot < retained->max_daemons_limit; slot++) {
         pid_t pid = retained->slots[slot].pid;
-        if (pid != 0 && kill(pid, sig) < 0 && errno != ESRCH) {
+        if (adopted_slot_still_ours(pc, slot) && kill(pid, sig) < 0
+            && errno != ESRCH) {
             int err = errno;
             ap_log_error(APLOG_MARK, APLOG_WARNING, err, pc->s,
                          BKLOGNO(00099)
@@ -67,7 +70,7 @@ static void signal_all(parent_context *pc, int sig)
  * stop requested meanwhile (SIGTERM during a graceful stop) ends the wait. */
 static void reap_until(parent_context *pc, apr_time_t deadline, int asking)
 {
-    while (live_children(pc->retained) > 0
+    while (live_children(pc) > 0
            && (deadline == 0 || apr_time_now() < deadline)
            && !(asking && pc->retained->mpm->is_ungraceful)) {
         apr_exit_why_e why;
@@ -90,11 +93,11 @@ static void stop_children_now(parent_context *pc)
     signal_all(pc, SIGTERM);
     reap_until(pc, apr_time_now()
                    + apr_time_from_sec(BUCKETED_REAP_TIMEOUT_SEC), 0);
-    if (live_children(pc->retained) > 0) {
+    if (live_children(pc) > 0) {
         ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, BKLOGNO(00100)
                                                           "bucketed: %d "
                      "child(ren) ignored SIGTERM, sending SIGKILL",
-                     live_children(pc->retained));
+                     live_children(pc));
         signal_all(pc, SIGKILL);
         reap_until(pc, 0, 0);
     }
@@ -136,7 +139,7 @@ static void graceful_stop(parent_context *pc)
         }
     }
     reap_until(pc, deadline, 1);
-    if (live_children(pc->retained) > 0) {
+    if (live_children(pc) > 0) {
         stop_children_now(pc);
     }
     listen_steering_release(pc->retained);
@@ -324,6 +327,8 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
                      BKLOGNO(00106) AP_SIG_GRACEFUL_STRING
                      " received.  Doing graceful restart");
     }
+    /* For a build of another layout, which cannot read this one's state. */
+    parent_record_write(s, retained, mpm->my_generation);
     mpm->restart_pending = 0;
     mpm->is_ungraceful = 0;
     return OK;

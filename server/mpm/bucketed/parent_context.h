@@ -107,14 +107,22 @@ void parent_buckets_rejoin(parent_context *pc);
 
 /* parent_takeover.c: after a graceful restart onto this build from one
  * whose state it could not read (retained->takeover set). Before the
- * buckets' sockets are opened: closes the listening sockets the old build
- * kept beside core's (its buckets' duplicates; their queues migrate or
- * reset as on a plan change). Once the slot table exists: takes the old
- * build's children, found in the scoreboard and checked to be this
- * process's own, into it as an old generation, to be asked to leave and
- * replaced as on any graceful restart. */
-void takeover_close_sockets(server_rec *s, bucketed_retained *retained);
+ * buckets' sockets are opened: finds the old build's children (from the
+ * record it left, else from the scoreboard with the kernel's word that
+ * each is a worker child: policy_takeover.h), and closes the listening
+ * sockets the old build opened (its buckets' duplicates; their queues
+ * migrate or reset as on a plan change). Once the slot table exists:
+ * takes those children into it as an old generation, to be asked to
+ * leave and replaced as on any graceful restart. */
+void takeover_prepare(apr_pool_t *pconf, server_rec *s,
+                      bucketed_retained *retained);
 void takeover_adopt_children(parent_context *pc);
+/* parent_adopted.c: whether the slot holds a child, checked with the
+ * kernel if it was taken over (dropped, logged once, if it is no longer
+ * that child): called before every signal. adopted_slots_check() checks
+ * every slot taken over, before the slot table is counted. */
+int adopted_slot_still_ours(parent_context *pc, int slot);
+void adopted_slots_check(parent_context *pc);
 
 /* The MPM's run in the parent (the mpm hook). */
 int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s);

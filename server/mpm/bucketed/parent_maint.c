@@ -477,6 +477,8 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
     apr_time_t now = apr_time_now();
     int b, i, num_moves, starved = 0, moved = 0;
 
+    /* Nothing counted below is a child taken over that is no longer. */
+    adopted_slots_check(pc);
     in.num_buckets = pc->num_buckets;
     in.unit = child_units(pc);
     in.census = pc->census;

@@ -138,6 +138,7 @@ void parent_record_child(parent_context *pc, int slot, pid_t pid,
     process_score *ps = ap_get_scoreboard_process(slot);
 
     cs->pid = pid;
+    cs->taken_over_start = 0;
     cs->bucket = bucket;
     cs->generation = pc->generation;
     cs->exit_requested = 0;
@@ -245,6 +246,9 @@ void parent_ask_to_leave(parent_context *pc, int slot, int replace_into)
 {
     child_slot *cs = &pc->retained->slots[slot];
 
+    if (!adopted_slot_still_ours(pc, slot)) {
+        return;
+    }
     if (kill(cs->pid, AP_SIG_GRACEFUL) < 0 && errno != ESRCH) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_WARNING, err, pc->s, BKLOGNO(00117)
@@ -260,6 +264,9 @@ void parent_ask_to_give_up(parent_context *pc, int slot)
 {
     child_slot *cs = &pc->retained->slots[slot];
 
+    if (!adopted_slot_still_ours(pc, slot)) {
+        return;
+    }
     if (kill(cs->pid, BUCKETED_SIG_GIVE_UP) < 0 && errno != ESRCH) {
         int err = errno;
         ap_log_error(APLOG_MARK, APLOG_WARNING, err, pc->s, BKLOGNO(00185)
@@ -325,10 +332,11 @@ static void mark_slot_dead(parent_context *pc, int slot)
 
 /* Children the bucket has (running, starting or on their way in), from
  * the parent's own table. */
-static int children_in(const parent_context *pc, int bucket)
+static int children_in(parent_context *pc, int bucket)
 {
     int slot, n = 0;
 
+    adopted_slots_check(pc);
     for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
         const child_slot *cs = &pc->retained->slots[slot];
 
@@ -389,6 +397,7 @@ static void child_gone(parent_context *pc, int slot, pid_t pid,
     ap_get_scoreboard_process(slot)->pid = 0;
     ap_run_child_status(pc->s, pid, cs->generation, slot, MPM_CHILD_EXITED);
     cs->pid = 0;
+    cs->taken_over_start = 0;
     cs->exit_requested = 0;
     cs->replace_into = NO_REPLACEMENT;
     if (replace && bucket_health_grow_limit(

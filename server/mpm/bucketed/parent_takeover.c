@@ -3,37 +3,60 @@
  * parent_takeover.c: what a graceful restart onto an incompatible build
  * (policy_upgrade.h) leaves for the new build's parent to deal with, since
  * the old build's state cannot be read: its buckets' listening sockets,
- * still open in the parent, and its children, still serving. Found
- * without that state: the sockets by what the kernel says of the
- * parent's descriptors, the children from the scoreboard, each checked
- * with the kernel to be this process's child before it is trusted (the
- * scoreboard is shared memory any child can write).
+ * still open in the parent, and its children, still serving.
+ *
+ * Root trusts nothing a child can write. The old build left a record of
+ * its children (pid and start time) and of the sockets it opened in the
+ * parent's own memory (parent_record.c); only those are taken over and
+ * closed, each checked with the kernel to be the same process or socket.
+ * A build from before the record left only the scoreboard, which any
+ * child can write: a pid found there is taken over only if the kernel
+ * says it is a worker child (policy_takeover.h), and only reuseport
+ * listeners on the addresses this configuration listens on are closed.
+ * A child taken over is checked again before every signal and count
+ * (parent_adopted.c).
  */
 #include "parent_context.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
 
 #include "http_log.h"
 #include "scoreboard.h"
 
 #include "listen_activation.h"
 #include "listen_steering.h"
+#include "policy_takeover.h"
+#include "sys_proc.h"
+#include "parent_record.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
-/* A listening TCP socket with SO_REUSEPORT on: what bucketed's
- * duplicates are, and core's sockets are not unless duplicated. */
-static int is_reuseport_listener(int fd)
+/* A child found at open_logs, taken into the slot table by parent_run. */
+struct takeover_candidate {
+    pid_t pid;
+    apr_uint64_t start_ticks;
+    int slot;
+};
+
+/* A listening TCP socket; *reuseport: with SO_REUSEPORT on, as
+ * bucketed's duplicates are, and core's sockets are not unless
+ * duplicated. */
+static int is_listener(int fd, int *reuseport)
 {
     passed_fd_kind kind;
 
-    return listen_inspect_fd(fd, &kind) == APR_SUCCESS
-           && activation_fd_unusable(&kind) == NULL && kind.reuseport;
+    if (listen_inspect_fd(fd, &kind) != APR_SUCCESS
+        || activation_fd_unusable(&kind) != NULL) {
+        return 0;
+    }
+    *reuseport = kind.reuseport;
+    return 1;
 }
 
 static int is_core_listener(int fd)
@@ -48,111 +71,306 @@ static int is_core_listener(int fd)
     return 0;
 }
 
-void takeover_close_sockets(server_rec *s, bucketed_retained *retained)
+static int bound_address(int fd, struct sockaddr_storage *ss)
 {
-    DIR *dir = opendir("/proc/self/fd");
-    struct dirent *de;
-    int closed = 0;
+    socklen_t len = sizeof(*ss);
 
-    if (dir == NULL) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00140)
-                     "bucketed: cannot list /proc/self/fd: the previous "
-                     "build's bucket sockets stay open in the parent, and "
-                     "the connections the kernel gives them wait until a "
-                     "full restart");
-        return;
-    }
-    while ((de = readdir(dir)) != NULL) {
-        int fd = atoi(de->d_name);
-
-        if (de->d_name[0] < '0' || de->d_name[0] > '9' || fd == dirfd(dir)
-            || !is_reuseport_listener(fd) || is_core_listener(fd)) {
-            continue;
-        }
-        if (close(fd) < 0) {
-            int err = errno;
-            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00141)
-                         "bucketed: close() of the previous build's "
-                         "listening socket (descriptor %d)", fd);
-            continue;
-        }
-        closed++;
-    }
-    closedir(dir);
-    ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, BKLOGNO(00142)
-                 "bucketed: %s: this build cannot read it and starts over; "
-                 "closed %d listening socket(s) of the old build's buckets "
-                 "(what waits in them migrates to the group, or is reset on "
-                 "kernels without migration, when its last child leaves)",
-                 retained->takeover, closed);
+    memset(ss, 0, sizeof(*ss));
+    return getsockname(fd, (struct sockaddr *)ss, &len) == 0;
 }
 
-/* The parent of pid, from /proc/<pid>/stat; 0 when it cannot be read. */
-static pid_t parent_of(pid_t pid)
+static int same_address(const struct sockaddr_storage *a,
+                        const struct sockaddr_storage *b)
 {
-    char path[64], buf[512];
-    const char *close_paren;
-    FILE *f;
-    size_t n;
-    char state;
-    long ppid;
-
-    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-    f = fopen(path, "r");
-    if (f == NULL) {
+    if (a->ss_family != b->ss_family) {
         return 0;
     }
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* The command name may hold spaces and parentheses. */
-    close_paren = strrchr(buf, ')');
-    if (close_paren == NULL
-        || sscanf(close_paren + 1, " %c %ld", &state, &ppid) != 2
-        || state == 'Z') {
-        return 0;
+    if (a->ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+        return x->sin_port == y->sin_port
+               && x->sin_addr.s_addr == y->sin_addr.s_addr;
     }
-    return (pid_t)ppid;
+    if (a->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+        return x->sin6_port == y->sin6_port
+               && memcmp(&x->sin6_addr, &y->sin6_addr,
+                         sizeof(x->sin6_addr)) == 0;
+    }
+    return 0;
 }
 
-static int already_recorded(const bucketed_retained *retained, pid_t pid)
+/* Bound to the address of one of core's listeners (a Listen). */
+static int on_listen_address(int fd)
 {
-    int slot;
+    struct sockaddr_storage mine, theirs;
+    ap_listen_rec *lr;
 
-    for (slot = 0; slot < retained->max_daemons_limit; slot++) {
-        if (retained->slots[slot].pid == pid) {
+    if (!bound_address(fd, &mine)) {
+        return 0;
+    }
+    for (lr = ap_listeners; lr; lr = lr->next) {
+        if (bound_address(listen_socket_fd(lr->sd), &theirs)
+            && same_address(&mine, &theirs)) {
             return 1;
         }
     }
     return 0;
 }
 
+static int in_record(const takeover_record *record, int fd)
+{
+    int i;
+
+    for (i = 0; i < record->num_sockets; i++) {
+        if (record->sockets[i].fd == fd) {
+            return record->sockets[i].inode == proc_socket_inode(fd);
+        }
+    }
+    return 0;
+}
+
+/* The descriptors of the parent, as numbers; -1 ends the list. NULL when
+ * /proc/self/fd cannot be listed (logged). */
+static int *parent_descriptors(apr_pool_t *p, server_rec *s)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    apr_array_header_t *fds = apr_array_make(p, 64, sizeof(int));
+    struct dirent *de;
+
+    if (dir == NULL) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00140)
+                     "bucketed: cannot list /proc/self/fd: the previous "
+                     "build's bucket sockets stay open in the parent (the "
+                     "connections the kernel gives them wait until a full "
+                     "restart), and none of its children is taken over");
+        return NULL;
+    }
+    while ((de = readdir(dir)) != NULL) {
+        if (de->d_name[0] >= '0' && de->d_name[0] <= '9'
+            && atoi(de->d_name) != dirfd(dir)) {
+            APR_ARRAY_PUSH(fds, int) = atoi(de->d_name);
+        }
+    }
+    closedir(dir);
+    APR_ARRAY_PUSH(fds, int) = -1;
+    return (int *)fds->elts;
+}
+
+static void close_sockets(server_rec *s, const int *fds,
+                          const takeover_record *record,
+                          const char *takeover)
+{
+    int i, closed = 0;
+
+    for (i = 0; fds[i] >= 0; i++) {
+        socket_facts f;
+        int reuseport;
+
+        f.reuseport_listener = is_listener(fds[i], &reuseport) && reuseport;
+        f.core_owned = is_core_listener(fds[i]);
+        f.recorded = record != NULL;
+        f.in_record = record != NULL && in_record(record, fds[i]);
+        f.on_listen_address = record == NULL && on_listen_address(fds[i]);
+        if (!takeover_closes_socket(&f)) {
+            continue;
+        }
+        if (close(fds[i]) < 0) {
+            int err = errno;
+            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00141)
+                         "bucketed: close() of the previous build's "
+                         "listening socket (descriptor %d)", fds[i]);
+            continue;
+        }
+        closed++;
+    }
+    ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, BKLOGNO(00142)
+                 "bucketed: %s: this build cannot read it and starts over; "
+                 "closed %d listening socket(s) of the old build's buckets, "
+                 "%s (what waits in them migrates to the group, or is reset "
+                 "on kernels without migration, when its last child leaves)",
+                 takeover, closed, record != NULL
+                 ? "those it recorded as its own"
+                 : "reuseport listeners on Listen addresses (it kept no "
+                   "record of its sockets)");
+}
+
+static void note_refusal(server_rec *s, int slot, pid_t pid,
+                         takeover_verdict_e v)
+{
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00210)
+                 "bucketed: slot %d names pid %" APR_PID_T_FMT ", not taken "
+                 "over: %s", slot, pid, takeover_verdict_name(v));
+}
+
+static int find_recorded(server_rec *s, const takeover_record *record,
+                         int server_limit,
+                         struct takeover_candidate *found)
+{
+    pid_t me = getpid();
+    int i, n = 0;
+
+    for (i = 0; i < record->num_children && n < server_limit; i++) {
+        const recorded_child *rc = &record->children[i];
+        process_facts f;
+        takeover_verdict_e v;
+
+        if (rc->slot < 0 || rc->slot >= server_limit) {
+            continue;
+        }
+        proc_read_facts((pid_t)rc->pid, &f);
+        v = takeover_judge_recorded(&f, me, rc->start_ticks);
+        if (v != TAKE_OVER) {
+            note_refusal(s, rc->slot, (pid_t)rc->pid, v);
+            continue;
+        }
+        found[n].pid = (pid_t)rc->pid;
+        found[n].start_ticks = rc->start_ticks;
+        found[n].slot = rc->slot;
+        n++;
+    }
+    return n;
+}
+
+/* The inodes of the parent's listening sockets, every one of them (core's,
+ * the old build's duplicates, passed ones): a worker child holds some. */
+static apr_uint64_t *listener_inodes(apr_pool_t *p, const int *fds, int *n)
+{
+    apr_uint64_t *inodes;
+    int i;
+
+    i = 0;
+    while (fds[i] >= 0) {
+        i++;
+    }
+    inodes = apr_palloc(p, sizeof(*inodes) * (i + 1));
+    *n = 0;
+    for (i = 0; fds[i] >= 0; i++) {
+        int reuseport;
+
+        if (is_listener(fds[i], &reuseport)) {
+            inodes[(*n)++] = proc_socket_inode(fds[i]);
+        }
+    }
+    return inodes;
+}
+
+static int find_in_scoreboard(server_rec *s, apr_pool_t *p, const int *fds,
+                              int server_limit,
+                              struct takeover_candidate *found)
+{
+    apr_uint64_t began;
+    apr_status_t rv = proc_ticks_now(&began);
+    pid_t me = getpid();
+    /* Started as root, workers switch to User; otherwise they keep the
+     * parent's user. */
+    uid_t worker_user = geteuid() == 0 ? ap_unixd_config.user_id
+                                       : geteuid();
+    int num_inodes, slot, n = 0;
+    apr_uint64_t *inodes;
+
+    if (rv != APR_SUCCESS) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, rv, s, BKLOGNO(00213)
+                     "bucketed: cannot read the clock the kernel dates "
+                     "processes by: none of the previous build's children "
+                     "is taken over (they finish and leave on their own, "
+                     "or stay until the server stops)");
+        return 0;
+    }
+    inodes = listener_inodes(p, fds, &num_inodes);
+    for (slot = 0; slot < server_limit; slot++) {
+        pid_t pid = ap_scoreboard_image->parent[slot].pid;
+        process_facts f;
+        takeover_verdict_e v;
+        int i, duplicate = 0;
+
+        if (pid <= 0) {
+            continue;
+        }
+        for (i = 0; i < n; i++) {
+            duplicate |= found[i].pid == pid;
+        }
+        if (duplicate) {
+            continue;
+        }
+        proc_read_facts(pid, &f);
+        f.holds_listener = f.found && proc_holds_socket(pid, inodes,
+                                                        num_inodes);
+        v = takeover_judge_unrecorded(&f, me, worker_user, began);
+        if (v != TAKE_OVER) {
+            note_refusal(s, slot, pid, v);
+            continue;
+        }
+        found[n].pid = pid;
+        found[n].start_ticks = f.start_ticks;
+        found[n].slot = slot;
+        n++;
+    }
+    return n;
+}
+
+void takeover_prepare(apr_pool_t *pconf, server_rec *s,
+                      bucketed_retained *retained)
+{
+    ap_unixd_mpm_retained_data *mpm = retained->mpm;
+    const takeover_record *record =
+        parent_record_find(mpm->my_generation);
+    int server_limit = retained->first_server_limit;
+    int *fds = parent_descriptors(pconf, s);
+
+    retained->takeover_candidates = apr_pcalloc(
+        pconf, sizeof(struct takeover_candidate) * server_limit);
+    retained->num_takeover_candidates = 0;
+    retained->takeover_recorded = record != NULL;
+    if (fds == NULL) {
+        return;
+    }
+    /* Children first: without a record, a worker is known by the
+     * listening sockets it holds, the old duplicates among them. */
+    if (record != NULL) {
+        retained->num_takeover_candidates = find_recorded(
+            s, record, server_limit, retained->takeover_candidates);
+    }
+    else if (ap_scoreboard_image != NULL) {
+        retained->num_takeover_candidates = find_in_scoreboard(
+            s, pconf, fds, server_limit, retained->takeover_candidates);
+    }
+    close_sockets(s, fds, record, retained->takeover);
+}
+
 void takeover_adopt_children(parent_context *pc)
 {
     bucketed_retained *retained = pc->retained;
-    pid_t me = getpid();
-    int slot, adopted = 0;
+    int i, adopted = 0;
 
-    for (slot = 0; slot < retained->first_server_limit; slot++) {
-        pid_t pid = ap_scoreboard_image->parent[slot].pid;
-        child_slot *cs = &retained->slots[slot];
+    for (i = 0; i < retained->num_takeover_candidates; i++) {
+        const struct takeover_candidate *tc =
+            &retained->takeover_candidates[i];
+        child_slot *cs = &retained->slots[tc->slot];
 
-        if (pid <= 0 || parent_of(pid) != me
-            || already_recorded(retained, pid)) {
+        if (cs->pid != 0) {
             continue;
         }
-        cs->pid = pid;
-        cs->bucket = bucket_of_slot(slot, pc->num_buckets);
+        cs->pid = tc->pid;
+        cs->taken_over_start = tc->start_ticks;
+        cs->bucket = bucket_of_slot(tc->slot, pc->num_buckets);
         cs->generation = pc->generation - 1;
         cs->exit_requested = 0;
         cs->replace_into = NO_REPLACEMENT;
-        parent_note_slot_used(retained, slot);
-        adopted++;
+        /* Checked again now that the configuration is read. */
+        if (adopted_slot_still_ours(pc, tc->slot)) {
+            parent_note_slot_used(retained, tc->slot);
+            adopted++;
+        }
     }
     ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, pc->s, BKLOGNO(00143)
                  "bucketed: took %d child(ren) of the previous build into "
-                 "the slot table as an old generation: each is asked to "
-                 "leave gracefully and replaced in its slot", adopted);
+                 "the slot table as an old generation (%s): each is asked "
+                 "to leave gracefully and replaced in its slot", adopted,
+                 retained->takeover_recorded
+                 ? "from the record it left of its children"
+                 : "it left no record: from the scoreboard, each the "
+                   "parent's child, running as User, started before the "
+                   "restart and holding a listening socket");
     retained->takeover = NULL;
 }

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sys_proc: what the kernel says of a process and of a descriptor
+ * (/proc, fstat), for the take-over's checks (policy_takeover.h).
+ */
+#ifndef SYS_PROC_H
+#define SYS_PROC_H
+
+#include "apr.h"
+#include "apr_errno.h"
+
+#include "policy_takeover.h"
+
+/* Fills f (all but holds_listener); f->found is 0 when the process is
+ * gone (APR_SUCCESS all the same). */
+apr_status_t proc_read_facts(pid_t pid, process_facts *f);
+/* Whether pid holds a socket of one of the n inodes. */
+int proc_holds_socket(pid_t pid, const apr_uint64_t *inodes, int n);
+/* Now, in the clock ticks of a process's start time (CLOCK_BOOTTIME). */
+apr_status_t proc_ticks_now(apr_uint64_t *ticks);
+/* The inode of the socket fd is, or 0 when it is none. */
+apr_uint64_t proc_socket_inode(int fd);
+
+#endif /* SYS_PROC_H */
