@@ -148,7 +148,7 @@ struct takeover_candidate;
  * policy_upgrade.h). Settable at build time only to build a second layout
  * for the tests. */
 #ifndef BUCKETED_RETAINED_LAYOUT
-#define BUCKETED_RETAINED_LAYOUT 6
+#define BUCKETED_RETAINED_LAYOUT 5
 #endif
 
 /* Survives the DSO unload/reload of every restart. */
