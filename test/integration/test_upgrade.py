@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from bucketbench.activation import Holder, listen_socket
 from httpd_fixture import (APACHE_MODULES, BUILD, CGI_BODY, CHILD_MODELS,
-                           MPM_SO, TOP, Load, alive, children_of, free_ports,
-                           http_get, listening_inodes, need_build,
-                           wait_until)
+                           LOOPBACK, MPM_SO, TOP, Load, alive, children_of,
+                           free_ports, http_get, listening_inodes,
+                           need_build, wait_until)
 
 MPM_DIR = TOP / "server" / "mpm" / "bucketed"
 TAKEOVER_SO = BUILD / "test" / "modules" / "mod_test_takeover.so"
@@ -230,3 +231,37 @@ def test_takeover_trusts_no_pid_a_child_writes(make_httpd, child_model,
     finally:
         foreign.kill()
         foreign.wait()
+
+
+def test_takeover_leaves_the_kept_passed_socket(make_httpd, other_layout_build):
+    """With systemd holding the socket, the parent keeps its own copy of
+    it for a reload that brings its Listen back. A take-over from a build
+    that left no record closes reuseport listeners on Listen addresses
+    (where the old build's duplicates were), but never that copy: the next
+    generation finds it open (no BK00230, 'closed by something else')."""
+    need_build(TAKEOVER_SO)
+    port = free_ports(1)[0]
+    held = listen_socket(LOOPBACK, port)
+    holder = Holder([held], names=["web"])
+    try:
+        server = make_httpd(ports=[port], directives=(
+            f"BucketCount {BUCKETS}\n"
+            f"LoadModule test_takeover_module {TAKEOVER_SO}\n"
+            "TestTakeoverForgetRecord on\n"))
+        loaded = server.root / "mod_mpm_bucketed.so"
+        shutil.copyfile(MPM_SO, loaded)
+        server.conf.write_text(server.conf.read_text().replace(
+            str(MPM_SO), str(loaded)))
+        server.start(holder=holder)
+        generation = server.status()["generation"]
+        install(other_layout_build, loaded)
+        graceful_restart(server, generation + 1)
+        log = server.error_log()
+        assert "it kept no record" in log, log[-3000:]
+        # An ordinary graceful restart: the kept copy is checked again.
+        graceful_restart(server, generation + 2)
+        log = server.error_log()
+        assert "BK00230" not in log, log[-3000:]
+        assert http_get(port)[0] == 200
+    finally:
+        holder.close()

@@ -110,14 +110,17 @@ static void test_sockets_closed(void **state)
         socket_facts f;
         int closes;
     } cases[] = {
-        { "recorded duplicate", { 1, 0, 1, 1, 1 }, 1 },
-        { "recorded, but another socket now", { 1, 0, 1, 0, 1 }, 0 },
-        { "a third-party module's, on another port", { 1, 0, 1, 0, 0 }, 0 },
-        { "no record: on a Listen address", { 1, 0, 0, 0, 1 }, 1 },
-        { "no record: on another address", { 1, 0, 0, 0, 0 }, 0 },
-        { "core's", { 1, 1, 1, 1, 1 }, 0 },
-        { "core's, no record", { 1, 1, 0, 0, 1 }, 0 },
-        { "not a reuseport listener", { 0, 0, 1, 1, 1 }, 0 },
+        { "recorded duplicate", { 1, 0, 1, 1, 1, 0 }, 1 },
+        { "recorded, but another socket now", { 1, 0, 1, 0, 1, 0 }, 0 },
+        { "a third-party module's, on another port", { 1, 0, 1, 0, 0, 0 },
+          0 },
+        { "no record: on a Listen address", { 1, 0, 0, 0, 1, 0 }, 1 },
+        { "no record: on another address", { 1, 0, 0, 0, 0, 0 }, 0 },
+        { "core's", { 1, 1, 1, 1, 1, 0 }, 0 },
+        { "core's, no record", { 1, 1, 0, 0, 1, 0 }, 0 },
+        { "not a reuseport listener", { 0, 0, 1, 1, 1, 0 }, 0 },
+        { "no record: a kept passed socket on a Listen address",
+          { 1, 0, 0, 0, 1, 1 }, 0 },
     };
     size_t i;
 

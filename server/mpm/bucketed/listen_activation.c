@@ -515,6 +515,19 @@ int listen_activation_serves(const apr_sockaddr_t *sa)
     return 0;
 }
 
+int listen_activation_keeps(int fd)
+{
+    activation_record *rec = activation_get();
+    int i;
+
+    for (i = 0; rec != NULL && i < rec->count; i++) {
+        if (rec->fds[i].fd == fd && is_passed_socket(fd, &rec->fds[i])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int listen_activation_close_kept(server_rec *s)
 {
     activation_record *rec = activation_get();

@@ -38,6 +38,10 @@ int listen_activation_serves(const apr_sockaddr_t *sa);
  * outlives the stop. */
 int listen_activation_held(void);
 
+/* Whether descriptor fd is the parent's kept copy of a passed socket (the
+ * same socket, not a reused number). */
+int listen_activation_keeps(int fd);
+
 /* In a process forked from the parent (a child, mod_cgid's daemon), which
  * must not keep the sockets past the parent: closes the kept copies;
  * returns how many. */

@@ -172,6 +172,7 @@ static void close_sockets(server_rec *s, const int *fds,
         f.recorded = record != NULL;
         f.in_record = record != NULL && in_record(record, fds[i]);
         f.on_listen_address = record == NULL && on_listen_address(fds[i]);
+        f.kept_passed = listen_activation_keeps(fds[i]);
         if (!takeover_closes_socket(&f)) {
             continue;
         }

@@ -67,7 +67,7 @@ const char *takeover_verdict_name(takeover_verdict_e v)
 
 int takeover_closes_socket(const socket_facts *f)
 {
-    if (!f->reuseport_listener || f->core_owned) {
+    if (!f->reuseport_listener || f->core_owned || f->kept_passed) {
         return 0;
     }
     return f->recorded ? f->in_record : f->on_listen_address;

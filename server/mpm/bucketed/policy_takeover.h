@@ -66,12 +66,15 @@ typedef struct {
     int in_record;              /* recorded: this descriptor is one of
                                  * them, the same socket (inode) */
     int on_listen_address;      /* bound to an address a Listen names */
+    int kept_passed;            /* the parent's kept copy of a socket a
+                                 * service manager passed in */
 } socket_facts;
 
 /* Whether the take-over closes the descriptor: with a record, only a
  * socket the old build opened; without, only a reuseport listener on an
  * address this configuration listens on (where the old build's
- * duplicates were), never core's. */
+ * duplicates were), never core's nor a passed socket the parent keeps
+ * (the service manager holds it; a reload may bring its Listen back). */
 int takeover_closes_socket(const socket_facts *f);
 
 #endif /* POLICY_TAKEOVER_H */
