@@ -346,10 +346,11 @@ def _validate(args):
             args.concurrency = list(RESTART_CONCURRENCY)
         if not args.levels_given:
             args.levels = [NATIVE]
-    if not args.runs_given and not args.quick:
+    if not args.runs_given:
         if all(WORKLOADS[name].soak for name in args.workloads):
             args.runs = SOAK_RUNS
-        elif all(WORKLOADS[name].counted for name in args.workloads):
+        elif all(WORKLOADS[name].counted for name in args.workloads) \
+                and not args.quick:
             args.runs = RESTART_RUNS
     if any(WORKLOADS[name].restart for name in args.workloads):
         _validate_restart(args)
