@@ -108,7 +108,8 @@ class KeepAliveClients(ClientThreads):
     in `retries` too), a POST never is (RFC 9110 9.2.2; counted in
     `posts_lost`; every POST sent in `posts`). Responses that closed the
     connection ("Connection: close", as a stopping server says) are counted
-    in `told_to_close`."""
+    in `told_to_close`. Every failure is also in `failures`: (monotonic
+    time the request was begun, the time it failed, "GET" or "POST")."""
 
     def __init__(self, ports, get, threads=4, seconds=90, minimum=0,
                  pause=0.0, post=None):
@@ -122,6 +123,7 @@ class KeepAliveClients(ClientThreads):
         self.retries = 0
         self.posts = 0
         self.posts_lost = 0
+        self.failures = []
         self._lock = threading.Lock()
 
     def counts(self):
@@ -179,6 +181,7 @@ class KeepAliveClients(ClientThreads):
                 reused = False
             if not retry:
                 post = self.post is not None and rng.random() < 0.5
+            begun = time.monotonic()
             try:
                 error = self._request(conn, post)
             except (OSError, http.client.HTTPException) as e:
@@ -186,6 +189,9 @@ class KeepAliveClients(ClientThreads):
                 conn = None
                 error = repr(e)
             if error is not None:
+                with self._lock:
+                    self.failures.append((begun, time.monotonic(),
+                                          "POST" if post else "GET"))
                 error = (f"{wall_clock()} port {port}: "
                          f"{'POST' if post else 'GET'} on a "
                          f"{'reused' if reused else 'new'} connection: "

@@ -45,8 +45,8 @@ import time
 from dataclasses import replace
 
 from . import activation, clients, configs, load, markdown, procfs, stats
-from .catalog import (RESTART_GRACEFUL, RESTART_HELD, RESTART_OWN,
-                      RESTART_SOAK, RESTART_SWAP, RESTART_VARIANTS,
+from .catalog import (RESTART_GRACEFUL, RESTART_HELD, RESTART_SOAK,
+                      RESTART_SWAP, RESTART_VARIANTS,
                       SOAK_MAX_CONNECTIONS_PER_CHILD, STOCK_GRACEFUL,
                       WORKLOADS)
 from .environment import BUCKETED_MODULES
@@ -86,8 +86,8 @@ POST_NAME = "post.lua"
 POST_BYTES = 256
 POST_BODY = bytes(range(256)) * (POST_BYTES // 256)
 POST_ANSWER = f"{POST_BYTES}\n".encode()
-POST_HANDLER = """-- Written by bucketbench (bench/bucketbench/restart.py): reads the
--- request body and answers its length.
+POST_HANDLER = """-- Written by bucketbench (bench/bucketbench/restart.py):
+-- reads the request body and answers its length.
 function handle(r)
     local body = r:requestbody()
     r.content_type = "text/plain"
@@ -490,6 +490,11 @@ class CountedClients:
                 total[key] = total.get(key, 0 if key != "first_errors"
                                        else []) + value
         return total
+
+    def failures(self):
+        """Every failure of them all (clients.KeepAliveClients.failures),
+        in time order."""
+        return sorted(f for one in self.loads for f in one.failures)
 
     def stop(self):
         """Stops them: their counts()."""

@@ -20,9 +20,9 @@ previous one: a graceful restart ends when the old generation has gone,
 so a soak runs behind its schedule when they take longer.
 
 What it reports: failed requests of each kind (the keep-alive clients'
-also by the event they followed: a killed child takes its connections'
-requests in flight with it, a restart should take none), what each event
-did, and
+also by the event that caused them, attribute_losses: a killed child
+takes its requests in flight with it, a restart should take none), what
+each event did, and
 the server's resources at the start (after the warm-up, before the load)
 and at the end (the load stopped, the extra Listen gone, the process
 count back or SETTLE_S passed): the parent's descriptors, RSS, BPF maps
@@ -53,6 +53,7 @@ SETTLE_POLL_S = 0.1
 # The keep-alive clients' losses attributed to events (and to "start":
 # before the first one).
 LOSS_KEYS = ("gets_failed", "posts_lost")
+LOSS_KEY_OF = {"GET": "gets_failed", "POST": "posts_lost"}
 START = "start"
 
 GRACEFUL = "graceful"
@@ -95,6 +96,30 @@ def plan_events(soak_s):
                 adding = not adding
         planned.append((at, kind))
     return planned
+
+
+def attribute_losses(log, failures):
+    """{event kind or START: {gets_failed, posts_lost}} of the keep-alive
+    clients' failures ((begun, failed, "GET" or "POST")) over the events
+    of log ((began, ended, kind), in order): a failure is a kill's when
+    its request was under way while a kill was (from the signal until the
+    child was seen gone: the child took it with it), else the last other
+    event's that began before it failed (START: none)."""
+    losses = {kind: dict.fromkeys(LOSS_KEYS, 0)
+              for kind in (START,) + EVENT_KINDS}
+    for begun, failed, method in failures:
+        if any(kind == KILL and begun <= ended and began <= failed
+               for began, ended, kind in log):
+            cause = KILL
+        else:
+            cause = START
+            for began, _, kind in log:
+                if began > failed:
+                    break
+                if kind != KILL:
+                    cause = kind
+        losses[cause][LOSS_KEY_OF[method]] += 1
+    return losses
 
 
 # ---------------------------------------------------------------- resources
@@ -172,18 +197,8 @@ class _Soak:
         self.stop_ms = {GRACEFUL: [], FULL: []}
         self.lingering = 0
         self.forced_stops = 0
-        self.losses = {kind: dict.fromkeys(LOSS_KEYS, 0)
-                       for kind in (START,) + EVENT_KINDS}
-        self.last = (START, dict.fromkeys(LOSS_KEYS, 0))
-
-    def attribute(self, counts, next_kind):
-        """The keep-alive clients' losses since the last call (counts:
-        CountedClients.counts()) go to the event they followed; next_kind
-        is the event about to run."""
-        kind, before = self.last
-        for key in LOSS_KEYS:
-            self.losses[kind][key] += counts[key] - before[key]
-        self.last = (next_kind, {key: counts[key] for key in LOSS_KEYS})
+        # (monotonic times it began and ended, kind) of every event run.
+        self.log = []
 
     def _graceful(self):
         outcome = self.server.graceful_restart(self.stop_timeout_s)
@@ -209,6 +224,7 @@ class _Soak:
 
     def run_event(self, kind):
         server = self.server
+        began = time.monotonic()
         if kind == GRACEFUL:
             self._graceful()
         elif kind == LISTEN_ADD:
@@ -230,11 +246,12 @@ class _Soak:
             if pid is None:
                 self.kills_missed += 1
                 return
-            # Gone, its sockets closed: its losses are this event's.
+            # Until it is gone, its sockets closed (attribute_losses).
             deadline = time.monotonic() + restart.STOP_TIMEOUT_S
             while procfs.alive(pid) and time.monotonic() < deadline:
                 time.sleep(SETTLE_POLL_S)
         self.done[kind] += 1
+        self.log.append((began, time.monotonic(), kind))
 
     def settle(self, processes):
         """Waits (SETTLE_S at most) for the process count to be back at
@@ -281,7 +298,6 @@ def measure(server, wrk_command, soak_s, log_dir,
             wait = began + at - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
-            soak.attribute(counted.counts(), kind)
             try:
                 soak.run_event(kind)
             except (ServerError, OSError) as error:
@@ -290,12 +306,10 @@ def measure(server, wrk_command, soak_s, log_dir,
         if failure is None:
             time.sleep(max(0.0, began + soak_s - time.monotonic()))
             if server.extra_port:
-                soak.attribute(counted.counts(), LISTEN_REMOVE)
                 soak.run_event(LISTEN_REMOVE)
     finally:
         keepalive = counted.stop()
         result, client_cpu_s = wrk.finish()
-    soak.attribute(keepalive, START)
     if failure:
         raise SoakError(failure)
     seconds = time.monotonic() - began
@@ -317,7 +331,9 @@ def measure(server, wrk_command, soak_s, log_dir,
             "listen_probe_failures": soak.listen_probe_failures,
             "failed_requests": restart.failed_requests(result),
             "keepalive": keepalive,
-            "losses_after": soak.losses,
+            "losses_after": attribute_losses(soak.log, counted.failures()),
+            "events": [(round(at - began, 3), round(end - began, 3), kind)
+                       for at, end, kind in soak.log],
             "settled": settled,
             "at_start": at_start, "at_end": at_end}})
     return result

@@ -34,7 +34,7 @@ import pytest
 # bench/ on the import path). The test files import them from here.
 from bucketbench.bucket_status import parse_status
 from bucketbench.clients import (  # noqa: F401 (re-exported)
-    ClientThreads, LoadResult, wall_clock)
+    ClientThreads, wall_clock)
 from bucketbench.net import (  # noqa: F401 (re-exported)
     HTTP_TIMEOUT, LOOPBACK, Timeout, connection_refused, free_ports, http_get,
     wait_until)
