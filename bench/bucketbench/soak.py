@@ -246,9 +246,12 @@ class _Soak:
             if pid is None:
                 self.kills_missed += 1
                 return
-            # Until it is gone, its sockets closed (attribute_losses).
+            # Until its parent has reaped it: every thread gone, so its
+            # sockets closed (attribute_losses). A threaded child shows as
+            # a zombie as soon as its first thread has exited.
             deadline = time.monotonic() + restart.STOP_TIMEOUT_S
-            while procfs.alive(pid) and time.monotonic() < deadline:
+            while os.path.exists(f"/proc/{pid}") \
+                    and time.monotonic() < deadline:
                 time.sleep(SETTLE_POLL_S)
         self.done[kind] += 1
         self.log.append((began, time.monotonic(), kind))
