@@ -79,12 +79,23 @@ FAULT_TITLES.update({
 RESTART_OWN = "unheld"
 RESTART_HELD = "held"
 RESTART_SWAP = "swap"
+# Issue 39: the graceful restart (httpd's SIGUSR1, nginx's reload by
+# SIGHUP), and the soak (soak.py), which holds its sockets as RESTART_HELD
+# does.
+RESTART_GRACEFUL = "graceful"
+RESTART_SOAK = "soak"
 RESTART_VARIANTS = {
     RESTART_OWN: "stop + start binding its own sockets (control)",
     RESTART_HELD: "sockets held (systemd-style), stop + start",
     RESTART_SWAP: "sockets held, module file replaced by another build "
                   "between stop and start",
+    RESTART_GRACEFUL: "graceful restarts (SIGUSR1), BucketCount changed at "
+                      "every other one",
+    RESTART_SOAK: "the soak, sockets held",
 }
+# What a stock server's graceful restart is (RESTART_GRACEFUL), by kind.
+STOCK_GRACEFUL = {"httpd": "graceful restart (SIGUSR1)",
+                  "nginx": "reload (SIGHUP)"}
 
 # The skewed workloads fix wrk's threads at 10, so that each thread (and its
 # share of the connections) is 10 % of the load: 90/10 is then 9 threads on
@@ -119,6 +130,14 @@ class Workload:
     # connections, not --concurrency).
     users: str = ""
     users_concurrency: int = 0
+    # How the stock servers of a restart workload restart (RESTART_OWN or
+    # RESTART_GRACEFUL).
+    stock_restart: str = RESTART_OWN
+    # Issue 39: beside wrk's Connection: close load, keep-alive clients
+    # that count every GET and POST they lose (clients.KeepAliveClients).
+    counted: bool = False
+    # The soak (soak.py; a restart workload of variant RESTART_SOAK).
+    soak: bool = False
 
     @property
     def restart(self):
@@ -180,6 +199,25 @@ WORKLOADS = {workload.name: workload for workload in (
     Workload("restart-keepalive", "full restarts (graceful-stop + start) "
              "under a keep-alive load", listen_count=1, keep_alive=True,
              restart_variants=(RESTART_HELD,)),
+    # Issue 39: what every kind of client loses, bucketed's full restarts
+    # and graceful restarts beside stock event's graceful restart and
+    # nginx's reload.
+    Workload("restart-full", "full restarts with held sockets (graceful-"
+             "stop + start) under a Connection: close load and keep-alive "
+             "GETs and POSTs; stock event and nginx restart gracefully",
+             listen_count=1, keep_alive=False,
+             restart_variants=(RESTART_HELD,),
+             stock_restart=RESTART_GRACEFUL, counted=True),
+    Workload("restart-graceful", "graceful restarts (bucketed: BucketCount "
+             "changed at every other one) under a Connection: close load "
+             "and keep-alive GETs and POSTs", listen_count=1,
+             keep_alive=False, restart_variants=(RESTART_GRACEFUL,),
+             stock_restart=RESTART_GRACEFUL, counted=True),
+    Workload("soak", "the soak: Connection: close and keep-alive load, "
+             "graceful restarts, full restarts on held sockets, Listen "
+             "added and removed, MaxConnectionsPerChild churn, children "
+             "killed", listen_count=1, keep_alive=False,
+             restart_variants=(RESTART_SOAK,), counted=True, soak=True),
 )}
 
 # Issue 26's workloads users serve (users.py): (name, title, keep-alive,
@@ -221,7 +259,8 @@ WORKLOAD_GROUPS = {
     "skew": ("skew-all-static", "skew-90-static", "skew-even-static",
              "skew-all-slow", "skew-90-slow", "skew-even-slow"),
     "faults": tuple(f"fault-{kind}" for kind in FAULT_KINDS),
-    "restart": ("restart-close", "restart-keepalive"),
+    "restart": ("restart-full", "restart-graceful"),
+    "restart-wrk": ("restart-close", "restart-keepalive"),
     "near-limit": LIMIT_KINDS,
     "users": tuple(name for name, *_ in USERS_WORKLOADS),
 }
@@ -246,6 +285,9 @@ class ServerSpec:
     # How it restarts in a restart workload (RESTART_*; set by
     # restart.expand), "" elsewhere.
     restart: str = ""
+    # Its restart workload's counting keep-alive clients run beside wrk
+    # (Workload.counted; set by restart.expand).
+    counted: bool = False
 
     @property
     def one_connection_per_process(self):
@@ -380,6 +422,23 @@ RESTART_NOT_SUPPORTED = (
     "both child models (" + ", ".join(RESTART_SERVERS) + ") only")
 
 
+# Issue 39's restart workloads: bucketed in both child models beside the
+# anchors that restart gracefully, stock event and nginx; the soak runs
+# bucketed only.
+COUNTED_RESTART_SERVERS = ("event", "bucketed-reuseport", "bucketed-event",
+                           "nginx")
+COUNTED_RESTART_NOT_SUPPORTED = (
+    "the restart workloads with counting clients run bucketed in both "
+    "child models beside stock event and nginx ("
+    + ", ".join(COUNTED_RESTART_SERVERS) + ") only")
+SOAK_SERVERS = ("bucketed-reuseport", "bucketed-event")
+# The soak's children each serve this many connections, then exit (the
+# churn).
+SOAK_MAX_CONNECTIONS_PER_CHILD = 500
+SOAK_NOT_SUPPORTED = ("the soak runs bucketed in both child models ("
+                      + ", ".join(SOAK_SERVERS) + ") only")
+
+
 # The servers of the workloads users serve: the stock anchors, bucketed
 # in both child models, and nginx.
 USERS_SERVERS = FAULT_SERVERS + ("nginx",)
@@ -394,6 +453,11 @@ def unsupported_reason(spec, workload):
         return USERS_NOT_SUPPORTED
     if workload.fault and spec.name not in FAULT_SERVERS:
         return FAULT_NOT_SUPPORTED
+    if workload.soak:
+        return None if spec.name in SOAK_SERVERS else SOAK_NOT_SUPPORTED
+    if workload.counted:
+        return None if spec.name in COUNTED_RESTART_SERVERS \
+            else COUNTED_RESTART_NOT_SUPPORTED
     if workload.restart and spec.name not in RESTART_SERVERS:
         return RESTART_NOT_SUPPORTED
     reason = handler_skip_reason(spec, workload.handler)

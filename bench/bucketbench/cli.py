@@ -17,7 +17,7 @@ import tempfile
 import time
 
 from . import (cores, environment, faults, idle, limit, load, memory, netns,
-               overhead, placement, report, restart, users)
+               overhead, placement, report, restart, soak, users)
 from .catalog import (DEFAULT_WORKLOADS, IDLE_NOT_SUPPORTED, KERNEL_LEVELS,
                       LIMIT_KINDS, NATIVE, NO_REUSEPORT, PHP, SERVERS,
                       USES_SLOW_HANDLER, WORKLOAD_GROUPS, WORKLOADS, handler_skip_reason,
@@ -48,6 +48,12 @@ RESTART_DOCS_BEGIN = \
     "<!-- bench/run --publish restart: generated tables begin -->"
 RESTART_DOCS_END = \
     "<!-- bench/run --publish restart: generated tables end -->"
+COUNTED_DOCS_BEGIN = \
+    "<!-- bench/run --publish restart-counted: generated tables begin -->"
+COUNTED_DOCS_END = \
+    "<!-- bench/run --publish restart-counted: generated tables end -->"
+SOAK_DOCS_BEGIN = "<!-- bench/run --publish soak: generated tables begin -->"
+SOAK_DOCS_END = "<!-- bench/run --publish soak: generated tables end -->"
 USERS_DOCS_BEGIN = \
     "<!-- bench/run --publish users: generated tables begin -->"
 USERS_DOCS_END = "<!-- bench/run --publish users: generated tables end -->"
@@ -69,6 +75,11 @@ FAULTS_CONCURRENCY = [50]
 # The restart workloads' connections when --concurrency is not given and
 # only they run (issue 24's c=200).
 RESTART_CONCURRENCY = [restart.DEFAULT_CONCURRENCY]
+# Issue 39's restart workloads: 3 interleaved rounds of 20 restarts
+# (--quick: QUICK's rounds of QUICK_RESTARTS); the soak: one round.
+RESTART_RUNS = 3
+QUICK_RESTARTS = 4
+SOAK_RUNS = 1
 MEMORY_DEFAULTS = {"restarts": 100, "requests": 200, "slots": 64}
 MEMORY_MAX_SLOTS = 4096
 MEMORY_MAX_RESTARTS = 10000
@@ -246,9 +257,13 @@ def parse_args(argv):
                         help="where scripts/build.sh left mod_test_fault.so "
                              "and emfile_shim.so (default: %(default)s)")
     parser.add_argument("--restarts", type=int,
-                        default=restart.DEFAULT_RESTARTS,
-                        help="full restarts per run of the restart "
-                             "workloads (default %(default)s)")
+                        help=f"restarts per run of the restart workloads "
+                             f"(default {restart.DEFAULT_RESTARTS}; "
+                             f"--quick {QUICK_RESTARTS})")
+    parser.add_argument("--soak-seconds", type=int,
+                        help=f"length of the soak (default "
+                             f"{soak.DEFAULT_SOAK_S}; --quick "
+                             f"{soak.QUICK_SOAK_S})")
     parser.add_argument("--restart-interval", type=float,
                         default=restart.DEFAULT_INTERVAL_S,
                         help="seconds a restart workload's server serves "
@@ -324,6 +339,13 @@ def parse_args(argv):
     parser.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
     args = parser.parse_args(argv)
     preset = QUICK if args.quick else DEFAULTS
+    args.runs_given = args.runs is not None
+    if args.restarts is None:
+        args.restarts = QUICK_RESTARTS if args.quick \
+            else restart.DEFAULT_RESTARTS
+    if args.soak_seconds is None:
+        args.soak_seconds = soak.QUICK_SOAK_S if args.quick \
+            else soak.DEFAULT_SOAK_S
     for key in ("runs", "duration", "warmup", "slots", "slow_slots",
                 "fault_seconds"):
         if getattr(args, key) is None:
@@ -354,6 +376,12 @@ def _validate(args):
             args.concurrency = list(RESTART_CONCURRENCY)
         if not args.levels_given:
             args.levels = [NATIVE]
+    if not args.runs_given:
+        if all(WORKLOADS[name].soak for name in args.workloads):
+            args.runs = SOAK_RUNS
+        elif all(WORKLOADS[name].counted for name in args.workloads) \
+                and not args.quick:
+            args.runs = RESTART_RUNS
     if any(WORKLOADS[name].restart for name in args.workloads):
         _validate_restart(args)
     if all(WORKLOADS[name].users for name in args.workloads) \
@@ -458,6 +486,9 @@ def _validate_restart(args):
         raise UsageError(f"--restarts must be at least 1 and "
                          f"--restart-interval at least 0, got "
                          f"{args.restarts} and {args.restart_interval}")
+    if args.soak_seconds < 1:
+        raise UsageError(f"--soak-seconds must be at least 1, got "
+                         f"{args.soak_seconds}")
     if args.swap_build:
         module = os.path.join(args.swap_build, "mod_mpm_bucketed.so")
         if not os.path.exists(module):
@@ -689,6 +720,10 @@ def publish(out_dir):
          limit.section, "Near MaxRequestWorkers side by side"),
         (lambda w: w.fault, FAULTS_DOCS_BEGIN, FAULTS_DOCS_END,
          faults.section, "Faults side by side"),
+        (lambda w: w.soak, SOAK_DOCS_BEGIN, SOAK_DOCS_END,
+         restart.section, "The soak"),
+        (lambda w: w.counted, COUNTED_DOCS_BEGIN, COUNTED_DOCS_END,
+         restart.section, "Restarts that every client counts"),
         (lambda w: w.restart, RESTART_DOCS_BEGIN, RESTART_DOCS_END,
          restart.section, "Full restarts side by side"))
     for belongs, begin, end, section, title in sections:
@@ -801,7 +836,8 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir,
                 restarts=args.restarts,
                 restart_interval_s=args.restart_interval,
                 swap_dir=args.swap_build,
-                restart_stop_timeout_s=args.restart_stop_timeout)
+                restart_stop_timeout_s=args.restart_stop_timeout,
+                soak_s=args.soak_seconds)
     runs_bucketed = any(spec.mpm == "bucketed"
                         for specs in by_level.values() for spec in specs)
     meta = {"started_at": time.strftime("%Y-%m-%d %H:%M:%S %z"),
@@ -819,6 +855,7 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir,
                 "restarts": args.restarts,
                 "restart_interval_s": args.restart_interval,
                 "restart_stop_timeout_s": args.restart_stop_timeout,
+                "soak_s": args.soak_seconds,
                 "swap_build": args.swap_build,
                 "swap_module": restart.module_facts(args.swap_build)
                 if args.swap_build and any(WORKLOADS[name].restart

@@ -18,6 +18,18 @@ How a server restarts is its variant (catalog.RESTART_VARIANTS):
 - swap: held, and the module file the configuration loads is replaced
   between stop and start, in turn by a second build (--swap-build) and by
   the first, by rename as dpkg installs a file.
+- graceful (issue 39): no stop; a graceful restart (httpd's SIGUSR1,
+  nginx's reload by SIGHUP), bucketed's BucketCount changed at every
+  other one. Its "stop" lasts until the old generation's children are
+  gone, its "start" until a new child is there and the server answers.
+  The stock servers of restart-full and restart-graceful restart this
+  way: they are the anchors.
+- soak: held, run by soak.py.
+
+Issue 39's workloads (Workload.counted) run, beside wrk's Connection:
+close load, keep-alive clients that count every GET and POST they lose
+(clients.KeepAliveClients): a GET lost on a reused connection is retried
+and counted, a POST is never retried.
 
 Everything runs on loopback, bounded in time; processes are signalled by
 pid only. Pure summary and report code at the end."""
@@ -25,21 +37,25 @@ pid only. Pure summary and report code at the end."""
 import hashlib
 import http.client
 import os
+import re
 import shutil
 import signal
 import subprocess
 import time
 from dataclasses import replace
 
-from . import (activation, configs, load, markdown, placement, procfs,
-               stats)
-from .catalog import (RESTART_HELD, RESTART_OWN, RESTART_SWAP,
-                      RESTART_VARIANTS, WORKLOADS)
+from . import (activation, clients, configs, load, markdown, placement,
+               procfs, stats)
+from .catalog import (RESTART_GRACEFUL, RESTART_HELD, RESTART_SOAK,
+                      RESTART_SWAP, RESTART_VARIANTS,
+                      SOAK_MAX_CONNECTIONS_PER_CHILD, STOCK_GRACEFUL,
+                      WORKLOADS)
 from .environment import BUCKETED_MODULES
-from .net import http_get
+from .net import LOOPBACK, http_get
 from .server import HTTP_TIMEOUT_S, Server, ServerError
 
-DEFAULT_RESTARTS = 8
+# Issue 39's acceptance: 20 restarts per run.
+DEFAULT_RESTARTS = 20
 DEFAULT_INTERVAL_S = 1.5
 DEFAULT_CONCURRENCY = 200
 # systemd's socket unit of the acceptance: ReusePort=yes, Backlog=4096.
@@ -58,37 +74,72 @@ READY_POLL_S = 0.01
 # wrk's own -d: a bound for a run whose every restart took the longest
 # allowed; the harness interrupts it long before.
 WRK_WAIT_S = 15
+# The counting keep-alive clients (Workload.counted): PAUSING_CLIENTS
+# pause 0-PAUSE_S s between requests (under the servers' KeepAliveTimeout,
+# configs.KEEPALIVE_TIMEOUT_S), BACK_TO_BACK_CLIENTS do not; half of each
+# one's requests (at random) POST POST_BYTES bytes to a handler that reads
+# them and answers how many it read (nginx: reads and discards them, and
+# answers the Content-Length).
+PAUSING_CLIENTS = 40
+BACK_TO_BACK_CLIENTS = 10
+PAUSE_S = 4.0
+POST_NAME = "post.lua"
+POST_BYTES = 256
+POST_BODY = bytes(range(256)) * (POST_BYTES // 256)
+POST_ANSWER = f"{POST_BYTES}\n".encode()
+POST_HANDLER = """-- Written by bucketbench (bench/bucketbench/restart.py):
+-- reads the request body and answers its length.
+function handle(r)
+    local body = r:requestbody()
+    r.content_type = "text/plain"
+    r:puts(tostring(#body) .. "\\n")
+    return apache2.OK
+end
+"""
+NGINX_POST_LOCATION = (f"        location = /{POST_NAME} {{\n"
+                       f"            return 200 \"$content_length\\n\";\n"
+                       f"        }}\n")
+# bucketed's BucketCount at every other graceful restart (its spec's is
+# auto: 2 on two CPUs).
+CHANGED_BUCKET_COUNT = 1
 
 
 class RestartError(ServerError):
     """A restart failed: the server did not stop or start in time."""
 
 
-def variant_spec(spec, variant):
+def variant_spec(spec, variant, counted=False):
     """The ServerSpec of spec restarted the variant's way: the stock
     servers keep their names (the ratio baselines); bucketed's get the
-    variant in name and label."""
+    variant in name and label; the soak's, its MaxConnectionsPerChild.
+    counted: with the counting keep-alive clients."""
     if spec.mpm != "bucketed":
-        return replace(spec, label=f"{spec.label}, stop + start",
-                       restart=variant)
+        how = STOCK_GRACEFUL[spec.kind] if variant == RESTART_GRACEFUL \
+            else "stop + start"
+        return replace(spec, label=f"{spec.label}, {how}", restart=variant,
+                       counted=counted)
+    directives = spec.directives + (
+        (f"MaxConnectionsPerChild {SOAK_MAX_CONNECTIONS_PER_CHILD}",)
+        if variant == RESTART_SOAK else ())
     return replace(spec, name=f"{spec.name}-{variant}",
                    label=f"{spec.label}, {RESTART_VARIANTS[variant]}",
-                   restart=variant)
+                   restart=variant, counted=counted, directives=directives)
 
 
 def expand(specs, workload, swap_available):
     """The (variant) servers of a restart workload from its selected base
-    specs: stock ones restart their own way, bucketed's in each of the
-    workload's bucketed variants (swap only with a second build)."""
+    specs: stock ones restart the workload's stock way, bucketed's in each
+    of the workload's bucketed variants (swap only with a second build)."""
     servers = []
     for spec in specs:
         if spec.mpm != "bucketed":
-            servers.append(variant_spec(spec, RESTART_OWN))
+            servers.append(variant_spec(spec, workload.stock_restart,
+                                        workload.counted))
             continue
         for variant in workload.restart_variants:
             if variant == RESTART_SWAP and not swap_available:
                 continue
-            servers.append(variant_spec(spec, variant))
+            servers.append(variant_spec(spec, variant, workload.counted))
     return servers
 
 
@@ -105,6 +156,19 @@ def _replace_file(source, target):
     os.rename(temporary, target)
 
 
+def _with_room_for_a_generation(text):
+    """An httpd configuration of a threaded model (ThreadsPerChild) with
+    its ServerLimit doubled: a graceful restart's new children need
+    scoreboard slots while the old ones finish (httpd's documentation of
+    ServerLimit says so); configs.httpd_capacity leaves none. Other
+    configurations as they are."""
+    if "\nThreadsPerChild " not in text:
+        return text
+    return re.sub(r"^ServerLimit (\d+)$",
+                  lambda m: f"ServerLimit {2 * int(m.group(1))}", text,
+                  flags=re.MULTILINE)
+
+
 class RestartServer(Server):
     """A Server that restarts fully (restart()) the way its spec's variant
     says. swap_dir: the second build's directory (the swap variant)."""
@@ -118,7 +182,52 @@ class RestartServer(Server):
             tools, self.builds = self._private_modules(tools, workdir,
                                                        swap_dir)
         self.loaded = "first"
+        # What the graceful restarts change in the configuration.
+        self.bucket_count_changed = False
+        self.extra_port = None
         super().__init__(spec, level, ports, workdir, tools, **kwargs)
+
+    def _write_files(self):
+        super()._write_files()
+        with open(self.config_path) as conf:
+            text = conf.read()
+        if self.spec.counted:
+            text = self._with_post_handler(text)
+        if self.spec.restart in (RESTART_GRACEFUL, RESTART_SOAK):
+            text = _with_room_for_a_generation(text)
+        with open(self.config_path, "w") as conf:
+            conf.write(text)
+        self.base_config = text
+
+    def _with_post_handler(self, text):
+        """text with POST_NAME: reads a request body and answers its
+        length."""
+        if self.spec.kind == "nginx":
+            text = text.replace("        root ",
+                                NGINX_POST_LOCATION + "        root ", 1)
+        else:
+            with open(os.path.join(self.workdir, "htdocs", POST_NAME),
+                      "w") as handler:
+                handler.write(POST_HANDLER)
+            if "LoadModule lua_module" not in text:
+                lua = os.path.join(self.tools.modules_dir, "mod_lua.so")
+                # One Lua state per process, kept across requests.
+                text += f'LoadModule lua_module "{lua}"\nLuaScope server\n'
+            text += (f'<Files "{POST_NAME}">\n    SetHandler lua-script\n'
+                     f'</Files>\n')
+        return text
+
+    def write_config(self):
+        """The configuration as the graceful restarts have changed it:
+        BucketCount CHANGED_BUCKET_COUNT, an extra Listen address."""
+        text = self.base_config
+        if self.bucket_count_changed:
+            text = text.replace("BucketCount auto\n",
+                                f"BucketCount {CHANGED_BUCKET_COUNT}\n")
+        if self.extra_port:
+            text += f"Listen {LOOPBACK}:{self.extra_port}\n"
+        with open(self.config_path, "w") as conf:
+            conf.write(text)
 
     @staticmethod
     def _private_modules(tools, workdir, swap_dir):
@@ -138,7 +247,8 @@ class RestartServer(Server):
 
     @property
     def held(self):
-        return self.spec.restart in (RESTART_HELD, RESTART_SWAP)
+        return self.spec.restart in (RESTART_HELD, RESTART_SWAP,
+                                     RESTART_SOAK)
 
     def _hold(self):
         if self.holder is None:
@@ -225,9 +335,73 @@ class RestartServer(Server):
                 return
             time.sleep(READY_POLL_S)
 
-    def restart(self, stop_timeout_s=STOP_TIMEOUT_S):
-        """One full restart: {stop_ms, start_ms, total_ms, forced, build}.
-        The start counts until the server answers again."""
+    def _wait_new_child(self, old, deadline):
+        """Waits until the parent has a child not in old (a new
+        generation's); RestartError past deadline or if it exits."""
+        while not set(procfs.children_of(self.pid)) - old:
+            if not self.alive():
+                raise RestartError(f"{self.spec.name} exited at a graceful "
+                                   f"restart ({self.exit_description()})")
+            if time.monotonic() > deadline:
+                raise RestartError(f"{self.spec.name} started no new child "
+                                   f"within {READY_TIMEOUT_S} s of a "
+                                   f"graceful restart")
+            time.sleep(READY_POLL_S)
+
+    def graceful_restart(self, stop_timeout_s=STOP_TIMEOUT_S):
+        """One graceful restart with the configuration as write_config()
+        makes it: SIGUSR1 (nginx: SIGHUP), then a wait for a new child and
+        an answer (the start) and for the old children to go, for at most
+        stop_timeout_s (the stop; those still there are counted as
+        lingering, not killed). {stop_ms, start_ms, total_ms, forced,
+        lingering, buckets}."""
+        self.write_config()
+        old = set(procfs.children_of(self.pid))
+        began = time.monotonic()
+        self.process.send_signal(signal.SIGHUP if self.spec.kind == "nginx"
+                                 else signal.SIGUSR1)
+        deadline = began + READY_TIMEOUT_S
+        self._wait_new_child(old, deadline)
+        self._wait_answer(deadline)
+        answered = time.monotonic()
+        stop_deadline = began + stop_timeout_s
+        while old & set(procfs.children_of(self.pid)) \
+                and time.monotonic() < stop_deadline:
+            time.sleep(READY_POLL_S)
+        lingering = len(old & set(procfs.children_of(self.pid)))
+        stopped = time.monotonic()
+        return {"stop_ms": (stopped - began) * 1000.0,
+                "start_ms": (answered - began) * 1000.0,
+                "total_ms": (max(stopped, answered) - began) * 1000.0,
+                "forced": False, "lingering": lingering,
+                "buckets": CHANGED_BUCKET_COUNT if self.bucket_count_changed
+                else None,
+                "build": None}
+
+    def kill_child(self, rng):
+        """SIGKILL to one of the parent's children (picked with rng),
+        checked to be its child again right before: the pid, or None."""
+        children = procfs.children_of(self.pid)
+        if not children:
+            return None
+        pid = rng.choice(children)
+        if pid not in procfs.children_of(self.pid):
+            return None
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return None
+        return pid
+
+    def restart(self, stop_timeout_s=STOP_TIMEOUT_S, number=0):
+        """Restart number `number` (from 0): a graceful one for the
+        graceful variant (bucketed's BucketCount changed at every odd
+        number), else a full restart: {stop_ms, start_ms, total_ms,
+        forced, build}. The start counts until the server answers again."""
+        if self.spec.restart == RESTART_GRACEFUL:
+            if self.spec.mpm == "bucketed" and number % 2:
+                self.bucket_count_changed = not self.bucket_count_changed
+            return self.graceful_restart(stop_timeout_s)
         began = time.monotonic()
         forced = self._graceful_stop(stop_timeout_s)
         stopped = time.monotonic()
@@ -250,7 +424,7 @@ def wrk_bound_s(restarts, interval_s, stop_timeout_s=STOP_TIMEOUT_S):
     return int(LEAD_S + restarts * per_restart + TAIL_S + WRK_WAIT_S) + 1
 
 
-class _Wrk:
+class BackgroundWrk:
     """wrk in the background, interrupted when the restarts are done."""
 
     def __init__(self, command, log_path):
@@ -296,14 +470,60 @@ class _Wrk:
         return result, usage.ru_utime + usage.ru_stime
 
 
+class CountedClients:
+    """The counting keep-alive clients of a run (Workload.counted) on a
+    server's first port: PAUSING_CLIENTS and BACK_TO_BACK_CLIENTS
+    clients.KeepAliveClients, started at once, for at most seconds."""
+
+    def __init__(self, server, seconds, pausing=PAUSING_CLIENTS,
+                 back_to_back=BACK_TO_BACK_CLIENTS):
+        get = ("/" + configs.DOC_NAME, configs.DOC_BODY)
+        post = ("/" + POST_NAME, POST_BODY, POST_ANSWER)
+        self.loads = [clients.KeepAliveClients(
+            server.ports[:1], get, threads=threads, seconds=seconds,
+            pause=pause, post=post)
+            for threads, pause in ((pausing, PAUSE_S), (back_to_back, 0.0))
+            if threads]
+
+    def start(self):
+        for one in self.loads:
+            one.start()
+        return self
+
+    def counts(self):
+        """Their counts so far, summed (clients.KeepAliveClients.counts),
+        the first errors of each."""
+        total = {}
+        for one in self.loads:
+            for key, value in one.counts().items():
+                total[key] = total.get(key, 0 if key != "first_errors"
+                                       else []) + value
+        return total
+
+    def failures(self):
+        """Every failure of them all (clients.KeepAliveClients.failures),
+        in time order."""
+        return sorted(f for one in self.loads for f in one.failures)
+
+    def stop(self):
+        """Stops them: their counts()."""
+        for one in self.loads:
+            one.stop()
+        return self.counts()
+
+
 def measure(server, wrk_command, restarts, interval_s, log_dir,
             stop_timeout_s=STOP_TIMEOUT_S):
     """One run: wrk_command(seconds) under way while server goes through
-    `restarts` full restarts. A dict for the run record: wrk's numbers and
-    "restart": the restarts' own."""
-    wrk = _Wrk(wrk_command(wrk_bound_s(restarts, interval_s,
-                                       stop_timeout_s)),
+    `restarts` restarts (RestartServer.restart), with the counting
+    keep-alive clients beside it when its spec says so. A dict for the
+    run record: wrk's numbers and "restart": the restarts' own and the
+    clients' counts ("keepalive", None without them)."""
+    bound_s = wrk_bound_s(restarts, interval_s, stop_timeout_s)
+    wrk = BackgroundWrk(wrk_command(bound_s),
                os.path.join(log_dir, "wrk-restart.log"))
+    counted = CountedClients(server, bound_s).start() \
+        if server.spec.counted else None
     done = []
     failure = None
     try:
@@ -312,13 +532,14 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
             if number:
                 time.sleep(interval_s)
             try:
-                done.append(server.restart(stop_timeout_s))
+                done.append(server.restart(stop_timeout_s, number))
             except (ServerError, OSError) as error:
                 failure = f"restart {number + 1} of {restarts}: {error}"
                 break
         if failure is None:
             time.sleep(TAIL_S)
     finally:
+        keepalive = counted.stop() if counted else None
         result, client_cpu_s = wrk.finish()
     if failure:
         raise RestartError(failure)
@@ -337,8 +558,11 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
             "total_ms": totals,
             "slowest_ms": max(totals) if totals else None,
             "forced_stops": sum(1 for r in done if r["forced"]),
+            "lingering": sum(r.get("lingering", 0) for r in done),
+            "buckets": [r.get("buckets") for r in done],
             "builds": [r["build"] for r in done] if server.builds
-            else None}})
+            else None,
+            "keepalive": keepalive}})
     return result
 
 
@@ -353,11 +577,16 @@ def describe(record):
     r = record["restart"]
     p99 = record["latency_ms"]["p99"] if record["latency_ms"] else None
     slowest = r["slowest_ms"]
+    kept = r.get("keepalive")
+    counted = (f"; keep-alive: {kept['gets']:,} GETs, "
+               f"{kept['gets_failed']:,} failed, {kept['retries']:,} "
+               f"retried, {kept['posts']:,} POSTs, {kept['posts_lost']:,} "
+               f"lost" if kept else "")
     return (f"{r['done']} restarts, {record['requests']:,} requests, "
             f"{r['failed_requests']:,} failed, slowest stop+start "
             f"{'n/a' if slowest is None else f'{slowest:,.0f} ms'}, "
             f"{record['rps']:,.0f} req/s, p99 "
-            f"{'n/a' if p99 is None else f'{p99:.1f} ms'}")
+            f"{'n/a' if p99 is None else f'{p99:.1f} ms'}{counted}")
 
 
 def module_facts(swap_dir):
@@ -377,10 +606,16 @@ def _p99(record):
 def summarize_runs(records):
     """A restart point's numbers over its successful runs (None without
     one): per-run lists in round order, medians and ranges."""
+    if any(r["ok"] and r.get("soak") for r in records):
+        from . import soak
+        return soak.summarize_runs(records)
     good = [r for r in records if r["ok"] and r.get("restart")]
     if not good:
         return None
     failed = [r["restart"]["failed_requests"] for r in good]
+    stops = [ms for r in good for ms in r["restart"]["stop_ms"]]
+    starts = [ms for r in good for ms in r["restart"]["start_ms"]]
+    kept = [r["restart"].get("keepalive") for r in good]
     slowest = [r["restart"]["slowest_ms"] for r in good]
     return {
         "runs": len(good),
@@ -396,11 +631,32 @@ def summarize_runs(records):
         "slowest_worst_ms": max((s for s in slowest if s is not None),
                                 default=None),
         "forced_stops": sum(r["restart"]["forced_stops"] for r in good),
+        "lingering": sum(r["restart"].get("lingering", 0) for r in good),
+        "stop_median_ms": stats.median(stops),
+        "stop_worst_ms": max(stops, default=None),
+        "start_median_ms": stats.median(starts),
+        "start_worst_ms": max(starts, default=None),
+        "keepalive": summarize_keepalive(kept) if all(kept) else None,
         "rps": stats.summarize([r["rps"] for r in good]),
         "p99_ms": stats.summarize([_p99(r) for r in good]),
         "variant": good[0]["restart"]["variant"],
         "held": good[0]["restart"]["held"],
         "swapped": good[0]["restart"]["swapped"]}
+
+
+KEEPALIVE_SUMS = ("requests", "gets", "gets_failed", "posts", "posts_lost",
+                  "retries", "reopened", "told_to_close")
+
+
+def summarize_keepalive(counts):
+    """The counting clients' numbers over a point's runs: totals, and the
+    failed GETs and lost POSTs per run."""
+    summary = {key: sum(c[key] for c in counts) for key in KEEPALIVE_SUMS}
+    summary["gets_failed_per_run"] = [c["gets_failed"] for c in counts]
+    summary["posts_lost_per_run"] = [c["posts_lost"] for c in counts]
+    summary["first_errors"] = [e for c in counts
+                               for e in c["first_errors"]][:10]
+    return summary
 
 
 def p99_ratios(mine, theirs):
@@ -470,11 +726,91 @@ def restart_table(points):
     return markdown.table(header, rows)
 
 
-def section(points, options, heading="##",
-            title="Full restarts (issue 24)"):
+def counted_table(points):
+    """One row per server of a workload with the counting clients: what
+    each kind of client lost, and the stops."""
+    header = ["Configuration", "restarts per run",
+              "Connection: close requests (wrk)", "failed, total (per run)",
+              "keep-alive GETs", "failed (per run)", "retried",
+              "keep-alive POSTs", "lost (per run)",
+              "stop ms, median (worst)", "start ms, median (worst)"]
+    rows = []
+    for p in points:
+        s = p["restart"]
+        failed = p["runs"] - p["ok_runs"]
+        label = p["label"] + (f" ({failed} of {p['runs']} runs failed)"
+                              if failed else "")
+        if s is None or s.get("keepalive") is None:
+            rows.append([label] + ["–"] * (len(header) - 1))
+            continue
+        kept = s["keepalive"]
+        extra = "".join(
+            text for count, text in (
+                (s["forced_stops"], f", {s['forced_stops']} forced"),
+                (s["lingering"], f", {s['lingering']} children lingered"))
+            if count)
+        rows.append([
+            label, _per_run(s["restarts"]),
+            f"{sum(s['requests']):,}",
+            f"{s['failed_total']:,} ({_per_run(s['failed_requests'])})",
+            f"{kept['gets']:,}",
+            f"{kept['gets_failed']:,} "
+            f"({_per_run(kept['gets_failed_per_run'])})",
+            f"{kept['retries']:,}", f"{kept['posts']:,}",
+            f"{kept['posts_lost']:,} "
+            f"({_per_run(kept['posts_lost_per_run'])})",
+            f"{_n(s['stop_median_ms'])} ({_n(s['stop_worst_ms'])}){extra}",
+            f"{_n(s['start_median_ms'])} ({_n(s['start_worst_ms'])})"])
+    return markdown.table(header, rows)
+
+
+COUNTED_METHOD = (
+    "Issue 39's workloads: beside wrk's Connection: close load, {clients} "
+    "keep-alive clients ({pausing} pausing 0-{pause:g} s between requests, "
+    "{back} back to back; KeepAliveTimeout {keepalive} s) each make GETs "
+    "of the static file and, half of the time at random, POSTs of "
+    "{post_bytes} bytes to a handler that reads the body (httpd: mod_lua, "
+    "answering the length it read; nginx: `return`, which reads and "
+    "discards it). A client reuses a connection as curl does: a poll that "
+    "does not wait first, and a connection the server closed while idle is "
+    "reopened, no failure. Any error once a request is sent is a failure: "
+    "a GET lost on a reused connection is retried on a new one (counted "
+    "as failed and as retried), a POST is never retried (lost). Stock "
+    "event restarts gracefully (SIGUSR1) and nginx reloads (SIGHUP to its "
+    "master): the anchors. A graceful restart's stop lasts until the old "
+    "generation's children are gone (at most the stop timeout; children "
+    "still there then are counted as lingering), its start until a new "
+    "child is there and answers; a full restart's stop until the parent "
+    "and its children are gone, its start until the new parent answers.")
+
+
+def counted_method():
+    return COUNTED_METHOD.format(
+        clients=PAUSING_CLIENTS + BACK_TO_BACK_CLIENTS,
+        pausing=PAUSING_CLIENTS, pause=PAUSE_S, back=BACK_TO_BACK_CLIENTS,
+        keepalive=configs.KEEPALIVE_TIMEOUT_S, post_bytes=POST_BYTES)
+
+
+DEFAULT_TITLE = "Full restarts (issue 24)"
+COUNTED_TITLE = "Restarts that every client counts (issue 39)"
+
+
+def section(points, options, heading="##", title=DEFAULT_TITLE):
     """Markdown: one table per kernel level, workload and concurrency;
     empty without restart points."""
-    restarted = [p for p in points if p.get("restart_point")]
+    restarted = [p for p in points if p.get("restart_point")
+                 and not WORKLOADS[p["workload"]].soak]
+    if restarted and title == DEFAULT_TITLE and all(
+            WORKLOADS[p["workload"]].counted for p in restarted):
+        title = COUNTED_TITLE
+    soaked = [p for p in points if p.get("restart_point")
+              and WORKLOADS[p["workload"]].soak]
+    if soaked:
+        from . import soak
+        text = soak.section(soaked, options, heading)
+        if not restarted:
+            return text
+        return section(restarted, options, heading, title) + "\n" + text
     if not restarted:
         return ""
     restarts = options.get("restarts", DEFAULT_RESTARTS)
@@ -504,6 +840,8 @@ def section(points, options, heading="##",
     if swap:
         lines += [f"Second build: {swap['source']}, built {swap['built']}, "
                   f"sha256 {swap['sha256'][:16]}.", ""]
+    if any(WORKLOADS[p["workload"]].counted for p in restarted):
+        lines += [counted_method(), ""]
     for level in options["levels"]:
         for name in options["workloads"]:
             for concurrency in options["concurrency"]:
@@ -514,4 +852,7 @@ def section(points, options, heading="##",
                     lines += [f"{heading}# {name}: {WORKLOADS[name].title} — "
                               f"{level}, c={concurrency}", "",
                               restart_table(group), ""]
+                    if WORKLOADS[name].counted:
+                        lines += ["Every kind of client:", "",
+                                  counted_table(group), ""]
     return "\n".join(lines)

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from . import (bucket_status, configs, faults, idle, limit, load, netns,
-               procfs, restart, users)
+               procfs, restart, soak, users)
 from .catalog import (LIMIT_KINDS, MIXED, MIXED_SLOW_EVERY, SLOW, WORKLOADS,
                       server_label, unsupported_reason)
 from .net import HTTP_TIMEOUT, free_ports
@@ -61,6 +61,7 @@ class Plan:
     restart_interval_s: float = restart.DEFAULT_INTERVAL_S
     swap_dir: str = None
     restart_stop_timeout_s: float = restart.STOP_TIMEOUT_S
+    soak_s: int = soak.DEFAULT_SOAK_S     # the soak's length (soak.py)
 
     def servers_for(self, level, workload):
         """The servers of a level that can serve the workload (a restart
@@ -173,6 +174,8 @@ def _describe(record):
         return faults.describe(record["fault"])
     if record.get("restart"):
         return restart.describe(record)
+    if record.get("soak"):
+        return soak.describe(record)
     errors = sum(record["errors"].values())
     p99 = record["latency_ms"]["p99"] if record["latency_ms"] else None
     p99_text = f"{p99:.1f} ms" if p99 is not None else "n/a"
@@ -419,6 +422,10 @@ class Runner:
         --restarts full restarts of the server."""
         def wrk_command(seconds):
             return self._wrk_command(server, workload, concurrency, seconds)
+        if workload.soak:
+            return soak.measure(server, wrk_command, self.plan.soak_s,
+                                server.workdir,
+                                self.plan.restart_stop_timeout_s)
         return restart.measure(server, wrk_command, self.plan.restarts,
                                self.plan.restart_interval_s, server.workdir,
                                self.plan.restart_stop_timeout_s)

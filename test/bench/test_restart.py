@@ -42,8 +42,8 @@ def test_variants_of_each_server():
     keepalive = catalog.WORKLOADS["restart-keepalive"]
     assert {s.name for s in restart.expand(specs, keepalive, True)} == {
         "prefork", "event", "bucketed-reuseport-held", "bucketed-event-held"}
-    assert catalog.WORKLOAD_GROUPS["restart"] == ("restart-close",
-                                                  "restart-keepalive")
+    assert catalog.WORKLOAD_GROUPS["restart-wrk"] == ("restart-close",
+                                                      "restart-keepalive")
 
 
 def test_only_the_four_servers_restart():
@@ -74,6 +74,8 @@ def _record(server, round_no, failed, rps, p99, ok=True):
             "errors": errors, "latency_ms": {"p99": p99},
             "restart": {"variant": "held", "held": True, "swapped": False,
                         "planned": 2, "done": 2, "failed_requests": failed,
+                        "stop_ms": [50.0, 100.0 * round_no],
+                        "start_ms": [10.0, 20.0],
                         "slowest_ms": 100.0 * round_no, "forced_stops": 0}})
     return record
 
@@ -137,7 +139,7 @@ def check_restart_record(path):
 
 def test_restart_smoke_run(top, build, tmp_path):
     out = tmp_path / "out"
-    done = bench(top, build, "--workloads", "restart", "--servers",
+    done = bench(top, build, "--workloads", "restart-wrk", "--servers",
                  ",".join(SERVERS), "--restarts", str(RESTARTS), "--runs",
                  "1", "--warmup", "0", "--slots", "64", "--concurrency",
                  "20", "--restart-stop-timeout", "5", "--out", str(out),
@@ -152,7 +154,7 @@ def test_restart_smoke_run(top, build, tmp_path):
     ran = {(r["workload"], r["server"]) for r in raw}
     # Every variant but the swap (no second build given) ran once.
     specs = [catalog.SERVERS[name] for name in SERVERS]
-    for name in catalog.WORKLOAD_GROUPS["restart"]:
+    for name in catalog.WORKLOAD_GROUPS["restart-wrk"]:
         for spec in restart.expand(specs, catalog.WORKLOADS[name], False):
             assert (name, spec.name) in ran
     assert len(raw) == len(ran)

@@ -3,14 +3,11 @@
 server, its sizing, a keep-alive load that counts what a client loses,
 and mod_status's fields."""
 import http.client
-import random
-import select
 import subprocess
-import threading
-import time
 
+from bucketbench.clients import KeepAliveClients
 from httpd_fixture import (APACHE_MODULES, HTTP_TIMEOUT, INDEX_BODY, LOOPBACK,
-                           Load, http_get, wall_clock)
+                           http_get)
 
 
 EVENT = "ChildModel event\n"
@@ -55,105 +52,14 @@ def tls_vhost(tmp_path, port):
                   "</VirtualHost>\n")
 
 
-class KeepAliveLoad(Load):
-    """Load's clients, each on one persistent connection, making requests
-    over and over until stop() (after at least `minimum` requests in all):
-    GET /, answered 200 with the index body, or, with `post` = (path, body,
-    answer), half of them (at random) a POST of body to path, answered 200
-    with `answer`. Each client pauses up to `pause` seconds (at random)
-    between its requests.
-
-    A client reuses its connection as curl does: first a poll that does not
-    wait; a readable connection (the server closed it while it was idle, as
-    it may at any time, RFC 9112 9.6) is closed and a new one opened, which
-    is no failure (counted in `reopened`). Any error once the request is
-    being sent is a failure, on new and reused connections alike: a GET
-    that failed on a reused connection is made again on a new one (counted
-    in `retries` too), a POST never is (RFC 9110 9.2.2; counted in
-    `posts_lost`). Responses that closed the connection ("Connection:
-    close", as a stopping server says) are counted in `told_to_close`."""
+class KeepAliveLoad(KeepAliveClients):
+    """bucketbench.clients.KeepAliveClients GETting / (the index body)."""
 
     def __init__(self, ports, threads=4, seconds=90, minimum=0, pause=0.0,
                  post=None):
-        super().__init__(ports, count=10 ** 9, threads=threads,
-                         seconds=seconds, minimum=minimum)
-        self.pause = pause
-        self.post = post
-        self.reopened = 0
-        self.told_to_close = 0
-        self.retries = 0
-        self.posts_lost = 0
-        self._lock = threading.Lock()
-
-    def _count(self, name):
-        with self._lock:
-            setattr(self, name, getattr(self, name) + 1)
-
-    def _request(self, conn, post):
-        if post:
-            path, body, answer = self.post
-            conn.request("POST", path, body=body,
-                         headers={"Content-Type": "application/octet-stream"})
-        else:
-            answer = INDEX_BODY
-            conn.request("GET", "/")
-        resp = conn.getresponse()
-        body = resp.read()
-        if resp.status != 200 or body != answer:
-            return f"status {resp.status}, body {body[:80]!r}"
-        return None
-
-    @staticmethod
-    def _closed_while_idle(conn):
-        """Whether the server has closed (or reset) an idle connection: it
-        is readable before we sent anything."""
-        poller = select.poll()
-        poller.register(conn.sock, select.POLLIN)
-        return bool(poller.poll(0))
-
-    def _work(self, deadline):
-        port = self.ports[next(self._tickets) % len(self.ports)]
-        rng = random.Random()
-        conn = None
-        retry = post = False
-        while time.monotonic() < deadline and not (
-                self._stop.is_set() and self.result.total >= self.minimum):
-            if conn is None:
-                conn = http.client.HTTPConnection(LOOPBACK, port,
-                                                  timeout=HTTP_TIMEOUT)
-            # http.client drops the socket after "Connection: close".
-            reused = conn.sock is not None
-            if reused and self._closed_while_idle(conn):
-                conn.close()
-                self._count("reopened")
-                reused = False
-            if not retry:
-                post = self.post is not None and rng.random() < 0.5
-            try:
-                error = self._request(conn, post)
-            except (OSError, http.client.HTTPException) as e:
-                conn.close()
-                conn = None
-                error = repr(e)
-            if error is not None:
-                error = (f"{wall_clock()} port {port}: "
-                         f"{'POST' if post else 'GET'} on a "
-                         f"{'reused' if reused else 'new'} connection: "
-                         f"{error}")
-            self.result.record(error)
-            if conn is not None and conn.sock is None:
-                self._count("told_to_close")
-            if error is not None and post:
-                self._count("posts_lost")
-            retry = (error is not None and not post and reused
-                     and conn is None)
-            if retry:
-                self._count("retries")
-                continue
-            if self.pause:
-                self._stop.wait(rng.uniform(0, self.pause))
-        if conn is not None:
-            conn.close()
+        super().__init__(ports, ("/", INDEX_BODY), threads=threads,
+                         seconds=seconds, minimum=minimum, pause=pause,
+                         post=post)
 
 
 def get_index(conns):

@@ -21,7 +21,6 @@ observable condition with a bounded timeout.
 """
 import collections
 import http.client
-import itertools
 import os
 import platform
 import signal
@@ -35,6 +34,8 @@ import pytest
 # Shared with the benchmark harness (bench/bucketbench; pytest.ini puts
 # bench/ on the import path). The test files import them from here.
 from bucketbench.bucket_status import parse_status
+from bucketbench.clients import (  # noqa: F401 (re-exported)
+    ClientThreads, wall_clock)
 from bucketbench.net import (  # noqa: F401 (re-exported)
     HTTP_TIMEOUT, LOOPBACK, Timeout, connection_refused, free_ports, http_get,
     wait_until)
@@ -124,14 +125,6 @@ STOP_TIMEOUT = 20
 
 # ---------------------------------------------------------------- load
 
-def wall_clock():
-    """The time of day as httpd's error log writes it (HH:MM:SS.micro), so
-    that a failure can be found among the log's lines."""
-    now = time.time()
-    return time.strftime("%H:%M:%S", time.localtime(now)) \
-        + f".{int(now % 1 * 1e6):06d}"
-
-
 def log_near(log, errors, seconds=1.0):
     """The lines of an error log within `seconds` of the failures a Load
     recorded (each starts with its wall_clock())."""
@@ -151,32 +144,7 @@ def log_near(log, errors, seconds=1.0):
     return near
 
 
-class LoadResult:
-    def __init__(self):
-        self.ok = 0
-        self.failed = 0
-        self.errors = []          # the first few failures, for the report
-        self.lock = threading.Lock()
-
-    def record(self, error=None):
-        with self.lock:
-            if error is None:
-                self.ok += 1
-            else:
-                self.failed += 1
-                if len(self.errors) < 10:
-                    self.errors.append(error)
-
-    @property
-    def total(self):
-        return self.ok + self.failed
-
-    def __repr__(self):
-        return (f"LoadResult(ok={self.ok}, failed={self.failed}, "
-                f"errors={self.errors})")
-
-
-class Load:
+class Load(ClientThreads):
     """A bounded client: `threads` threads doing GETs with Connection: close
     round-robin over `ports`, until `count` requests were made, stop() is
     called (after at least `minimum` requests), or `seconds` pass. A request
@@ -184,17 +152,10 @@ class Load:
 
     def __init__(self, ports, count, threads=8, seconds=60, minimum=0,
                  path="/", body=INDEX_BODY):
-        self.ports = list(ports)
-        self.count = count
-        self.threads = threads
-        self.seconds = seconds
-        self.minimum = minimum
+        super().__init__(ports, count, threads=threads, seconds=seconds,
+                         minimum=minimum)
         self.path = path
         self.body = body
-        self.result = LoadResult()
-        self._tickets = itertools.count()
-        self._stop = threading.Event()
-        self._workers = []
 
     def _one(self, port):
         try:
@@ -214,30 +175,6 @@ class Load:
                 return
             self.result.record(self._one(self.ports[ticket
                                                     % len(self.ports)]))
-
-    def start(self):
-        deadline = time.monotonic() + self.seconds
-        for _ in range(self.threads):
-            t = threading.Thread(target=self._work, args=(deadline,),
-                                 daemon=True)
-            t.start()
-            self._workers.append(t)
-        return self
-
-    def done(self):
-        return self.result.total
-
-    def stop(self):
-        self._stop.set()
-        return self.join()
-
-    def join(self):
-        for t in self._workers:
-            t.join(self.seconds + HTTP_TIMEOUT + 5)
-        return self.result
-
-    def run(self):
-        return self.start().join()
 
 
 class BackgroundGet:

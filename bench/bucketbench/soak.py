@@ -1,0 +1,494 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The soak (issue 39, workload soak): bucketed in both child models under
+a wrk Connection: close load and the counting keep-alive clients
+(restart.CountedClients: GETs and POSTs, every loss counted) for
+--soak-seconds, while the harness, on a schedule fixed in advance
+(plan_events):
+- restarts the server gracefully (SIGUSR1) every GRACEFUL_EVERY_S;
+- makes every LISTEN_EVERY-th of those a reload that adds a Listen
+  address (a free port, then probed), and the next such one a reload that
+  removes it again (then probed to refuse);
+- restarts it fully every FULL_RESTART_EVERY_S, its sockets held as
+  systemd's socket unit holds them (restart.RestartServer, variant soak);
+- SIGKILLs one of the parent's children, by pid and checked to be its
+  child right before, every KILL_EVERY_S;
+and its children exit after SOAK_MAX_CONNECTIONS_PER_CHILD connections
+(catalog; the churn). A soak shorter than FULL_RESTART_EVERY_S fully
+restarts halfway and kills a child every third of it, so that a CI-sized
+soak (15-20 s) does everything at least once. Each event waits for the
+previous one: a graceful restart ends when the old generation has gone,
+so a soak runs behind its schedule when they take longer.
+
+What it reports: failed requests of each kind (the keep-alive clients'
+also by the event that caused them, attribute_losses: a killed child
+takes its requests in flight with it, a restart should take none), what
+each event did, and
+the server's resources at the start (after the warm-up, before the load)
+and at the end (the load stopped, the extra Listen gone, the process
+count back or SETTLE_S passed): the parent's descriptors, RSS, BPF maps
+and programs (the ids that its bpf-map and bpf-prog descriptors' fdinfo
+name), SysV and POSIX shared memory segments that the server's processes
+map, the files in its runtime directory, and its processes."""
+
+import os
+import random
+import time
+
+from . import configs, markdown, procfs, restart, stats
+from .catalog import SOAK_MAX_CONNECTIONS_PER_CHILD
+from .net import connection_refused, free_ports, http_get
+from .server import HTTP_TIMEOUT_S, ServerError
+
+DEFAULT_SOAK_S = 3600
+QUICK_SOAK_S = 60
+GRACEFUL_EVERY_S = 5.0
+FULL_RESTART_EVERY_S = 60.0
+KILL_EVERY_S = 13.0
+LISTEN_EVERY = 2
+# The end's bound for the process count to come back, and how long it
+# must then stay.
+SETTLE_S = 30
+SETTLE_STABLE_S = 1.0
+SETTLE_POLL_S = 0.1
+# The keep-alive clients' losses attributed to events (and to "start":
+# before the first one).
+LOSS_KEYS = ("gets_failed", "posts_lost")
+LOSS_KEY_OF = {"GET": "gets_failed", "POST": "posts_lost"}
+START = "start"
+
+GRACEFUL = "graceful"
+LISTEN_ADD = "listen-add"
+LISTEN_REMOVE = "listen-remove"
+FULL = "full"
+KILL = "kill"
+EVENT_KINDS = (GRACEFUL, LISTEN_ADD, LISTEN_REMOVE, FULL, KILL)
+RESOURCE_KEYS = ("descriptors", "rss_kb", "bpf_maps", "bpf_progs",
+                 "sysv_segments", "posix_segments", "runtime_files",
+                 "processes")
+
+
+class SoakError(ServerError):
+    """The soak could not go on: the server died or did not come back."""
+
+
+def plan_events(soak_s):
+    """[(seconds from the start, kind)] of a soak of soak_s seconds, in
+    order: graceful restarts, Listen changes (every LISTEN_EVERY-th
+    graceful restart, adding then removing), full restarts and kills,
+    each at its period (see the module's comment for short soaks)."""
+    events = []
+    for every, kind in ((GRACEFUL_EVERY_S, GRACEFUL),
+                        (min(FULL_RESTART_EVERY_S, soak_s / 2), FULL),
+                        (min(KILL_EVERY_S, soak_s / 3), KILL)):
+        number = 1
+        while every * number < soak_s:
+            events.append((every * number, kind))
+            number += 1
+    events.sort(key=lambda event: (event[0], EVENT_KINDS.index(event[1])))
+    planned = []
+    graceful = 0
+    adding = True
+    for at, kind in events:
+        if kind == GRACEFUL:
+            graceful += 1
+            if graceful % LISTEN_EVERY == 0:
+                kind = LISTEN_ADD if adding else LISTEN_REMOVE
+                adding = not adding
+        planned.append((at, kind))
+    return planned
+
+
+def attribute_losses(log, failures):
+    """{event kind or START: {gets_failed, posts_lost}} of the keep-alive
+    clients' failures ((begun, failed, "GET" or "POST")) over the events
+    of log ((began, ended, kind), in order): a failure is a kill's when
+    its request was under way while a kill was (from the signal until the
+    child was seen gone: the child took it with it), else the last other
+    event's that began before it failed (START: none)."""
+    losses = {kind: dict.fromkeys(LOSS_KEYS, 0)
+              for kind in (START,) + EVENT_KINDS}
+    for begun, failed, method in failures:
+        if any(kind == KILL and begun <= ended and began <= failed
+               for began, ended, kind in log):
+            cause = KILL
+        else:
+            cause = START
+            for began, _, kind in log:
+                if began > failed:
+                    break
+                if kind != KILL:
+                    cause = kind
+        losses[cause][LOSS_KEY_OF[method]] += 1
+    return losses
+
+
+# ---------------------------------------------------------------- resources
+
+def _bpf_ids(pid, fd, key):
+    try:
+        with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+            for line in info:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _mapped_segments(pids):
+    """(SysV, POSIX) shared memory segments the processes map: distinct
+    /SYSV* and /dev/shm/ mappings (by inode)."""
+    sysv, posix = set(), set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as maps:
+                lines = maps.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split(None, 5)
+            if len(fields) < 6:
+                continue
+            inode, path = fields[4], fields[5]
+            if path.startswith("/SYSV"):
+                sysv.add(inode)
+            elif path.startswith("/dev/shm/"):
+                posix.add(path.split(" (deleted)")[0])
+    return len(sysv), len(posix)
+
+
+def resources(pid, runtime_dir):
+    """The server's resources now (RESOURCE_KEYS) from /proc: pid is its
+    parent's."""
+    fd_dir = f"/proc/{pid}/fd"
+    fds = os.listdir(fd_dir)
+    maps, progs = set(), set()
+    for fd in fds:
+        try:
+            target = os.readlink(os.path.join(fd_dir, fd))
+        except OSError:
+            continue
+        if target == "anon_inode:bpf-map":
+            maps.add(_bpf_ids(pid, fd, "map_id"))
+        elif target == "anon_inode:bpf-prog":
+            progs.add(_bpf_ids(pid, fd, "prog_id"))
+    pids = procfs.process_tree(pid)
+    sysv, posix = _mapped_segments(pids)
+    rss = procfs.smaps_rollup_kb(pid) or {}
+    return {"descriptors": len(fds), "rss_kb": rss.get("Rss"),
+            "bpf_maps": len(maps), "bpf_progs": len(progs),
+            "sysv_segments": sysv, "posix_segments": posix,
+            "runtime_files": len(os.listdir(runtime_dir)),
+            "processes": len(pids)}
+
+
+# ---------------------------------------------------------------- a soak
+
+class _Soak:
+    """One soak's events on a restart.RestartServer, and their record."""
+
+    def __init__(self, server, stop_timeout_s):
+        self.server = server
+        self.stop_timeout_s = stop_timeout_s
+        self.rng = random.Random()
+        self.done = dict.fromkeys(EVENT_KINDS, 0)
+        self.kills_missed = 0
+        self.listen_probe_failures = []
+        self.stop_ms = {GRACEFUL: [], FULL: []}
+        self.lingering = 0
+        self.forced_stops = 0
+        # (monotonic times it began and ended, kind) of every event run.
+        self.log = []
+
+    def _graceful(self):
+        outcome = self.server.graceful_restart(self.stop_timeout_s)
+        self.stop_ms[GRACEFUL].append(outcome["stop_ms"])
+        self.lingering += outcome["lingering"]
+
+    def _probe_extra(self, port, listening):
+        """The extra Listen answers the static file (listening) or refuses
+        connections (removed); a failure is noted, not raised."""
+        try:
+            if listening:
+                status, body = http_get(port, "/" + configs.DOC_NAME,
+                                        timeout=HTTP_TIMEOUT_S)
+                ok = status == 200 and body == configs.DOC_BODY
+            else:
+                ok = connection_refused(port)
+        except OSError as error:
+            ok, status = False, repr(error)
+        if not ok:
+            self.listen_probe_failures.append(
+                f"port {port} {'added' if listening else 'removed'}: "
+                f"{status if listening else 'still accepts'}")
+
+    def run_event(self, kind):
+        server = self.server
+        began = time.monotonic()
+        if kind == GRACEFUL:
+            self._graceful()
+        elif kind == LISTEN_ADD:
+            server.extra_port = free_ports(1)[0]
+            self._graceful()
+            self._probe_extra(server.extra_port, True)
+        elif kind == LISTEN_REMOVE:
+            port, server.extra_port = server.extra_port, None
+            self._graceful()
+            self._probe_extra(port, False)
+        elif kind == FULL:
+            # The configuration as the reloads left it.
+            server.write_config()
+            outcome = server.restart(self.stop_timeout_s)
+            self.stop_ms[FULL].append(outcome["stop_ms"])
+            self.forced_stops += outcome["forced"]
+        elif kind == KILL:
+            pid = server.kill_child(self.rng)
+            if pid is None:
+                self.kills_missed += 1
+                return
+            # Until its parent has reaped it: every thread gone, so its
+            # sockets closed (attribute_losses). A threaded child shows as
+            # a zombie as soon as its first thread has exited.
+            deadline = time.monotonic() + restart.STOP_TIMEOUT_S
+            while os.path.exists(f"/proc/{pid}") \
+                    and time.monotonic() < deadline:
+                time.sleep(SETTLE_POLL_S)
+        self.done[kind] += 1
+        self.log.append((began, time.monotonic(), kind))
+
+    def settle(self, processes):
+        """Waits (SETTLE_S at most) for the process count to be back at
+        processes and stay there SETTLE_STABLE_S; whether it did."""
+        deadline = time.monotonic() + SETTLE_S
+        since = None
+        while time.monotonic() < deadline:
+            if len(procfs.process_tree(self.server.pid)) != processes:
+                since = None
+            elif since is None:
+                since = time.monotonic()
+            elif time.monotonic() - since >= SETTLE_STABLE_S:
+                return True
+            time.sleep(SETTLE_POLL_S)
+        return False
+
+
+def _stops(values):
+    return {"count": len(values),
+            "median_ms": stats.median(values),
+            "worst_ms": max(values, default=None)}
+
+
+def measure(server, wrk_command, soak_s, log_dir,
+            stop_timeout_s=restart.STOP_TIMEOUT_S):
+    """One soak of soak_s seconds on server (a restart.RestartServer,
+    variant soak, with counting clients): wrk's numbers, and "soak": the
+    events done, every kind of client's losses, the resources at the start
+    and the end."""
+    soak = _Soak(server, stop_timeout_s)
+    runtime_dir = os.path.join(server.workdir, "run")
+    at_start = resources(server.pid, runtime_dir)
+    events = plan_events(soak_s)
+    bound_s = int(soak_s + len(events) * (2 * stop_timeout_s
+                                          + restart.READY_TIMEOUT_S)
+                  + restart.WRK_WAIT_S) + 1
+    wrk = restart.BackgroundWrk(wrk_command(bound_s),
+                       os.path.join(log_dir, "wrk-soak.log"))
+    counted = restart.CountedClients(server, bound_s).start()
+    began = time.monotonic()
+    failure = None
+    try:
+        for at, kind in events:
+            wait = began + at - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            try:
+                soak.run_event(kind)
+            except (ServerError, OSError) as error:
+                failure = f"{kind} at {at:.1f} s of {soak_s} s: {error}"
+                break
+        if failure is None:
+            time.sleep(max(0.0, began + soak_s - time.monotonic()))
+            if server.extra_port:
+                soak.run_event(LISTEN_REMOVE)
+    finally:
+        keepalive = counted.stop()
+        result, client_cpu_s = wrk.finish()
+    if failure:
+        raise SoakError(failure)
+    seconds = time.monotonic() - began
+    settled = soak.settle(at_start["processes"])
+    at_end = resources(server.pid, runtime_dir)
+    result.update({
+        "wrk_command": wrk.process.args, "client_cpu_s": client_cpu_s,
+        "server_processes": at_end["processes"],
+        "soak": {
+            "planned_s": soak_s, "seconds": seconds,
+            "max_connections_per_child": SOAK_MAX_CONNECTIONS_PER_CHILD,
+            "events_planned": {kind: sum(1 for _, k in events if k == kind)
+                               for kind in EVENT_KINDS},
+            "events_done": soak.done, "kills_missed": soak.kills_missed,
+            "graceful_stops": _stops(soak.stop_ms[GRACEFUL]),
+            "full_stops": _stops(soak.stop_ms[FULL]),
+            "forced_stops": soak.forced_stops,
+            "lingering": soak.lingering,
+            "listen_probe_failures": soak.listen_probe_failures,
+            "failed_requests": restart.failed_requests(result),
+            "keepalive": keepalive,
+            "losses_after": attribute_losses(soak.log, counted.failures()),
+            "events": [(round(at - began, 3), round(end - began, 3), kind)
+                       for at, end, kind in soak.log],
+            "settled": settled,
+            "at_start": at_start, "at_end": at_end}})
+    return result
+
+
+def describe(record):
+    """One soak run as a progress line."""
+    s = record["soak"]
+    kept = s["keepalive"]
+    growth = _growth_kb(s)
+    return (f"{s['seconds']:.0f} s, {sum(s['events_done'].values())} "
+            f"events; {record['requests']:,} Connection: close requests, "
+            f"{s['failed_requests']:,} failed; keep-alive "
+            f"{kept['gets']:,} GETs, {kept['gets_failed']:,} failed, "
+            f"{kept['posts']:,} POSTs, {kept['posts_lost']:,} lost; "
+            f"changed at the end: {', '.join(changed(s)) or 'nothing'}; "
+            f"RSS {'n/a' if growth is None else f'{growth:+,} kB'}")
+
+
+def changed(soak):
+    """The resources (but RSS) that differ between the start and the
+    end."""
+    return [key for key in RESOURCE_KEYS if key != "rss_kb"
+            and soak["at_start"][key] != soak["at_end"][key]]
+
+
+def _growth_kb(soak):
+    start, end = soak["at_start"]["rss_kb"], soak["at_end"]["rss_kb"]
+    return None if start is None or end is None else end - start
+
+
+# ---------------------------------------------------------------- summary
+
+def summarize_runs(records):
+    """A soak point's runs (a restart point's "restart"), None without a
+    good one: the soak of each, and the totals of failures."""
+    good = [r for r in records if r["ok"] and r.get("soak")]
+    if not good:
+        return None
+    soaks = [r["soak"] for r in good]
+    return {"runs": len(good), "soaks": soaks,
+            "requests": [r["requests"] for r in good],
+            "failed_total": sum(s["failed_requests"] for s in soaks),
+            "gets_failed_total": sum(s["keepalive"]["gets_failed"]
+                                     for s in soaks),
+            "posts_lost_total": sum(s["keepalive"]["posts_lost"]
+                                    for s in soaks)}
+
+
+def _start_end(soak, key):
+    start, end = soak["at_start"][key], soak["at_end"][key]
+    return f"{start:,}" if start == end else f"{start:,} → {end:,}"
+
+
+def _losses_text(soak, which):
+    """GETs failed / POSTs lost after the events which(kind) selects."""
+    after = [losses for kind, losses in soak["losses_after"].items()
+             if which(kind)]
+    return " / ".join(f"{sum(one[key] for one in after):,}"
+                      for key in LOSS_KEYS)
+
+
+def _stop_text(stops):
+    if not stops["count"]:
+        return "–"
+    return f"{stops['median_ms']:,.0f} ({stops['worst_ms']:,.0f})"
+
+
+def soak_table(points):
+    """One row per soak run."""
+    header = ["Configuration", "seconds",
+              "graceful / Listen added / removed / full / killed",
+              "Connection: close requests, failed",
+              "keep-alive GETs, failed, retried",
+              "keep-alive POSTs, lost",
+              "of those after a kill: GETs / POSTs",
+              "after restarts, reloads or none: GETs / POSTs",
+              "graceful stop ms, median (worst)",
+              "full stop ms, median (worst)",
+              "parent descriptors", "parent RSS kB", "BPF maps",
+              "BPF programs", "SysV / POSIX shm segments",
+              "runtime dir files", "processes"]
+    rows = []
+    for p in points:
+        summary = p["restart"]
+        if summary is None:
+            rows.append([p["label"] + " (failed)"]
+                        + ["–"] * (len(header) - 1))
+            continue
+        for requests, s in zip(summary["requests"], summary["soaks"]):
+            kept = s["keepalive"]
+            done = s["events_done"]
+            growth = _growth_kb(s)
+            rows.append([
+                p["label"], f"{s['seconds']:,.0f}",
+                " / ".join(str(done[k]) for k in
+                           (GRACEFUL, LISTEN_ADD, LISTEN_REMOVE, FULL,
+                            KILL)),
+                f"{requests:,}, {s['failed_requests']:,}",
+                f"{kept['gets']:,}, {kept['gets_failed']:,}, "
+                f"{kept['retries']:,}",
+                f"{kept['posts']:,}, {kept['posts_lost']:,}",
+                _losses_text(s, lambda kind: kind == KILL),
+                _losses_text(s, lambda kind: kind != KILL),
+                _stop_text(s["graceful_stops"]),
+                _stop_text(s["full_stops"]),
+                _start_end(s, "descriptors"),
+                f"{s['at_start']['rss_kb']:,} → {s['at_end']['rss_kb']:,} "
+                f"({'n/a' if growth is None else f'{growth:+,}'})",
+                _start_end(s, "bpf_maps"), _start_end(s, "bpf_progs"),
+                f"{_start_end(s, 'sysv_segments')} / "
+                f"{_start_end(s, 'posix_segments')}",
+                _start_end(s, "runtime_files"),
+                _start_end(s, "processes")
+                + ("" if s["settled"] else " (not settled)")])
+    return markdown.table(header, rows)
+
+
+def section(points, options, heading="##"):
+    """Markdown: the soak's method and its table per kernel level."""
+    soak_s = options.get("soak_s", DEFAULT_SOAK_S)
+    lines = [
+        f"{heading} The soak (issue 39)", "",
+        f"Each server soaked {soak_s:,} s under a wrk Connection: close "
+        f"load (c={', '.join(map(str, options['concurrency']))}) and "
+        f"{restart.PAUSING_CLIENTS + restart.BACK_TO_BACK_CLIENTS} "
+        f"counting keep-alive clients (GETs, and POSTs of "
+        f"{restart.POST_BYTES} bytes: see the restarts' method); a "
+        f"graceful restart (SIGUSR1) every "
+        f"{GRACEFUL_EVERY_S:g} s, every {LISTEN_EVERY}nd of them a "
+        f"reload that adds a Listen address, then one that removes it; a "
+        f"full restart on held sockets every "
+        f"{min(FULL_RESTART_EVERY_S, soak_s / 2):g} s; one child "
+        f"SIGKILLed every {min(KILL_EVERY_S, soak_s / 3):g} s (each event "
+        f"after the one before has ended); MaxConnectionsPerChild "
+        f"{SOAK_MAX_CONNECTIONS_PER_CHILD}. Resources: the parent's "
+        f"descriptors and RSS, the BPF maps and programs its descriptors "
+        f"hold, the shared memory segments the server's processes map, the "
+        f"files in its runtime directory and its processes, after the "
+        f"warm-up and at the end (the load stopped, the process count back "
+        f"or {SETTLE_S} s passed); a → b where they differ.", ""]
+    if any(p["restart"] and any(s["listen_probe_failures"]
+                                for s in p["restart"]["soaks"])
+           for p in points):
+        lines += ["Listen probes that failed:", ""]
+        lines += [f"- {p['label']}: {failure}" for p in points
+                  if p["restart"] for s in p["restart"]["soaks"]
+                  for failure in s["listen_probe_failures"]]
+        lines.append("")
+    for level in options["levels"]:
+        group = [p for p in points if p["kernel_level"] == level]
+        if group:
+            lines += [f"{heading}# soak — {level}", "", soak_table(group),
+                      ""]
+    return "\n".join(lines)

@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Issue 39's restart workloads (bench/bucketbench/restart.py, workloads
+restart-full and restart-graceful, `--workloads restart`): the pure parts
+on fixed inputs, then bench/run with 2 restarts and 1 round against
+bucketed in both child models, stock event and nginx. Every run must have
+happened, with the counting keep-alive clients' GETs and POSTs beside
+wrk's load, and bucketed must lose no POST (a stopping child keeps its
+keep-alive connections: the fixed behaviour)."""
+import json
+
+from bucketbench import catalog, report, restart
+from test_smoke import bench
+
+SERVERS = ("event", "bucketed-reuseport", "bucketed-event", "nginx")
+RESTARTS = 2
+KEEPALIVE_KEYS = {"requests", "failed", "gets", "gets_failed", "posts",
+                  "posts_lost", "retries", "reopened", "told_to_close",
+                  "first_errors"}
+
+
+def test_variants_and_anchors():
+    """bucketed restarts the workload's way, stock event and nginx
+    gracefully (the anchors), all of them with the counting clients; the
+    other servers sit these workloads out."""
+    specs = [catalog.SERVERS[name] for name in SERVERS]
+    for name, variant in (("restart-full", catalog.RESTART_HELD),
+                          ("restart-graceful", catalog.RESTART_GRACEFUL)):
+        workload = catalog.WORKLOADS[name]
+        servers = {s.name: s for s in restart.expand(specs, workload, True)}
+        assert {n: s.restart for n, s in servers.items()} == {
+            "event": catalog.RESTART_GRACEFUL,
+            "nginx": catalog.RESTART_GRACEFUL,
+            f"bucketed-reuseport-{variant}": variant,
+            f"bucketed-event-{variant}": variant}
+        assert all(s.counted for s in servers.values())
+        assert servers["event"].label.endswith("graceful restart (SIGUSR1)")
+        assert servers["nginx"].label.endswith("reload (SIGHUP)")
+        for server_name, spec in catalog.SERVERS.items():
+            reason = catalog.unsupported_reason(spec, workload)
+            assert (reason is None) == (server_name in SERVERS), server_name
+    assert catalog.WORKLOAD_GROUPS["restart"] == ("restart-full",
+                                                  "restart-graceful")
+
+
+def test_graceful_restarts_get_room_for_a_generation():
+    threaded = "ServerLimit 8\nThreadsPerChild 32\nMaxRequestWorkers 256\n"
+    assert restart._with_room_for_a_generation(threaded) == \
+        "ServerLimit 16\nThreadsPerChild 32\nMaxRequestWorkers 256\n"
+    prefork = "ServerLimit 64\nMaxRequestWorkers 64\n"
+    assert restart._with_room_for_a_generation(prefork) == prefork
+
+
+def _counted_record(server, round_no, posts_lost):
+    errors = dict.fromkeys(report.ERROR_KINDS, 0)
+    return {"kernel_level": "native", "workload": "restart-graceful",
+            "concurrency": 200, "server": server, "label": server,
+            "round": round_no, "ok": True, "error": None,
+            "error_log_tail": None, "restarted": False, "rps": 1000.0,
+            "requests": 10000, "success": 10000, "errors": errors,
+            "latency_ms": {"p99": 10.0},
+            "restart": {
+                "variant": "graceful", "held": False, "swapped": False,
+                "planned": 2, "done": 2, "failed_requests": 0,
+                "stop_ms": [1000.0, 3000.0], "start_ms": [100.0, 300.0],
+                "total_ms": [1000.0, 3000.0], "slowest_ms": 3000.0,
+                "forced_stops": 0, "lingering": 1,
+                "keepalive": {"requests": 500, "failed": 7, "gets": 250,
+                              "gets_failed": 3, "posts": 250,
+                              "posts_lost": posts_lost, "retries": 3,
+                              "reopened": 9, "told_to_close": 2,
+                              "first_errors": ["lost one"]}}}
+
+
+def test_counted_summary_and_table():
+    records = [_counted_record("event", 1, 4), _counted_record("event", 2, 6)]
+    point = report.summarize(records)[0]
+    kept = point["restart"]["keepalive"]
+    assert kept["posts_lost"] == 10 and kept["posts_lost_per_run"] == [4, 6]
+    assert kept["gets_failed_per_run"] == [3, 3] and kept["retries"] == 6
+    assert point["restart"]["stop_worst_ms"] == 3000.0
+    assert point["restart"]["lingering"] == 2
+    options = {"levels": ["native"], "workloads": ["restart-graceful"],
+               "concurrency": [200], "runs": 2, "restarts": 2}
+    text = restart.section([point], options)
+    assert "Every kind of client:" in text
+    assert "| event | 2/2 | 20,000 | 0 (0/0) | 500 | 6 (3/3) | 6 | 500 | " \
+           "10 (4/6) | 2,000 (3,000), 2 children lingered | 200 (300) |" \
+        in text
+
+
+def check_counted_record(path):
+    record = json.loads(path.read_text())
+    assert record["ok"], (path.name, record["error"],
+                          record["error_log_tail"])
+    done = record["restart"]
+    assert done["planned"] == done["done"] == RESTARTS
+    assert len(done["stop_ms"]) == RESTARTS
+    kept = done["keepalive"]
+    assert KEEPALIVE_KEYS <= set(kept), path
+    assert kept["gets"] > 0 and kept["posts"] > 0, (path.name, kept)
+    assert kept["requests"] == kept["gets"] + kept["posts"]
+    return record
+
+
+def test_counted_restart_run(top, build, tmp_path):
+    out = tmp_path / "out"
+    done = bench(top, build, "--workloads", "restart", "--servers",
+                 ",".join(SERVERS), "--restarts", str(RESTARTS), "--runs",
+                 "1", "--warmup", "0", "--slots", "64", "--concurrency",
+                 "20", "--restart-stop-timeout", "10", "--out", str(out),
+                 timeout=900)
+    assert done.returncode == 0, done.stderr
+    raw = [check_counted_record(path) for path in (out / "raw").iterdir()]
+    ran = {(r["workload"], r["server"]) for r in raw}
+    specs = [catalog.SERVERS[name] for name in SERVERS]
+    expected = {(name, spec.name)
+                for name in catalog.WORKLOAD_GROUPS["restart"]
+                for spec in restart.expand(specs, catalog.WORKLOADS[name],
+                                           False)}
+    assert ran == expected
+    lost = {(r["workload"], r["server"]):
+            r["restart"]["keepalive"]["posts_lost"] for r in raw}
+    bucketed = {key: n for key, n in lost.items()
+                if key[1].startswith("bucketed")}
+    assert len(bucketed) == 4
+    assert not any(bucketed.values()), (
+        lost, [r["restart"]["keepalive"]["first_errors"] for r in raw
+               if r["server"].startswith("bucketed")])
+    text = (out / "report.md").read_text()
+    assert "Every kind of client:" in text
+    assert "### restart-graceful:" in text and "### restart-full:" in text

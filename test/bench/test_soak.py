@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The soak (issue 39, bench/bucketbench/soak.py): its schedule and
+report on fixed inputs, then bench/run --workloads soak for SOAK_S
+seconds against bucketed in both child models. Every event must have
+happened, every kind of client must have been counted, bucketed must lose
+no POST but to a killed child, and the resources must be reported at the
+start and the end."""
+import json
+
+from bucketbench import catalog, restart, soak
+from test_smoke import bench
+
+SOAK_S = 15
+SOAK_KEYS = {"planned_s", "seconds", "events_planned", "events_done",
+             "kills_missed", "graceful_stops", "full_stops", "forced_stops",
+             "lingering", "listen_probe_failures", "failed_requests",
+             "keepalive", "settled", "at_start", "at_end"}
+
+
+def test_schedule_of_a_short_and_an_hour_long_soak():
+    """A CI-sized soak does every kind of event; an hour's keeps the
+    periods, Listen added and removed in turn."""
+    short = soak.plan_events(SOAK_S)
+    assert [at for at, _ in short] == sorted(at for at, _ in short)
+    kinds = {kind for _, kind in short}
+    assert kinds == {soak.GRACEFUL, soak.LISTEN_ADD, soak.FULL, soak.KILL}
+    assert all(at < SOAK_S for at, _ in short)
+    hour = soak.plan_events(3600)
+    counts = {kind: sum(1 for _, k in hour if k == kind)
+              for kind in soak.EVENT_KINDS}
+    assert counts[soak.FULL] == 59                     # every minute
+    assert counts[soak.KILL] == 276                    # every 13 s
+    graceful = counts[soak.GRACEFUL] + counts[soak.LISTEN_ADD] \
+        + counts[soak.LISTEN_REMOVE]
+    assert graceful == 719                             # every 5 s
+    # The last one added is removed at the end (measure).
+    assert (counts[soak.LISTEN_ADD], counts[soak.LISTEN_REMOVE]) == (180, 179)
+    listen = [kind for _, kind in hour
+              if kind in (soak.LISTEN_ADD, soak.LISTEN_REMOVE)]
+    assert listen[:4] == [soak.LISTEN_ADD, soak.LISTEN_REMOVE] * 2
+
+
+def test_losses_go_to_the_event_that_caused_them():
+    log = [(5.0, 8.0, soak.GRACEFUL), (8.0, 8.2, soak.KILL),
+           (8.2, 11.0, soak.FULL)]
+    failures = [(1.0, 1.1, "GET"),         # before any event
+                (7.9, 8.3, "POST"),        # in flight at the kill
+                (8.1, 8.15, "GET"),        # begun while it died
+                (8.25, 8.3, "POST"),       # after it: the full restart's
+                (6.0, 6.5, "POST")]        # during the graceful restart
+    losses = soak.attribute_losses(log, failures)
+    assert losses[soak.START] == {"gets_failed": 1, "posts_lost": 0}
+    assert losses[soak.KILL] == {"gets_failed": 1, "posts_lost": 1}
+    assert losses[soak.FULL] == {"gets_failed": 0, "posts_lost": 1}
+    assert losses[soak.GRACEFUL] == {"gets_failed": 0, "posts_lost": 1}
+
+
+def test_soak_servers_and_their_churn():
+    workload = catalog.WORKLOADS["soak"]
+    specs = [catalog.SERVERS[name] for name in catalog.SOAK_SERVERS]
+    servers = restart.expand(specs, workload, False)
+    assert [s.name for s in servers] == ["bucketed-reuseport-soak",
+                                         "bucketed-event-soak"]
+    for spec in servers:
+        assert spec.counted and spec.restart == catalog.RESTART_SOAK
+        assert spec.directives[-1] == (
+            f"MaxConnectionsPerChild "
+            f"{catalog.SOAK_MAX_CONNECTIONS_PER_CHILD}")
+    for name, spec in catalog.SERVERS.items():
+        reason = catalog.unsupported_reason(spec, workload)
+        assert (reason is None) == (name in catalog.SOAK_SERVERS), name
+
+
+def test_soak_run(top, build, tmp_path):
+    out = tmp_path / "out"
+    done = bench(top, build, "--workloads", "soak", "--soak-seconds",
+                 str(SOAK_S), "--warmup", "0", "--slots", "64",
+                 "--concurrency", "20", "--restart-stop-timeout", "10",
+                 "--out", str(out), timeout=900)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(path.read_text())
+               for path in (out / "raw").iterdir()]
+    assert sorted(r["server"] for r in records) == [
+        "bucketed-event-soak", "bucketed-reuseport-soak"]
+    for record in records:
+        assert record["ok"], (record["server"], record["error"],
+                              record["error_log_tail"])
+        s = record["soak"]
+        assert SOAK_KEYS <= set(s)
+        assert s["planned_s"] == SOAK_S
+        # Everything planned happened; the extra Listen came and went.
+        for kind, count in s["events_planned"].items():
+            if kind != soak.KILL:
+                assert s["events_done"][kind] >= count, (kind, s)
+        assert s["events_done"][soak.LISTEN_REMOVE] == \
+            s["events_done"][soak.LISTEN_ADD] >= 1
+        assert s["events_done"][soak.KILL] + s["kills_missed"] == \
+            s["events_planned"][soak.KILL]
+        assert not s["listen_probe_failures"], s["listen_probe_failures"]
+        kept = s["keepalive"]
+        assert record["requests"] > 0
+        assert kept["gets"] > 0 and kept["posts"] > 0
+        # Every loss is put down to the event it followed; a killed child
+        # may take a request in flight with it, nothing else may.
+        for key in soak.LOSS_KEYS:
+            assert sum(after[key] for after in s["losses_after"].values()) \
+                == kept[key]
+        not_killed = [after["posts_lost"] for kind, after
+                      in s["losses_after"].items() if kind != soak.KILL]
+        assert not any(not_killed), (s["losses_after"],
+                                     kept["first_errors"])
+        for when in ("at_start", "at_end"):
+            assert set(s[when]) == set(soak.RESOURCE_KEYS)
+            assert s[when]["descriptors"] > 0 and s[when]["rss_kb"] > 0
+            assert s[when]["processes"] > 1
+    text = (out / "report.md").read_text()
+    assert "## The soak (issue 39)" in text
+    assert "### soak — native" in text
