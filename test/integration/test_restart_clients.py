@@ -13,10 +13,12 @@ connection until its next request, which it answers with
 request on a connection whose response promised keep-alive."""
 import signal
 
+import pytest
+
 from bucketbench.activation import listen_socket
-from event_server import KeepAliveLoad
-from httpd_fixture import CHILD_MODELS, LOOPBACK, free_ports, log_near, \
-    wait_until
+from event_server import KeepAliveLoad, open_keepalive
+from httpd_fixture import CHILD_MODELS, INDEX_BODY, LOOPBACK, children_of, \
+    free_ports, http_get, log_near, parse_status, wait_until
 from test_socket_activation import holders  # noqa: F401 (a fixture)
 
 GRACEFUL_RESTARTS = 6
@@ -93,3 +95,44 @@ def test_restarts_lose_no_request_a_client_sent(make_httpd, holders,
     assert results[0].ok >= 200 and results[1].ok >= 1000
     # The stopping children told clients to close: they saw the restarts.
     assert all(load.told_to_close > 0 for load in loads)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 39: an event child replaced at a graceful restart is replaced "
+    "in its own slot once it has gone, and now stays up to KeepAliveTimeout"))
+def test_new_children_serve_while_old_ones_keep_their_connections(
+        make_httpd):
+    """Event model: after a graceful restart the old children keep their
+    idle keep-alive connections (KeepAliveTimeout 30 s here), and the new
+    generation serves new connections meanwhile, in free slots: not only
+    once the old children have gone."""
+    server = make_httpd(directives=(
+        CHILD_MODELS["event"] + "ThreadsPerChild 4\nMaxRequestWorkers 32\n"
+        "StartServers 2\nMinSpareThreads 4\nMaxSpareThreads 32\n"
+        "BucketCount 2\nKeepAliveTimeout 30\n"))
+    server.start()
+    port = server.ports[0]
+    # Enough connections that each old child holds some (2 buckets).
+    conns = open_keepalive(port, 16)
+    old = set(children_of(server.pid))
+    generation = server.status()["generation"]
+    server.signal(signal.SIGUSR1)
+
+    def generation_serving():
+        # A new connection each time, answered well inside the old
+        # children's KeepAliveTimeout, or this fails.
+        status, body = http_get(port, "/bucketed-status", timeout=10)
+        assert status == 200
+        return parse_status(body.decode())["generation"]
+    wait_until(lambda: generation_serving() == generation + 1, 20,
+               what="the new generation serving")
+    assert http_get(port, timeout=10)[0] == 200
+    # The old children still hold their connections, and answer each
+    # connection's next request, then close it.
+    assert old <= set(children_of(server.pid))
+    for conn in conns:
+        conn.request("GET", "/")
+        resp = conn.getresponse()
+        assert (resp.status, resp.read()) == (200, INDEX_BODY)
+        assert resp.getheader("Connection", "").lower() == "close"
+        conn.close()
