@@ -29,8 +29,9 @@ def test_module_identity_and_service(make_httpd):
     syntax = server.command("-t")
     assert syntax.returncode == 0, syntax.output
     assert "Syntax OK" in syntax.output
-    # -t says what would run, in words.
-    assert re.search(r"bucketed: strategy reuseport \(.*\): 4 bucket\(s\), "
+    # -t says which build would run what, in words.
+    assert re.search(r"bucketed: version [0-9][0-9.]*: strategy reuseport "
+                     r"\(.*\): 4 bucket\(s\), "
                      r"each with its own socket for each of the 1 Listen "
                      r"address\(es\) \(4 sockets, 3 of them SO_REUSEPORT "
                      r"duplicates\); children block in accept\(\)",

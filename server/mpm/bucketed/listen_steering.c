@@ -25,29 +25,13 @@
 #include "sys_bpf.h"
 #include "sys_trial.h"
 #include "listen_sockets.h"
+#include "listen_steer_slots.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
 /* Slots of a new socket map: room for the bucket counts restarts usually
  * move between, so that the map is rarely replaced. */
 #define STEER_MAP_MIN_SLOTS 64
-/* How long a socket found in a socket map another program keeps is tried
- * again, once that program is replaced, and how often: the kernel frees
- * the old map an RCU grace period or two later (13-16 ms measured on
- * 6.18). */
-#define STEER_OLD_MAP_WAIT apr_time_from_sec(2)
-#define STEER_OLD_MAP_POLL apr_time_from_msec(5)
-
-/* A socket found in a socket map no one here holds, to go into its slot
- * of ours once this generation's program has replaced the one keeping
- * that map. */
-typedef struct held_elsewhere held_elsewhere;
-struct held_elsewhere {
-    held_elsewhere *next;
-    int slot;
-    int fd;
-};
-
 int listen_socket_fd(apr_socket_t *sd)
 {
     apr_os_sock_t fd = -1;
@@ -112,63 +96,6 @@ static retained_map *steer_map_of(apr_pool_t *ptemp,
     rm->next = retained->steer_maps;
     retained->steer_maps = rm;
     return rm;
-}
-
-/* Puts the socket sock_fd in slot `slot` of rm (policy_steering.h,
- * steer_slot_outcome_of); *err is the errno of a failure. */
-static steer_slot_outcome place_in_slot(const retained_map *rm, int slot,
-                                        int sock_fd, int *err)
-{
-    int holds = 0;
-
-    *err = reuseport_bpf_sockarray_set(rm->fd, slot, sock_fd);
-    if (*err == EBUSY) {
-        int looked = reuseport_bpf_sockarray_holds(rm->fd, slot, sock_fd,
-                                                   &holds);
-        if (looked != 0) {
-            *err = looked;
-            return STEER_SLOT_FAILED;
-        }
-    }
-    return steer_slot_outcome_of(*err, holds);
-}
-
-/* The sockets of one group found in another socket map, put in their
- * slots of rm now that this generation's program, attached to their
- * group, has replaced the one that kept the other map alive. Each is
- * tried until the kernel has freed that map, for at most
- * STEER_OLD_MAP_WAIT in all. */
-static void place_when_freed(server_rec *s, const retained_map *rm,
-                             const held_elsewhere *held)
-{
-    apr_time_t deadline = apr_time_now() + STEER_OLD_MAP_WAIT;
-    steer_slot_outcome outcome;
-    int err;
-
-    for (; held; held = held->next) {
-        while ((outcome = place_in_slot(rm, held->slot, held->fd, &err))
-                   == STEER_SLOT_HELD_ELSEWHERE
-               && apr_time_now() < deadline) {
-            apr_sleep(STEER_OLD_MAP_POLL);
-        }
-        if (outcome == STEER_SLOT_PLACED) {
-            ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00250)
-                         "bucketed: the socket for %s in slot %d was in "
-                         "another socket map (one a server that exited "
-                         "without its stop left on its reuseport group); "
-                         "it is in this generation's now", rm->key,
-                         held->slot);
-        }
-        else {
-            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00251)
-                         "bucketed: the socket for %s stays out of slot %d "
-                         "of its socket map, having been in another (with "
-                         "EBUSY: another process still keeps that one, a "
-                         "server still stopping?); the kernel's hash picks "
-                         "for that slot", rm->key,
-                         held->slot);
-        }
-    }
 }
 
 static void close_steer_map(server_rec *s, retained_map *rm)
@@ -239,7 +166,7 @@ static int planned_copies(const bucket_plan *plan, int i)
 /* Puts listener i's planned sockets in its retained map, each in the slot
  * of its duplicate ordinal; creates the map first when there is none or
  * it is too small. Sockets found in a map another program keeps are
- * listed in *held, for place_when_freed. 0, or -1 after logging. */
+ * listed in *held, for steer_slots_place_when_freed(). 0, or -1 after logging. */
 static int fill_steer_map(apr_pool_t *ptemp, server_rec *s,
                           const bucketed_config *conf,
                           bucketed_retained *retained,
@@ -279,7 +206,7 @@ static int fill_steer_map(apr_pool_t *ptemp, server_rec *s,
             if (bs->listener != i) {
                 continue;
             }
-            switch (place_in_slot(rm, bs->duplicate,
+            switch (steer_slot_place(rm, bs->duplicate,
                                   listen_socket_fd(lr->sd), &err)) {
             case STEER_SLOT_PLACED:
                 break;
@@ -489,7 +416,7 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
             gen->migration_groups++;
             gen->steering.steered += prog != mig && steers;
             if (prog != mig) {
-                place_when_freed(s, rm, held);
+                steer_slots_place_when_freed(s, rm, held);
             }
         }
         if (prog != mig) {
@@ -662,7 +589,7 @@ int listen_steering_put_back(server_rec *s, bucketed_retained *retained,
     }
     /* The kernel emptied its slot when it left the group; EBUSY with the
      * slot holding it: it never left. */
-    if (place_in_slot(rm, slot, listen_socket_fd(lr->sd), &err)
+    if (steer_slot_place(rm, slot, listen_socket_fd(lr->sd), &err)
             != STEER_SLOT_PLACED) {
         ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00184)
                                                     "bucketed: cannot put "

@@ -23,6 +23,7 @@
  *   sys_trial.c           what the kernel does with them, at start-up
  *   listen_sockets.c      opening and keeping the per-bucket sockets
  *   listen_steering.c     their reuseport programs and socket maps
+ *   listen_steer_slots.c  a socket into its slot of its map (EBUSY)
  *   listen_activation.c   sockets a service manager passes in
  *   policy_activation.c   what was passed, which Listen it serves (pure)
  *   sys_notify.c          telling the service manager the state
