@@ -155,11 +155,25 @@ static void start_generation(parent_context *pc)
 
     for (slot = 0; slot < retained->max_daemons_limit; slot++) {
         const child_slot *cs = &retained->slots[slot];
-        if (cs->pid != 0 && cs->generation != pc->generation) {
-            parent_ask_to_leave(pc, slot, slot < pc->limits->max_workers
-                                   ? bucket_of_slot(slot, pc->num_buckets)
-                                   : NO_REPLACEMENT);
+        int bucket, spare;
+
+        if (cs->pid == 0 || cs->generation == pc->generation) {
+            continue;
         }
+        bucket = slot < pc->limits->max_workers
+                 ? bucket_of_slot(slot, pc->num_buckets) : NO_REPLACEMENT;
+        /* A leaving event child keeps its idle keep-alive connections
+         * until their next request or KeepAliveTimeout: its bucket gets
+         * its replacement now, in a free slot if there is one, rather
+         * than once it has gone. (A prefork-model child holds one
+         * connection, and its bucket has spares.) */
+        spare = bucket != NO_REPLACEMENT
+                && pc->conf->child_model == CHILD_MODEL_EVENT
+                ? parent_free_slot(pc) : -1;
+        if (spare >= 0 && parent_spawn_child(pc, spare, bucket) == 0) {
+            bucket = NO_REPLACEMENT;
+        }
+        parent_ask_to_leave(pc, slot, bucket);
     }
     wanted = bucket_start_children(pc->limits->start_servers,
                                    pc->num_buckets, pc->limits->max_workers);

@@ -75,6 +75,8 @@ void parent_note_slot_used(bucketed_retained *retained, int slot);
  * did not fork itself (one-process mode); parent_run_child() is the
  * child's side, and never returns. */
 int parent_spawn_child(parent_context *pc, int slot, int bucket);
+/* The lowest slot below MaxRequestWorkers' with no child, or -1. */
+int parent_free_slot(const parent_context *pc);
 void parent_record_child(parent_context *pc, int slot, pid_t pid,
                          int bucket);
 void parent_run_child(parent_context *pc, int slot, int bucket,

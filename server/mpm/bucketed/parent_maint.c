@@ -197,18 +197,6 @@ static int idle_child_of(const parent_context *pc, int bucket,
     return best;
 }
 
-static int free_slot(const parent_context *pc)
-{
-    int slot;
-
-    for (slot = 0; slot < pc->limits->max_workers; slot++) {
-        if (pc->retained->slots[slot].pid == 0) {
-            return slot;
-        }
-    }
-    return -1;
-}
-
 static void carry_out(parent_context *pc, int bucket,
                       const bucket_decision *d)
 {
@@ -225,7 +213,7 @@ static void carry_out(parent_context *pc, int bucket,
                      pc->census[bucket].idle + pc->census[bucket].busy);
     }
     for (i = 0; i < d->spawn; i++) {
-        slot = free_slot(pc);
+        slot = parent_free_slot(pc);
         if (slot < 0 || parent_spawn_child(pc, slot, bucket) < 0) {
             break;
         }

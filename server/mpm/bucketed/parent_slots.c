@@ -186,6 +186,18 @@ void parent_buckets_rejoin(parent_context *pc)
     }
 }
 
+int parent_free_slot(const parent_context *pc)
+{
+    int slot;
+
+    for (slot = 0; slot < pc->limits->max_workers; slot++) {
+        if (pc->retained->slots[slot].pid == 0) {
+            return slot;
+        }
+    }
+    return -1;
+}
+
 int parent_spawn_child(parent_context *pc, int slot, int bucket)
 {
     pid_t parent = getpid(), pid;
