@@ -71,6 +71,12 @@ def test_soak_servers_and_their_churn():
         assert (reason is None) == (name in catalog.SOAK_SERVERS), name
 
 
+# What the soak must leave as it found it (RSS may grow, and the number of
+# children follows the load).
+SOAK_HELD_KEYS = ("descriptors", "bpf_maps", "bpf_progs", "sysv_segments",
+                  "posix_segments", "runtime_files")
+
+
 def test_soak_run(top, build, tmp_path):
     out = tmp_path / "out"
     done = bench(top, build, "--workloads", "soak", "--soak-seconds",
@@ -113,6 +119,12 @@ def test_soak_run(top, build, tmp_path):
             assert set(s[when]) == set(soak.RESOURCE_KEYS)
             assert s[when]["descriptors"] > 0 and s[when]["rss_kb"] > 0
             assert s[when]["processes"] > 1
+        # What the parent holds comes back to where it started: nothing
+        # leaks per restart, reload, Listen added and removed, or kill.
+        leaked = {key: (s["at_start"][key], s["at_end"][key])
+                  for key in SOAK_HELD_KEYS
+                  if s["at_start"][key] != s["at_end"][key]}
+        assert not leaked, (record["server"], leaked)
     text = (out / "report.md").read_text()
     assert "## The soak (issue 39)" in text
     assert "### soak — native" in text
