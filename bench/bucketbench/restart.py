@@ -693,6 +693,13 @@ def _per_run(values):
     return "/".join(f"{v:,}" for v in values)
 
 
+def _row_label(point):
+    """A point's row label, saying how many of its runs failed."""
+    failed = point["runs"] - point["ok_runs"]
+    return point["label"] + (f" ({failed} of {point['runs']} runs failed)"
+                             if failed else "")
+
+
 def restart_table(points):
     """One row per server of a restart workload."""
     header = ["Configuration", "restarts per run", "requests, median "
@@ -704,9 +711,7 @@ def restart_table(points):
     rows = []
     for p in points:
         s = p["restart"]
-        failed = p["runs"] - p["ok_runs"]
-        label = p["label"] + (f" ({failed} of {p['runs']} runs failed)"
-                              if failed else "")
+        label = _row_label(p)
         if s is None:
             rows.append([label] + ["–"] * (len(header) - 1))
             continue
@@ -737,9 +742,7 @@ def counted_table(points):
     rows = []
     for p in points:
         s = p["restart"]
-        failed = p["runs"] - p["ok_runs"]
-        label = p["label"] + (f" ({failed} of {p['runs']} runs failed)"
-                              if failed else "")
+        label = _row_label(p)
         if s is None or s.get("keepalive") is None:
             rows.append([label] + ["–"] * (len(header) - 1))
             continue
