@@ -11,9 +11,12 @@ be retried. None may be: a stopping child keeps an idle keep-alive
 connection until its next request, which it answers with
 "Connection: close", or until KeepAliveTimeout, and answers the next
 request on a connection whose response promised keep-alive."""
+import http.client
 import signal
+import time
 
 from bucketbench.activation import listen_socket
+from bucketbench.procfs import established_inodes, socket_inodes_of
 from event_server import KeepAliveLoad, open_keepalive
 from httpd_fixture import CHILD_MODELS, INDEX_BODY, LOOPBACK, children_of, \
     free_ports, http_get, log_near, parse_status, wait_until
@@ -95,6 +98,15 @@ def test_restarts_lose_no_request_a_client_sent(make_httpd, holders,
     assert all(load.told_to_close > 0 for load in loads)
 
 
+def generation_answering(port):
+    """The generation the status page reports, on a new connection
+    answered well inside the old children's KeepAliveTimeout, or this
+    fails."""
+    status, body = http_get(port, "/bucketed-status", timeout=10)
+    assert status == 200
+    return parse_status(body.decode())["generation"]
+
+
 def test_new_children_serve_while_old_ones_keep_their_connections(
         make_httpd):
     """Event model: after a graceful restart the old children keep their
@@ -112,14 +124,7 @@ def test_new_children_serve_while_old_ones_keep_their_connections(
     old = set(children_of(server.pid))
     generation = server.status()["generation"]
     server.signal(signal.SIGUSR1)
-
-    def generation_serving():
-        # A new connection each time, answered well inside the old
-        # children's KeepAliveTimeout, or this fails.
-        status, body = http_get(port, "/bucketed-status", timeout=10)
-        assert status == 200
-        return parse_status(body.decode())["generation"]
-    wait_until(lambda: generation_serving() == generation + 1, 20,
+    wait_until(lambda: generation_answering(port) == generation + 1, 20,
                what="the new generation serving")
     assert http_get(port, timeout=10)[0] == 200
     # Old children still hold connections (not all need to: one that
@@ -131,4 +136,137 @@ def test_new_children_serve_while_old_ones_keep_their_connections(
         resp = conn.getresponse()
         assert (resp.status, resp.read()) == (200, INDEX_BODY)
         assert resp.getheader("Connection", "").lower() == "close"
+        conn.close()
+
+
+def test_new_generation_starts_beside_old_children_at_max_request_workers(
+        make_httpd):
+    """Event model, ServerLimit above MaxRequestWorkers' children (Debian's
+    configuration): the old children fill MaxRequestWorkers and each keeps
+    an idle keep-alive connection (KeepAliveTimeout 30 s) after a graceful
+    restart; the new generation starts in the slots above and serves new
+    connections meanwhile, as stock event does. Before, it waited for the
+    old children's slots."""
+    children = 4
+    server = make_httpd(directives=(
+        CHILD_MODELS["event"] + f"ServerLimit {2 * children}\n"
+        f"ThreadsPerChild 4\nMaxRequestWorkers {4 * children}\n"
+        f"StartServers {children}\nMinSpareThreads 4\n"
+        f"MaxSpareThreads {4 * children}\nBucketCount 2\n"
+        "KeepAliveTimeout 30\n"))
+    server.start()
+    port = server.ports[0]
+    wait_until(lambda: len(children_of(server.pid)) == children, 20,
+               what=f"{children} children")
+    old = set(children_of(server.pid))
+    conns = []
+
+    def every_child_holds_one():
+        # Both buckets' children take turns accepting: a few more
+        # connections until each child holds one.
+        assert len(conns) < 64, "children that never take a connection"
+        conns.extend(open_keepalive(port, 2))
+        held = established_inodes(port)
+        return all(socket_inodes_of(child) & held for child in old)
+    wait_until(every_child_holds_one, 30,
+               what="every child holding a keep-alive connection")
+    generation = server.status()["generation"]
+    server.signal(signal.SIGUSR1)
+    wait_until(lambda: generation_answering(port) == generation + 1, 20,
+               what="the new generation serving beside the old one")
+    # Every old child is still there, holding its connections: the new
+    # children took the slots above MaxRequestWorkers', and no more than
+    # MaxRequestWorkers of them.
+    assert old <= set(children_of(server.pid))
+    assert sum(b["children"] for b in server.status()["buckets_list"]) \
+        <= children
+    for conn in conns:
+        conn.request("GET", "/")
+        resp = conn.getresponse()
+        assert (resp.status, resp.read()) == (200, INDEX_BODY)
+        assert resp.getheader("Connection", "").lower() == "close"
+        conn.close()
+    wait_until(lambda: not old & set(children_of(server.pid)), 20,
+               what="the old children gone once their connections closed")
+
+
+def get_on_a_new_connection(port):
+    """A GET on a connection of its own: its status, body and Connection
+    header."""
+    conn = http.client.HTTPConnection(LOOPBACK, port, timeout=10)
+    try:
+        conn.request("GET", "/")
+        resp = conn.getresponse()
+        return resp.status, resp.read(), resp.getheader("Connection", "")
+    finally:
+        conn.close()
+
+
+def test_a_stop_on_held_sockets_serves_until_keepalive_ends(
+        make_httpd, holders, child_model):
+    """A graceful stop with the sockets held for the next start: while a
+    child keeps an idle keep-alive connection for its next request
+    (KeepAliveTimeout 30 s here), new connections are served, each told
+    to close, rather than waiting in the held queue until the stop ends;
+    once that connection's request is answered, the parent exits at once.
+    Before, new connections waited up to KeepAliveTimeout."""
+    port = free_ports(1)[0]
+    holder = holders([listen_socket(LOOPBACK, port)])
+    server = make_httpd(ports=[port], directives=(
+        directives(child_model, 2).replace("KeepAliveTimeout 5",
+                                           "KeepAliveTimeout 30")))
+    server.start(holder=holder)
+    idle = open_keepalive(port, 1)[0]
+    server.signal(signal.SIGWINCH)
+    wait_until(lambda: "shutting down gracefully" in server.error_log(), 10,
+               what="the graceful stop begun")
+    # For well past the moment the stop closed its sockets before (a
+    # tenth of a second for handshakes under way on them).
+    served, until = 0, time.monotonic() + 1.5
+    while time.monotonic() < until:
+        assert get_on_a_new_connection(port) == (200, INDEX_BODY, "close")
+        served += 1
+    assert served > 10
+    assert server.proc.poll() is None, "the parent left the connection"
+    idle.request("GET", "/")
+    resp = idle.getresponse()
+    assert (resp.status, resp.read()) == (200, INDEX_BODY)
+    assert resp.getheader("Connection", "").lower() == "close"
+    idle.close()
+    # Well inside the 30 s the idle connection could have waited.
+    assert server.wait_exit(timeout=10) == 0
+    assert "SIGKILL" not in server.error_log()
+    server.proc = None
+
+
+def test_prefork_children_holding_connections_are_replaced_at_once(
+        make_httpd):
+    """Prefork model: at a graceful restart a child holding a keep-alive
+    connection keeps it until its next request or KeepAliveTimeout (30 s
+    here); its replacement starts at once in a free slot, so the new
+    generation has as many children as the old one had while the old ones
+    still hold their connections. Before, only the idle old children's
+    replacements started, and a bucket whose children all held
+    connections waited for maintenance (clients under load: 2 s timeouts)."""
+    server = make_httpd(directives=(
+        CHILD_MODELS["prefork"] + "StartServers 4\nMinSpareServers 1\n"
+        "MaxSpareServers 8\nMaxRequestWorkers 16\nBucketCount 1\n"
+        "KeepAliveTimeout 30\n"))
+    server.start()
+    port = server.ports[0]
+    wait_until(lambda: len(children_of(server.pid)) >= 4, 20,
+               what="4 children")
+    conns = open_keepalive(port, 3)
+    held = established_inodes(port)
+    old = set(children_of(server.pid))
+    holding = {child for child in old if socket_inodes_of(child) & held}
+    assert len(holding) == 3
+    server.signal(signal.SIGUSR1)
+    wait_until(lambda: len(set(children_of(server.pid)) - old) >= len(old),
+               10, what="a replacement for every old child")
+    assert holding <= set(children_of(server.pid))
+    for conn in conns:
+        conn.request("GET", "/")
+        resp = conn.getresponse()
+        assert (resp.status, resp.read()) == (200, INDEX_BODY)
         conn.close()

@@ -553,7 +553,7 @@ static void test_census_tally(void **state)
     (void)state;
     /* Slot 9 is beyond MaxRequestWorkers 9: not free; bucket 7 does not
      * exist (a plan with fewer buckets): counted nowhere. */
-    free_slots = bucket_census_tally(slots, 10, 9, 2, 1, census);
+    free_slots = bucket_census_tally(slots, 10, 9, 9, 2, 1, census);
     assert_int_equal(free_slots, 2);
     assert_int_equal(census[0].idle, 1);
     assert_int_equal(census[0].busy, 1);
@@ -581,7 +581,7 @@ static void test_census_threads(void **state)
     int free_slots;
 
     (void)state;
-    free_slots = bucket_census_tally(slots, 6, 6, 2, 25, census);
+    free_slots = bucket_census_tally(slots, 6, 6, 6, 2, 25, census);
     assert_int_equal(free_slots, 1);
     assert_int_equal(census[0].idle, 20);
     assert_int_equal(census[0].busy, 5 + 25);
@@ -595,6 +595,41 @@ static void test_census_threads(void **state)
      * shut out or hold keep-alive connections. */
     assert_int_equal(census[0].serving, 4 + 25);
     assert_int_equal(census[1].serving, 10);
+}
+
+/* A graceful restart with ServerLimit above MaxRequestWorkers (in
+ * children): the old generation fills the first slots and keeps them while
+ * it finishes; the new one may start in the slots above, up to
+ * MaxRequestWorkers' children, not up to the number of empty slots. */
+static void test_census_room_beside_leaving_children(void **state)
+{
+    static const slot_view slots[] = {
+        { SLOT_LEAVING, 0, 0, 0, 0, 0, 1 }, { SLOT_LEAVING, 1, 0, 0, 0, 0, 1 },
+        { SLOT_LEAVING, 0, 0, 0, 0, 0, 1 }, { SLOT_LEAVING, 1, 0, 0, 0, 0, 1 },
+        { SLOT_IDLE, 0, 25, 0, 0, 0, 0 }, { SLOT_EMPTY, 0, 0, 0, 0, 0, 0 },
+    };
+    bucket_census census[2];
+
+    (void)state;
+    /* MaxRequestWorkers 4 children, ServerLimit 8: one current child, so
+     * three may start, in slot 5 and the two past the table's end. */
+    assert_int_equal(bucket_census_tally(slots, 6, 8, 4, 2, 25, census), 3);
+    /* ServerLimit 16: still three, MaxRequestWorkers bounds them. */
+    assert_int_equal(bucket_census_tally(slots, 6, 16, 4, 2, 25, census), 3);
+    /* Slots up to MaxRequestWorkers only (ChildModel prefork): none free
+     * beyond slot 5. */
+    assert_int_equal(bucket_census_tally(slots, 6, 6, 4, 2, 25, census), 1);
+    /* A replacement promised to a leaving child counts as a child. */
+    {
+        slot_view replacing[6];
+
+        memcpy(replacing, slots, sizeof(slots));
+        replacing[0].state = SLOT_REPLACING;
+        replacing[1].state = SLOT_REPLACING;
+        replacing[2].state = SLOT_REPLACING;
+        assert_int_equal(bucket_census_tally(replacing, 6, 8, 4, 2, 25,
+                                             census), 0);
+    }
 }
 
 static void test_stalled_bucket_is_rescued(void **state)
@@ -801,7 +836,7 @@ static void test_stalled_bucket_keeps_arriving_child(void **state)
     pass_t p;
 
     (void)state;
-    bucket_census_tally(slots, 5, 5, 2, 1, census);
+    bucket_census_tally(slots, 5, 5, 5, 2, 1, census);
     assert_int_equal(census[0].arriving, 1);
     assert_int_equal(census[1].arriving, 1);
     bucket_census_stalled(&census[0]);
@@ -936,7 +971,7 @@ static void test_census_movable(void **state)
 
     (void)state;
     /* Only a child with every thread idle and no connection open. */
-    bucket_census_tally(slots, 5, 5, 1, 4, census);
+    bucket_census_tally(slots, 5, 5, 5, 1, 4, census);
     assert_int_equal(census[0].movable, 1);
     assert_int_equal(census[0].stalled, 0);
     bucket_census_stalled(&census[0]);
@@ -983,6 +1018,7 @@ int main(void)
         POOL_TEST(test_skewed_load_simulation),
         POOL_TEST(test_census_tally),
         POOL_TEST(test_census_threads),
+        POOL_TEST(test_census_room_beside_leaving_children),
         POOL_TEST(test_stalled_bucket_is_rescued),
         POOL_TEST(test_stalled_bucket_takes_the_last_idle_child),
         POOL_TEST(test_floor_limit_gives_one_child),

@@ -99,6 +99,9 @@ typedef struct {
 typedef struct {
     apr_time_t census_at;            /* last census; 0 = none yet */
     apr_time_t sampled_at;           /* last socket sample; 0 = none yet */
+    apr_uint32_t closing;            /* a stop on held sockets has begun:
+                                      * every response says "Connection:
+                                      * close" (apr_atomic) */
 } published_times;
 
 typedef struct {

@@ -30,6 +30,7 @@
 #include "listen_sockets.h"
 #include "listen_absence.h"
 #include "listen_steering.h"
+#include "stats.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -122,7 +123,8 @@ int child_life_mpm_state(const bucketed_retained *retained)
 
     if (life != NULL
         && (CHILD_LIFE_IS(life, dying)
-            || (asked_to_leave(life) && !keepalive_promised(life)))) {
+            || ((asked_to_leave(life) || bucket_stats_closing(retained))
+                && !keepalive_promised(life)))) {
         return AP_MPMQ_STOPPING;
     }
     return retained->mpm->mpm_state;

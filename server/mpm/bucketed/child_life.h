@@ -59,7 +59,8 @@ void child_life_run(const child_model *model, server_rec *s,
     __attribute__((noreturn));
 
 /* AP_MPMQ_MPM_STATE as this process answers it: STOPPING in a child that
- * is leaving or dying, or that the parent has asked to leave, so that
+ * is leaving or dying, or that the parent has asked to leave, or while a
+ * stop on held sockets lets it serve on (bucket_stats_closing()), so that
  * every response says "Connection: close" (a client then sends nothing
  * more on a connection the child is about to close); the parent's state
  * elsewhere. Except where a response already promised keep-alive: a

@@ -55,6 +55,13 @@ void ev_start_waiting(event_child_ctx *ctx, ev_conn *ec)
     ev_lock(ctx);
     timeout_list_insert(&ctx->timeouts[ec->wait], &ec->timer,
                        apr_time_now() + timeout);
+    if (ec->wait == WAIT_KEEPALIVE) {
+        /* At once, not at the keeper's next pass: a stop on held sockets
+         * serves on while the scoreboard shows a keep-alive wait
+         * (serve_until_keepalive_ends() in parent.c). */
+        ap_get_scoreboard_process(ctx->slot)->keep_alive =
+            ctx->timeouts[WAIT_KEEPALIVE].count;
+    }
     ev_unlock(ctx);
     if (ev_epoll_set(ctx, op, ec->fd, events, ec) < 0) {
         /* Not armed, so still this worker's. */

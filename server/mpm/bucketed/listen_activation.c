@@ -97,6 +97,23 @@ static void address_from_sockaddr(const struct sockaddr_storage *ss,
     }
 }
 
+int listen_bound_address(int fd, socket_address *a)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+
+    memset(&ss, 0, sizeof(ss));
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+        return -1;
+    }
+    if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) {
+        errno = EAFNOSUPPORT;
+        return -1;
+    }
+    address_from_sockaddr(&ss, a);
+    return 0;
+}
+
 static void address_from_apr(const apr_sockaddr_t *sa, socket_address *a)
 {
     memset(a, 0, sizeof(*a));
@@ -161,8 +178,6 @@ static int is_passed_socket(int fd, const passed_fd *pf)
 static void take_passed(apr_pool_t *p, int fd, const char *name,
                         passed_fd *pf)
 {
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
     passed_fd_kind kind;
     struct stat st;
     int flags;
@@ -179,7 +194,7 @@ static void take_passed(apr_pool_t *p, int fd, const char *name,
     pf->unusable = pf->status != APR_SUCCESS ? "its kind could not be read"
                    : activation_fd_unusable(&kind);
     if (pf->unusable == NULL
-        && (getsockname(fd, (struct sockaddr *)&ss, &len) < 0
+        && (listen_bound_address(fd, &pf->address) < 0
             || fstat(fd, &st) < 0)) {
         pf->status = errno;
         pf->unusable = "unreadable (getsockname() or fstat() failed)";
@@ -190,7 +205,6 @@ static void take_passed(apr_pool_t *p, int fd, const char *name,
     pf->fd = fd;
     pf->dev = (apr_uint64_t)st.st_dev;
     pf->ino = (apr_uint64_t)st.st_ino;
-    address_from_sockaddr(&ss, &pf->address);
     pf->reuseport = kind.reuseport;
 }
 

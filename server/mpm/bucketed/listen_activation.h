@@ -52,6 +52,10 @@ int listen_activation_close_kept(server_rec *s);
  * open). */
 apr_status_t listen_inspect_fd(int fd, passed_fd_kind *kind);
 
+/* The IPv4 or IPv6 address socket fd is bound to, into a: 0, or -1 with
+ * errno set (EAFNOSUPPORT for another family). */
+int listen_bound_address(int fd, socket_address *a);
+
 /* `apache2 -t -D BUCKETED_LISTEN_STREAMS`: one ListenStream= line per
  * Listen address, on standard output, for a socket unit. */
 void listen_activation_print_streams(apr_pool_t *p);

@@ -105,6 +105,52 @@ static void stop_children_now(parent_context *pc)
 
 /* See graceful_stop(). */
 #define STOP_HANDSHAKE_SETTLE apr_time_from_msec(100)
+#define CLOSING_POLL apr_time_from_msec(100)
+
+/* The longest KeepAliveTimeout of any virtual host. */
+static apr_interval_time_t longest_keepalive(const server_rec *s)
+{
+    apr_interval_time_t longest = 0;
+
+    for (; s != NULL; s = s->next) {
+        if (s->keep_alive && s->keep_alive_timeout > longest) {
+            longest = s->keep_alive_timeout;
+        }
+    }
+    return longest;
+}
+
+/* A stop on sockets a service manager holds for the next start: whatever
+ * arrives until that start waits in their queues. Closing them at once
+ * would leave it waiting for as long as the children keep the keep-alive
+ * connections they promised (up to KeepAliveTimeout, so that none closes
+ * as its client sends). Instead the children go on accepting and every
+ * response says "Connection: close", until no connection waits for its
+ * next request (each got it, or timed out) or KeepAliveTimeout has
+ * passed: the stop then closes only connections of one request, and new
+ * ones wait just for the next start. Bounded by GracefulShutdownTimeout
+ * (deadline, 0: none). */
+static void serve_until_keepalive_ends(parent_context *pc,
+                                       apr_time_t deadline)
+{
+    apr_time_t until = apr_time_now() + longest_keepalive(pc->s);
+
+    if (deadline != 0 && deadline < until) {
+        until = deadline;
+    }
+    bucket_stats_set_closing(pc->retained);
+    while (live_children(pc) > 0 && apr_time_now() < until
+           && parent_keepalive_held(pc)) {
+        apr_exit_why_e why;
+        int status;
+        apr_proc_t proc;
+
+        parent_wait_for_child(pc, CLOSING_POLL, &proc, &why, &status);
+        if (proc.pid != -1) {
+            parent_reap_one(pc, &proc, why, status);
+        }
+    }
+}
 
 static void graceful_stop(parent_context *pc)
 {
@@ -114,6 +160,9 @@ static void graceful_stop(parent_context *pc)
     if (ap_graceful_shutdown_timeout > 0) {
         deadline = apr_time_now()
                    + apr_time_from_sec(ap_graceful_shutdown_timeout);
+    }
+    if (listen_activation_held()) {
+        serve_until_keepalive_ends(pc, deadline);
     }
     /* Before any socket closes (listen_steering.c says why); then, where
      * a service manager holds the original for the next start, a moment
@@ -151,8 +200,14 @@ static void graceful_stop(parent_context *pc)
 static void start_generation(parent_context *pc)
 {
     bucketed_retained *retained = pc->retained;
-    int slot, wanted;
+    int slot, wanted, counted = 0;
 
+    for (slot = 0; slot < retained->max_daemons_limit; slot++) {
+        const child_slot *cs = &retained->slots[slot];
+
+        counted += cs->pid != 0 && cs->generation == pc->generation
+                   && !cs->exit_requested;
+    }
     for (slot = 0; slot < retained->max_daemons_limit; slot++) {
         const child_slot *cs = &retained->slots[slot];
         int bucket, spare;
@@ -160,15 +215,17 @@ static void start_generation(parent_context *pc)
         if (cs->pid == 0 || cs->generation == pc->generation) {
             continue;
         }
-        bucket = slot < pc->limits->max_workers
+        /* Up to MaxRequestWorkers, old children get a replacement each. */
+        bucket = counted < pc->limits->max_workers
                  ? bucket_of_slot(slot, pc->num_buckets) : NO_REPLACEMENT;
-        /* A leaving event child keeps its idle keep-alive connections
-         * until their next request or KeepAliveTimeout: its bucket gets
-         * its replacement now, in a free slot if there is one, rather
-         * than once it has gone. (A prefork-model child holds one
-         * connection, and its bucket has spares.) */
+        counted += bucket != NO_REPLACEMENT;
+        /* A leaving child keeps the connections it holds, idle keep-alive
+         * ones until their next request or KeepAliveTimeout: its bucket
+         * gets its replacement now, in a free slot if there is one,
+         * rather than once it has gone. One that holds none goes at once,
+         * and is replaced in its slot. */
         spare = bucket != NO_REPLACEMENT
-                && pc->conf->child_model == CHILD_MODEL_EVENT
+                && parent_connections_of(pc, slot) > 0
                 ? parent_free_slot(pc) : -1;
         if (spare >= 0 && parent_spawn_child(pc, spare, bucket) == 0) {
             bucket = NO_REPLACEMENT;
@@ -177,12 +234,16 @@ static void start_generation(parent_context *pc)
     }
     wanted = bucket_start_children(pc->limits->start_servers,
                                    pc->num_buckets, pc->limits->max_workers);
-    for (slot = 0; slot < wanted; slot++) {
-        if (retained->slots[slot].pid == 0
-            && parent_spawn_child(pc, slot,
-                                  bucket_of_slot(slot, pc->num_buckets)) < 0) {
+    for (slot = 0; slot < wanted && counted < pc->limits->max_workers;
+         slot++) {
+        if (retained->slots[slot].pid != 0) {
+            continue;
+        }
+        if (parent_spawn_child(pc, slot,
+                               bucket_of_slot(slot, pc->num_buckets)) < 0) {
             break;
         }
+        counted++;
     }
 }
 

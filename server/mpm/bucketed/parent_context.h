@@ -75,7 +75,16 @@ void parent_note_slot_used(bucketed_retained *retained, int slot);
  * did not fork itself (one-process mode); parent_run_child() is the
  * child's side, and never returns. */
 int parent_spawn_child(parent_context *pc, int slot, int bucket);
-/* The lowest slot below MaxRequestWorkers' with no child, or -1. */
+/* The slots children may use: ServerLimit's in ChildModel event, so that
+ * a graceful restart's new children start beside the old ones finishing
+ * their connections (as stock event); MaxRequestWorkers' in ChildModel
+ * prefork (as stock prefork). */
+int parent_slot_limit(const parent_context *pc);
+/* Children that count against MaxRequestWorkers: the current
+ * generation's not asked to leave, and the replacements promised to
+ * those asked. */
+int parent_children_counted(const parent_context *pc);
+/* The lowest slot below parent_slot_limit() with no child, or -1. */
 int parent_free_slot(const parent_context *pc);
 void parent_record_child(parent_context *pc, int slot, pid_t pid,
                          int bucket);
@@ -101,6 +110,13 @@ void parent_reap_one(parent_context *pc, apr_proc_t *proc,
 void parent_maintain_buckets(parent_context *pc, int rescue_only);
 struct keepalive_holder *parent_holders_create(apr_pool_t *p, int slots);
 void parent_repeat_leave_requests(parent_context *pc);
+/* Connections a live child holds open: an event child's own count (its
+ * idle keep-alive ones too); a prefork child's is its busy worker's. */
+apr_uint32_t parent_connections_of(const parent_context *pc, int slot);
+/* Whether a child holds a keep-alive connection waiting for its next
+ * request (the scoreboard: a prefork-model child's status, an event
+ * child's count). */
+int parent_keepalive_held(const parent_context *pc);
 /* An out bucket's sockets listening and in their steering maps again:
  * once a child handed them is ready, and before a generation ends. The
  * bucket counts as in afterwards even if that failed (-1, logged). */

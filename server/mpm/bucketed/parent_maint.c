@@ -77,9 +77,7 @@ static int starting_units_of(const parent_context *pc, int slot)
     return starting;
 }
 
-/* Connections a live child holds open: an event child's own count (its
- * idle keep-alive ones too); a prefork child's is its busy worker's. */
-static apr_uint32_t connections_of(const parent_context *pc, int slot)
+apr_uint32_t parent_connections_of(const parent_context *pc, int slot)
 {
     if (pc->conf->child_model == CHILD_MODEL_EVENT) {
         return ap_get_scoreboard_process(slot)->connections;
@@ -110,6 +108,24 @@ static apr_interval_time_t keepalive_idle_for(const parent_context *pc,
     return now - *since;
 }
 
+int parent_keepalive_held(const parent_context *pc)
+{
+    int slot;
+
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        if (pc->retained->slots[slot].pid == 0) {
+            continue;
+        }
+        if (pc->conf->child_model == CHILD_MODEL_EVENT
+            ? ap_get_scoreboard_process(slot)->keep_alive > 0
+            : ap_get_scoreboard_worker_from_indexes(slot, 0)->status
+              == SERVER_BUSY_KEEPALIVE) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* What the slot table and the scoreboard say of a slot, for the census.
  * The bucket comes from the parent's own table; the scoreboard supplies
  * only the idle/busy status of a child's units. */
@@ -131,7 +147,6 @@ static slot_view view_slot(const parent_context *pc, int slot,
     }
     else if (cs->exit_requested) {
         v.state = cs->replace_into != NO_REPLACEMENT
-                  && slot < pc->limits->max_workers
                   ? SLOT_REPLACING : SLOT_LEAVING;
         v.bucket = cs->replace_into;
     }
@@ -142,7 +157,7 @@ static slot_view view_slot(const parent_context *pc, int slot,
         v.idle_units = idle_units_of(pc, slot);
         v.starting_units = v.idle_units > 0 ? starting_units_of(pc, slot) : 0;
         v.state = v.idle_units > 0 ? SLOT_IDLE : SLOT_BUSY;
-        v.holds_connections = connections_of(pc, slot) > 0;
+        v.holds_connections = parent_connections_of(pc, slot) > 0;
         v.serving_units = serving_units_of(pc, slot);
         v.reclaimable = keepalive_reclaimable(keepalive_idle);
     }
@@ -153,15 +168,13 @@ static slot_view view_slot(const parent_context *pc, int slot,
 static int take_census(parent_context *pc, apr_time_t now)
 {
     int slot, num_slots = pc->retained->max_daemons_limit;
-    int max_workers = pc->limits->max_workers;
 
     for (slot = 0; slot < num_slots; slot++) {
         pc->slot_views[slot] = view_slot(pc, slot, now);
     }
-
-    return bucket_census_tally(pc->slot_views, num_slots, max_workers,
-                               pc->num_buckets, child_units(pc), pc->census)
-           + (max_workers > num_slots ? max_workers - num_slots : 0);
+    return bucket_census_tally(pc->slot_views, num_slots,
+                               parent_slot_limit(pc), pc->limits->max_workers,
+                               pc->num_buckets, child_units(pc), pc->census);
 }
 
 /* The highest slot whose child of this bucket is ready to accept, every
@@ -185,7 +198,7 @@ static int idle_child_of(const parent_context *pc, int bucket,
             || idle_units_of(pc, slot) < child_units(pc)) {
             continue;
         }
-        conns = connections_of(pc, slot);
+        conns = parent_connections_of(pc, slot);
         if (without_connections && conns > 0) {
             continue;
         }
@@ -508,7 +521,7 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
                          "child %" APR_PID_T_FMT " of bucket %d moves to "
                          "bucket %d (%u connection(s) open)",
                          pc->retained->slots[slot].pid, m->from, m->to,
-                         (unsigned)connections_of(pc, slot));
+                         (unsigned)parent_connections_of(pc, slot));
             parent_ask_to_leave(pc, slot, m->to);
             bucket_census_moved(pc->census, m->from, m->to, child_units(pc));
             moved = 1;

@@ -186,11 +186,36 @@ void parent_buckets_rejoin(parent_context *pc)
     }
 }
 
+int parent_slot_limit(const parent_context *pc)
+{
+    int limit = pc->conf->child_model == CHILD_MODEL_EVENT
+                ? pc->limits->server_limit : pc->limits->max_workers;
+
+    return limit < pc->retained->first_server_limit
+           ? limit : pc->retained->first_server_limit;
+}
+
+int parent_children_counted(const parent_context *pc)
+{
+    int slot, n = 0;
+
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        const child_slot *cs = &pc->retained->slots[slot];
+
+        if (cs->pid == 0) {
+            continue;
+        }
+        n += cs->exit_requested ? cs->replace_into != NO_REPLACEMENT
+                                : cs->generation == pc->generation;
+    }
+    return n;
+}
+
 int parent_free_slot(const parent_context *pc)
 {
-    int slot;
+    int slot, limit = parent_slot_limit(pc);
 
-    for (slot = 0; slot < pc->limits->max_workers; slot++) {
+    for (slot = 0; slot < limit; slot++) {
         if (pc->retained->slots[slot].pid == 0) {
             return slot;
         }
@@ -356,7 +381,7 @@ static int children_in(parent_context *pc, int bucket)
             continue;
         }
         if (cs->exit_requested) {
-            n += cs->replace_into == bucket && slot < pc->limits->max_workers;
+            n += cs->replace_into == bucket;
         }
         else {
             n += cs->bucket == bucket && cs->generation == pc->generation;
@@ -396,8 +421,7 @@ static void child_gone(parent_context *pc, int slot, pid_t pid,
     int next_bucket = asked ? cs->replace_into : cs->bucket;
     int replace = next_bucket >= 0 && next_bucket < pc->num_buckets
                   && !retained->mpm->shutdown_pending
-                  && !retained->mpm->restart_pending
-                  && slot < pc->limits->max_workers;
+                  && !retained->mpm->restart_pending;
 
     if (!asked || kind != CHILD_EXIT_NORMAL) {
         if (cs->bucket < pc->num_buckets
@@ -412,9 +436,18 @@ static void child_gone(parent_context *pc, int slot, pid_t pid,
     cs->taken_over_start = 0;
     cs->exit_requested = 0;
     cs->replace_into = NO_REPLACEMENT;
-    if (replace && bucket_health_grow_limit(
-                       &retained->buckets[next_bucket].spawning->health,
-                       children_in(pc, next_bucket), apr_time_now()) > 0) {
+    if (!replace
+        || parent_children_counted(pc) >= pc->limits->max_workers
+        || bucket_health_grow_limit(
+               &retained->buckets[next_bucket].spawning->health,
+               children_in(pc, next_bucket), apr_time_now()) <= 0) {
+        return;
+    }
+    /* In its own slot, unless a reload lowered the slot limit below it. */
+    if (slot >= parent_slot_limit(pc)) {
+        slot = parent_free_slot(pc);
+    }
+    if (slot >= 0) {
         parent_spawn_child(pc, slot, next_bucket);
     }
 }

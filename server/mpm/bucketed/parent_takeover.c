@@ -21,10 +21,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
 
 #include "http_log.h"
 #include "scoreboard.h"
@@ -71,46 +68,18 @@ static int is_core_listener(int fd)
     return 0;
 }
 
-static int bound_address(int fd, struct sockaddr_storage *ss)
-{
-    socklen_t len = sizeof(*ss);
-
-    memset(ss, 0, sizeof(*ss));
-    return getsockname(fd, (struct sockaddr *)ss, &len) == 0;
-}
-
-static int same_address(const struct sockaddr_storage *a,
-                        const struct sockaddr_storage *b)
-{
-    if (a->ss_family != b->ss_family) {
-        return 0;
-    }
-    if (a->ss_family == AF_INET) {
-        const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
-        return x->sin_port == y->sin_port
-               && x->sin_addr.s_addr == y->sin_addr.s_addr;
-    }
-    if (a->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
-        return x->sin6_port == y->sin6_port
-               && memcmp(&x->sin6_addr, &y->sin6_addr,
-                         sizeof(x->sin6_addr)) == 0;
-    }
-    return 0;
-}
-
 /* Bound to the address of one of core's listeners (a Listen). */
 static int on_listen_address(int fd)
 {
-    struct sockaddr_storage mine, theirs;
+    socket_address mine, theirs;
     ap_listen_rec *lr;
 
-    if (!bound_address(fd, &mine)) {
+    if (listen_bound_address(fd, &mine) < 0) {
         return 0;
     }
     for (lr = ap_listeners; lr; lr = lr->next) {
-        if (bound_address(listen_socket_fd(lr->sd), &theirs)
-            && same_address(&mine, &theirs)) {
+        if (listen_bound_address(listen_socket_fd(lr->sd), &theirs) == 0
+            && activation_address_matches(&mine, &theirs)) {
             return 1;
         }
     }

@@ -70,10 +70,11 @@ bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
 }
 
 int bucket_census_tally(const slot_view *slots, int num_slots,
-                        int max_workers, int num_buckets, int unit,
-                        bucket_census *census)
+                        int slot_limit, int max_children, int num_buckets,
+                        int unit, bucket_census *census)
 {
-    int b, slot, free_slots = 0;
+    int b, slot, children = 0;
+    int empty = slot_limit > num_slots ? slot_limit - num_slots : 0;
 
     for (b = 0; b < num_buckets; b++) {
         census[b].idle = census[b].busy = census[b].children = 0;
@@ -87,7 +88,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
 
         switch (v->state) {
         case SLOT_EMPTY:
-            free_slots += slot < max_workers;
+            empty += slot < slot_limit;
             break;
         case SLOT_REPLACING:
             if (counted) {
@@ -114,7 +115,12 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
             break;
         }
     }
-    return free_slots;
+    for (b = 0; b < num_buckets; b++) {
+        children += census[b].children;
+    }
+    /* Leaving children with no replacement hold slots, not capacity. */
+    return empty < max_children - children ? empty
+           : max_children > children ? max_children - children : 0;
 }
 
 void bucket_census_stalled(bucket_census *census)

@@ -84,8 +84,8 @@ typedef struct {
                                    * held back (policy_exit.h) */
     int min_spare;                /* MinSpareServers (Threads), shared out */
     int max_spare;                /* MaxSpareServers (Threads), shared out */
-    int free_slots;               /* slots below MaxRequestWorkers with no
-                                   * child */
+    int free_slots;               /* children that may start now
+                                   * (bucket_census_tally) */
     int rescue_only;              /* a quick pass between full ones: only a
                                    * bucket with no idle child gains, one
                                    * child; no stops, spawn rates kept */
@@ -123,11 +123,15 @@ typedef struct {
 
 /* Counts idle and busy units per bucket over the first num_slots slots
  * (children on their way into a bucket count as `unit` idle units there;
- * a bucket out of range counts nowhere) and returns the free slots below
- * max_workers. */
+ * a bucket out of range counts nowhere) and returns how many children may
+ * start now: the empty slots below slot_limit (those past num_slots are
+ * empty), but no more than max_children less the children counted. A
+ * leaving child with no replacement holds its slot and counts against no
+ * bucket: with slots to spare (ServerLimit above MaxRequestWorkers), a
+ * restart's new children start beside the old ones still finishing. */
 int bucket_census_tally(const slot_view *slots, int num_slots,
-                        int max_workers, int num_buckets, int unit,
-                        bucket_census *census);
+                        int slot_limit, int max_children, int num_buckets,
+                        int unit, bucket_census *census);
 
 /* A stalled bucket (policy_stall.h): nothing takes its connections,
  * whatever the scoreboard says, so its idle units count as busy and

@@ -46,6 +46,11 @@ apr_uint32_t bucket_stats_waiting(const bucketed_retained *retained,
 int bucket_stats_children(const bucketed_retained *retained, int bucket);
 /* Children: when the parent's last pass was (0: none yet). */
 apr_time_t bucket_stats_census_at(const bucketed_retained *retained);
+/* Parent: from now on the generation's children answer every response
+ * with "Connection: close" while they go on accepting (a stop on sockets
+ * a service manager holds, parent.c). Children: whether it is so. */
+void bucket_stats_set_closing(bucketed_retained *retained);
+int bucket_stats_closing(const bucketed_retained *retained);
 
 /* stats_queue.c: the parent's sampling of every bucket socket. */
 apr_status_t bucket_queue_init(apr_pool_t *pconf, server_rec *s,

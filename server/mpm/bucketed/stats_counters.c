@@ -197,6 +197,23 @@ apr_time_t bucket_stats_census_at(const bucketed_retained *retained)
     return gen != NULL && gen->times != NULL ? gen->times->census_at : 0;
 }
 
+void bucket_stats_set_closing(bucketed_retained *retained)
+{
+    bucket_generation *gen = retained->generation;
+
+    if (gen != NULL && gen->times != NULL) {
+        apr_atomic_set32(&gen->times->closing, 1);
+    }
+}
+
+int bucket_stats_closing(const bucketed_retained *retained)
+{
+    const bucket_generation *gen = retained->generation;
+
+    return gen != NULL && gen->times != NULL
+           && apr_atomic_read32(&gen->times->closing) != 0;
+}
+
 void bucket_stats_publish_census(bucket_generation *gen,
                                  const bucket_census *census,
                                  apr_time_t now)
