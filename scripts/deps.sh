@@ -4,7 +4,7 @@
 set -eu
 packages="apache2 apache2-dev libapr1-dev libaprutil1-dev libcmocka-dev libpcre2-dev
   gcc make autoconf automake libtool pkg-config curl iproute2 procps dpkg-dev
-  wrk nginx python3 python3-pytest python3-matplotlib valgrind nghttp2-client git
+  wrk nginx python3 python3-pytest python3-matplotlib python3-h2 valgrind nghttp2-client git
   qemu-system-x86 busybox-static cpio util-linux libapache2-mod-php8.2 prometheus
   bpftool build-essential debhelper lintian systemd-container debootstrap gdb linux-perf
   php8.2-fpm openssl strace"
