@@ -355,6 +355,18 @@ SERVERS = {spec.name: spec for spec in (
 
 # Baselines for the run-by-run ratios.
 RATIO_BASELINES = ("prefork", "event")
+# What the results tables (publication.py) call the servers they compare.
+SHORT_NAMES = {"prefork": "stock prefork", "event": "stock event",
+               "bucketed-reuseport": "prefork model",
+               "bucketed-event": "event model", "nginx": "nginx"}
+
+
+def base_server(name):
+    """The catalog's server a (restart variant's) server name stands for:
+    bucketed-event-held is bucketed-event."""
+    base, _, variant = name.rpartition("-")
+    return base if base in SERVERS and variant in RESTART_VARIANTS \
+        else name
 # The servers a workload's target_vs_prefork is meant for: bucketed as
 # configured in practice. bucketed-single (one bucket, stock prefork's
 # arrangement) is shown as a reference, not judged.

@@ -16,10 +16,11 @@ import sys
 import tempfile
 import time
 
-from . import (cores, environment, faults, idle, limit, load, memory, netns,
-               overhead, placement, report, restart, soak, users)
+from . import (cores, environment, faults, idle, load, memory, netns,
+               overhead, placement, publication, report, restart, soak,
+               users)
 from .catalog import (DEFAULT_WORKLOADS, IDLE_NOT_SUPPORTED, KERNEL_LEVELS,
-                      LIMIT_KINDS, NATIVE, NO_REUSEPORT, PHP, SERVERS,
+                      NATIVE, NO_REUSEPORT, PHP, SERVERS,
                       USES_SLOW_HANDLER, WORKLOAD_GROUPS, WORKLOADS, handler_skip_reason,
                       unsupported_reason)
 from .configs import EVENT_THREADS_PER_CHILD, MIN_SPARE_SERVERS
@@ -30,34 +31,6 @@ from .shim import ShimError, ensure_shim
 
 BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_DIR = os.path.dirname(BENCH_DIR)
-DOCS_PAGE = os.path.join(REPO_DIR, "docs", "benchmarks.md")
-DOCS_BEGIN = "<!-- bench/run --publish: generated tables begin -->"
-DOCS_END = "<!-- bench/run --publish: generated tables end -->"
-SKEW_DOCS_BEGIN = "<!-- bench/run --publish skew: generated tables begin -->"
-SKEW_DOCS_END = "<!-- bench/run --publish skew: generated tables end -->"
-IDLE_DOCS_BEGIN = "<!-- bench/run --publish idle: generated tables begin -->"
-IDLE_DOCS_END = "<!-- bench/run --publish idle: generated tables end -->"
-FAULTS_DOCS_BEGIN = \
-    "<!-- bench/run --publish faults: generated tables begin -->"
-FAULTS_DOCS_END = "<!-- bench/run --publish faults: generated tables end -->"
-LIMIT_DOCS_BEGIN = \
-    "<!-- bench/run --publish near-limit: generated tables begin -->"
-LIMIT_DOCS_END = \
-    "<!-- bench/run --publish near-limit: generated tables end -->"
-RESTART_DOCS_BEGIN = \
-    "<!-- bench/run --publish restart: generated tables begin -->"
-RESTART_DOCS_END = \
-    "<!-- bench/run --publish restart: generated tables end -->"
-COUNTED_DOCS_BEGIN = \
-    "<!-- bench/run --publish restart-counted: generated tables begin -->"
-COUNTED_DOCS_END = \
-    "<!-- bench/run --publish restart-counted: generated tables end -->"
-SOAK_DOCS_BEGIN = "<!-- bench/run --publish soak: generated tables begin -->"
-SOAK_DOCS_END = "<!-- bench/run --publish soak: generated tables end -->"
-USERS_DOCS_BEGIN = \
-    "<!-- bench/run --publish users: generated tables begin -->"
-USERS_DOCS_END = "<!-- bench/run --publish users: generated tables end -->"
-
 DEFAULTS = {"concurrency": [50, 400, 1000, 2000], "runs": 5, "duration": 2,
             "warmup": 1, "slots": 1024, "slow_slots": 64,
             "fault_seconds": faults.DEFAULT_FAULT_S}
@@ -330,7 +303,19 @@ def parse_args(argv):
     parser.add_argument("--publish", metavar="DIR",
                         help="copy an earlier run's tables into "
                              "docs/benchmarks.md and its plots into "
-                             "docs/img/, sending no load")
+                             "docs/img/, sending no load; of a --plan "
+                             "publish directory, every family's, and the "
+                             "results tables of the page and README.md")
+    parser.add_argument("--plan", choices=("publish",),
+                        help="publish: every family of runs (--families) "
+                             "at today's defaults, each a bench/run of its "
+                             "own in --out DIR/<family>/, and DIR/plan.json "
+                             "(the commit, the date, what ran); --quick "
+                             "for a smoke test")
+    parser.add_argument("--families",
+                        default=",".join(publication.FAMILY_NAMES),
+                        help="the families --plan publish runs "
+                             "(default: %(default)s)")
     parser.add_argument("--keep-tmp", action="store_true",
                         help="keep the servers' temporary directories")
     _add_server_options(parser)
@@ -659,109 +644,11 @@ def _write_meta(out_dir, meta):
         json.dump(meta, handle, indent=1)
 
 
-def _load_run(out_dir):
-    """(meta, records in running order) of an earlier run."""
-    try:
-        with open(os.path.join(out_dir, "meta.json")) as handle:
-            meta = json.load(handle)
-        raw_dir = os.path.join(out_dir, "raw")
-        records = []
-        for name in os.listdir(raw_dir):
-            with open(os.path.join(raw_dir, name)) as handle:
-                records.append(json.load(handle))
-    except (OSError, ValueError) as error:
-        raise UsageError(f"cannot rebuild the report of {out_dir}: {error}") \
-            from None
-    records.sort(key=lambda record: record["seq"])
-    return meta, records
-
-
 def rebuild_report(out_dir):
     """--report-only: the outputs of an earlier run, from what it saved."""
-    meta, records = _load_run(out_dir)
+    meta, records = publication.load_run(out_dir)
     _write_outputs(out_dir, meta, records)
     print(f"report: {os.path.join(out_dir, 'report.md')}", file=sys.stderr)
-
-
-def _replace_generated(begin, end, text):
-    """Puts text between the lines begin and end of docs/benchmarks.md."""
-    try:
-        with open(DOCS_PAGE) as handle:
-            page = handle.read()
-        head, rest = page.split(begin, 1)
-        _, tail = rest.split(end, 1)
-    except (OSError, ValueError):
-        raise UsageError(f"{DOCS_PAGE} needs the lines {begin} and "
-                         f"{end} around the generated part") from None
-    with open(DOCS_PAGE, "w") as handle:
-        handle.write(f"{head}{begin}\n{text}\n{end}{tail}")
-
-
-def publish(out_dir):
-    """--publish: puts an earlier run's tables into docs/benchmarks.md
-    between its markers and its plots into docs/img/bench-*.png. The text
-    around the markers (the reading of the numbers) stays as written. A
-    run of skewed workloads only goes to the skewed-load section, as its
-    side-by-side tables (the full tables stay in its report.md); a run of
-    the idle workload only, to the idle section, as its idle tables; a
-    run of faults workloads only, to the faults section."""
-    meta, records = _load_run(out_dir)
-    points = report.summarize(records)
-    options = meta["options"]
-    if all(WORKLOADS[name].users for name in options["workloads"]):
-        _publish_users(out_dir, meta, points)
-        return
-    sections = (
-        (lambda w: w.skewed, SKEW_DOCS_BEGIN, SKEW_DOCS_END,
-         report.skew_section, "The skewed workloads side by side"),
-        (lambda w: w.idle, IDLE_DOCS_BEGIN, IDLE_DOCS_END,
-         report.idle_section, "Idle connections beside the active load"),
-        (lambda w: w.fault in LIMIT_KINDS, LIMIT_DOCS_BEGIN, LIMIT_DOCS_END,
-         limit.section, "Near MaxRequestWorkers side by side"),
-        (lambda w: w.fault, FAULTS_DOCS_BEGIN, FAULTS_DOCS_END,
-         faults.section, "Faults side by side"),
-        (lambda w: w.soak, SOAK_DOCS_BEGIN, SOAK_DOCS_END,
-         restart.section, "The soak"),
-        (lambda w: w.counted, COUNTED_DOCS_BEGIN, COUNTED_DOCS_END,
-         restart.section, "Restarts that every client counts"),
-        (lambda w: w.restart, RESTART_DOCS_BEGIN, RESTART_DOCS_END,
-         restart.section, "Full restarts side by side"))
-    for belongs, begin, end, section, title in sections:
-        if all(belongs(WORKLOADS[name]) for name in options["workloads"]):
-            text = "\n".join(report.context_lines(meta, "###")) + "\n" \
-                + section(points, options, "###", title)
-            _replace_generated(begin, end, text)
-            print(f"updated {DOCS_PAGE}", file=sys.stderr)
-            return
-    image_dir = os.path.join(os.path.dirname(DOCS_PAGE), "img")
-    images = {}
-    groups = list(report.workload_groups(points, options))
-    os.makedirs(image_dir, exist_ok=True)
-    for level, workload, _ in groups:
-        name = f"bench-{workload}-{level}.png"
-        shutil.copy(os.path.join(out_dir, f"plot-{workload}-{level}.png"),
-                    os.path.join(image_dir, name))
-        images[(level, workload)] = f"img/{name}"
-    tables = report.render_markdown(meta, points, images, top_level=3)
-    _replace_generated(DOCS_BEGIN, DOCS_END, tables)
-    print(f"updated {DOCS_PAGE}", file=sys.stderr)
-
-
-def _publish_users(out_dir, meta, points):
-    """--publish of a run of the workloads users serve: its section
-    between the users markers, its plots as docs/img/bench-users-*.png."""
-    image_dir = os.path.join(os.path.dirname(DOCS_PAGE), "img")
-    os.makedirs(image_dir, exist_ok=True)
-    images = {}
-    for name, _ in users.groups(points, meta["options"]):
-        target = f"bench-users-{name}.png"
-        shutil.copy(os.path.join(out_dir, f"plot-users-{name}.png"),
-                    os.path.join(image_dir, target))
-        images[name] = f"img/{target}"
-    text = "\n".join(report.context_lines(meta, "###")) + "\n" \
-        + users.section(points, meta["options"], "###", plots=images)
-    _replace_generated(USERS_DOCS_BEGIN, USERS_DOCS_END, text)
-    print(f"updated {DOCS_PAGE}", file=sys.stderr)
 
 
 def _write_outputs(out_dir, meta, records):
@@ -898,6 +785,22 @@ def _benchmark(args, tools, by_level, skipped, scratch_dir,
     return RUNS_FAILED if failed else 0
 
 
+def _run_publish_plan(args):
+    """--plan publish: the exit status (publication.run_plan)."""
+    families = _names(args.families, list(publication.FAMILY_NAMES),
+                      "family")
+    if not args.out:
+        raise UsageError("--plan publish needs --out DIR")
+    if os.path.exists(os.path.join(args.out, publication.PLAN_FILE)):
+        raise UsageError(f"{args.out} already holds a plan")
+    _terminate_on_sigterm()
+    server_args = ["--httpd", args.httpd, "--modules-dir",
+                   args.modules_dir, "--build-dir", args.build_dir]
+    return publication.run_plan(
+        args.out, args.quick, families, server_args,
+        lambda text: print(text, file=sys.stderr, flush=True))
+
+
 def _scratch_dir(prefix):
     """A temporary directory for the servers' files."""
     scratch_dir = tempfile.mkdtemp(prefix=prefix)
@@ -1021,8 +924,10 @@ def main(argv=None):
             rebuild_report(args.report_only)
             return 0
         if args.publish:
-            publish(args.publish)
+            publication.publish(args.publish)
             return 0
+        if args.plan:
+            return _run_publish_plan(args)
         _validate(args)
         dropped = _drop_php_without_module(args, tools)
         if not args.workloads:
@@ -1051,7 +956,7 @@ def main(argv=None):
             BENCH_DIR, "results", time.strftime("%Y%m%d-%H%M%S"))
         if os.path.exists(os.path.join(args.out, "summary.json")):
             raise UsageError(f"{args.out} already holds results")
-    except UsageError as error:
+    except (UsageError, publication.PublishError) as error:
         print(f"bench/run: {error}", file=sys.stderr)
         return 2
 

@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from . import configs, load, markdown, procfs, stats
 from .catalog import (CRASH, CRASH_EXIT, CRASH_EXIT_MCPC, CRASH_RATE, EMFILE,
                       EMFILE_BUCKET, EMFILE_KINDS, FAULT_BUCKETS,
-                      FAULT_TITLES, HANG, LIMIT_KINDS)
+                      FAULT_TITLES, HANG, LIMIT_KINDS, NATIVE,
+                      SHORT_NAMES)
 from .net import http_get
 
 PROBE_TIMEOUT_S = 5
@@ -624,3 +625,33 @@ def tables(points, options, heading):
             lines += [f"{heading}# {name}: {FAULT_TITLES[kind]} — {level}"
                       f"{load_note}", "", fault_table(group), ""]
     return lines
+
+
+# The servers the results tables' probe figures compare.
+HEADLINE_SERVERS = ("bucketed-event", "bucketed-reuseport", "event")
+
+
+def probe_headline(points, kinds, per_run, what):
+    """For the results tables: per server of HEADLINE_SERVERS, per_run(a
+    point's fault summary) summed over the kinds' workloads run by run (the
+    native kernel level): the total and its range per run."""
+    parts = []
+    for server in HEADLINE_SERVERS:
+        found = [per_run(p["fault"]) for p in points
+                 if p["server"] == server and p.get("fault")
+                 and p["fault"]["kind"] in kinds
+                 and p["kernel_level"] == NATIVE]
+        if found:
+            runs = [sum(counts) for counts in zip(*found)]
+            parts.append(f"{SHORT_NAMES[server]} {sum(runs):,} "
+                         f"({markdown.per_run_range(runs)} per run)")
+    return f"{what}: {', '.join(parts) or 'no point'}"
+
+
+def headline(points, options):
+    """The faults' figure: probes that failed (timed out or got an error)
+    over every fault."""
+    return probe_headline(
+        points, [k for k in FAULT_TITLES if k not in LIMIT_KINDS],
+        lambda s: [t + e for t, e in zip(s["timeouts"], s["errors"])],
+        "failed probes, every fault")

@@ -21,6 +21,7 @@ import select
 import socket
 import time
 
+from . import markdown
 from .net import LOOPBACK
 
 # Connections on their way at once while opening.
@@ -315,3 +316,28 @@ class IdleConnections:
             sock.close()
         self.held = {}
         self.watch.close()
+
+
+def headline(points, options):
+    """The idle workload's figure for the results tables: the event model's
+    req/s with the most idle connections against its own without them
+    (same rounds), at the first --limits; stock event's req/s beside."""
+    held = [p for p in points if p.get("idle") and p["idle_connections"]
+            and p["limits"] == options["limits"][0]]
+    if not held:
+        return "no run with idle connections"
+    most = max(p["idle_connections"] for p in held)
+    by_server = {p["server"]: p for p in held
+                 if p["idle_connections"] == most}
+    parts = [f"{most:,} idle, {options['limits'][0]} limits"]
+    ours = by_server.get("bucketed-event")
+    if ours:
+        parts.append(f"event model "
+                     f"{markdown.ratio(ours['idle'].get('vs_no_idle'))} "
+                     f"its own req/s without them")
+    stock = by_server.get("event")
+    if stock:
+        rps = stock["rps"]["median"]
+        parts.append("stock event " + (f"{rps:,.0f} req/s" if rps
+                                       else "answers nothing"))
+    return "; ".join(parts)

@@ -210,3 +210,11 @@ def section(points, options, heading="##",
         f"client reopens it); children started counts every child pid seen "
         f"during the run.", ""]
     return "\n".join(lines + faults.tables(near, options, heading))
+
+
+def headline(points, options):
+    """Near the limit's figure: probes slower than a second (timeouts
+    among them)."""
+    return faults.probe_headline(
+        points, LIMIT_KINDS, lambda s: s["slow"],
+        f"probes over {faults.SLOW_PROBE_S:g} s, every workload")

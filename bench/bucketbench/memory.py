@@ -108,3 +108,10 @@ def measure(tools, scratch_dir, restarts, requests, say):
         for server in servers.values():
             server.stop()
     return result
+
+
+def headline(result):
+    """The memory checks' figure for the results tables."""
+    pss = result["child_pss_kb"]
+    return (f"child PSS {pss['ratio']:.3f}x stock prefork's "
+            f"({pss['bucketed']:,.0f} against {pss['prefork']:,.0f} kB)")

@@ -288,3 +288,14 @@ def run(base_tools, scratch, args):
     print(table)
     print(f"results in {out}", file=sys.stderr)
     return 0 if all(r["ok"] for r in records) else 1
+
+
+def headline(summary):
+    """The overhead's figure for the results tables: the metrics scraped
+    every second against off, the median of same-round ratios and their
+    range."""
+    ratio = summary["scraped"]["ratio_to_off"]
+    if ratio["median"] is None:
+        return "no round measured"
+    return (f"{ratio['median']:.3f}x ({ratio['min']:.3f}-"
+            f"{ratio['max']:.3f}x) off's req/s")

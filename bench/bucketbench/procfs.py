@@ -156,7 +156,7 @@ def processes_mentioning(text):
 # between busy groups: a server in a session of its own got half of this
 # 2-core machine beside wrk's, however many of its processes were runnable,
 # and one that needed more than a core queued its woken children for it
-# (the prefork model's php-mod p99: docs/benchmarks.md).
+# (the prefork model's php-mod p99: docs/benchmarks-archive.md).
 SERVER_PROCESS = {"process_group": 0}
 
 
@@ -343,6 +343,15 @@ def listening_inodes(port):
     """Inodes of the sockets listening on a local port, SO_REUSEPORT
     duplicates included."""
     return {row["inode"] for row in ss_listening(port)}
+
+
+def established_inodes(port):
+    """Inodes of the connected TCP sockets whose local port is port (the
+    server's side of its clients' connections)."""
+    out = subprocess.run(["ss", "-Htne", "state", "established",
+                          f"sport = :{port}"],
+                         capture_output=True, text=True, check=True).stdout
+    return {int(m.group(1)) for m in re.finditer(r"\bino:(\d+)", out)}
 
 
 def socket_inodes_of(pid):

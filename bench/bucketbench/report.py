@@ -7,7 +7,8 @@ from collections import defaultdict
 from . import (faults, idle, limit, markdown, restart, stats, steering,
                users)
 from .catalog import (IDLE_BASELINE, IDLE_TARGET_SERVERS, KERNEL_LEVELS,
-                      NATIVE, RATIO_BASELINES, TARGET_SERVERS, WORKLOADS)
+                      NATIVE, RATIO_BASELINES, SHORT_NAMES, TARGET_SERVERS,
+                      WORKLOADS)
 
 LATENCY_KEYS = ("p50", "p90", "p99", "p99.9", "max")
 ERROR_KINDS = ("connect", "read", "write", "timeout", "non_2xx")
@@ -942,3 +943,32 @@ def render_markdown(meta, points, plots, top_level=1):
     if failures:
         lines += [f"{h2} Failed runs and restarts", ""] + failures + [""]
     return "\n".join(lines)
+
+
+# ---- the results tables' figures (publication.py) ----
+
+def ratio_headline(points, workload, server, baseline):
+    """server's req/s against baseline's on workload at the native kernel
+    level and the highest concurrency: the median of same-round ratios
+    and their range."""
+    found = [p for p in points if p["workload"] == workload
+             and p["server"] == server and p["kernel_level"] == NATIVE]
+    if not found:
+        return f"{workload}: no {server} point"
+    point = max(found, key=lambda p: p["concurrency"])
+    return (f"{workload}, c={point['concurrency']}: {SHORT_NAMES[server]} "
+            f"{markdown.ratio(point['ratios'].get(baseline))} "
+            f"{SHORT_NAMES[baseline]}'s req/s")
+
+
+def headline(points, options):
+    """W1-W3's figure: the event model on W1, a new connection per
+    request, against stock event."""
+    return ratio_headline(points, "w1", "bucketed-event", "event")
+
+
+def skew_headline(points, options):
+    """The skewed load's figure: the prefork model with 90 % of the load on
+    one of two Listens, against stock prefork."""
+    return ratio_headline(points, "skew-90-static", "bucketed-reuseport",
+                          "prefork")

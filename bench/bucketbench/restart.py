@@ -48,8 +48,8 @@ from . import (activation, clients, configs, load, markdown, placement,
                procfs, stats)
 from .catalog import (RESTART_GRACEFUL, RESTART_HELD, RESTART_SOAK,
                       RESTART_SWAP, RESTART_VARIANTS,
-                      SOAK_MAX_CONNECTIONS_PER_CHILD, STOCK_GRACEFUL,
-                      WORKLOADS)
+                      SHORT_NAMES, SOAK_MAX_CONNECTIONS_PER_CHILD,
+                      STOCK_GRACEFUL, WORKLOADS, base_server)
 from .environment import BUCKETED_MODULES
 from .net import LOOPBACK, http_get
 from .server import HTTP_TIMEOUT_S, Server, ServerError
@@ -681,14 +681,6 @@ def _span(summary, digits=0):
             f"-{summary['max']:,.{digits}f})")
 
 
-def _ratio(ratio):
-    if not ratio or ratio.get("median") is None:
-        return "–"
-    rounds = ratio["per_round"]
-    return (f"{ratio['median']:.2f}x ({min(rounds):.2f}-"
-            f"{max(rounds):.2f}x)")
-
-
 def _per_run(values):
     return "/".join(f"{v:,}" for v in values)
 
@@ -725,9 +717,9 @@ def restart_table(points):
             errors,
             f"{_n(s['slowest_median_ms'])} ({_n(s['slowest_worst_ms'])})"
             f"{forced}",
-            _span(s["rps"]), _ratio(p["ratios"].get("prefork")),
-            _ratio(p["ratios"].get("event")), _span(s["p99_ms"], 1),
-            _ratio(p.get("p99_vs_event"))])
+            _span(s["rps"]), markdown.ratio(p["ratios"].get("prefork")),
+            markdown.ratio(p["ratios"].get("event")), _span(s["p99_ms"], 1),
+            markdown.ratio(p.get("p99_vs_event"))])
     return markdown.table(header, rows)
 
 
@@ -859,3 +851,43 @@ def section(points, options, heading="##", title=DEFAULT_TITLE):
                         lines += ["Every kind of client:", "",
                                   counted_table(group), ""]
     return "\n".join(lines)
+
+
+# The servers the results tables compare (stock event and nginx restart
+# gracefully: the anchors).
+HEADLINE_SERVERS = ("bucketed-event", "bucketed-reuseport", "event",
+                    "nginx")
+HEADLINE_WORKLOADS = (("restart-full", "full"),
+                      ("restart-graceful", "graceful"))
+
+
+def _lost_per_run(summary):
+    """A point's requests with no answer per run (Connection: close and
+    keep-alive GETs together) and its lost POSTs, as ranges."""
+    keepalive = summary.get("keepalive") or {}
+    gets = keepalive.get("gets_failed_per_run") \
+        or [0] * len(summary["failed_requests"])
+    failed = [a + b for a, b in zip(summary["failed_requests"], gets)]
+    posts = keepalive.get("posts_lost_per_run")
+    return (f"{markdown.per_run_range(failed)} / "
+            f"{markdown.per_run_range(posts) if posts else 'n/a'}")
+
+
+def headline(points, options):
+    """The counted restarts' figure: per server, on the full and on the
+    graceful restarts, what its clients lost per run: requests with no
+    answer and lost POSTs (their range over the rounds)."""
+    parts = []
+    for server in HEADLINE_SERVERS:
+        cells = []
+        for workload, kind in HEADLINE_WORKLOADS:
+            point = next((p for p in points
+                          if p["workload"] == workload
+                          and base_server(p["server"]) == server
+                          and p["restart"]), None)
+            if point is not None:
+                cells.append(f"{kind} {_lost_per_run(point['restart'])}")
+        if cells:
+            parts.append(f"{SHORT_NAMES[server]} {', '.join(cells)}")
+    return ("requests with no answer / POSTs lost per run: "
+            f"{'; '.join(parts) or 'no point'}")

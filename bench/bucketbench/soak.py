@@ -35,7 +35,8 @@ import random
 import time
 
 from . import configs, markdown, procfs, restart, stats
-from .catalog import SOAK_MAX_CONNECTIONS_PER_CHILD
+from .catalog import (SHORT_NAMES, SOAK_MAX_CONNECTIONS_PER_CHILD,
+                      base_server)
 from .net import connection_refused, free_ports, http_get
 from .server import HTTP_TIMEOUT_S, ServerError
 
@@ -492,3 +493,29 @@ def section(points, options, heading="##"):
             lines += [f"{heading}# soak — {level}", "", soak_table(group),
                       ""]
     return "\n".join(lines)
+
+
+def headline(points, options):
+    """The soak's figure: per bucketed server, what its clients lost and
+    what its parent did not give back."""
+    parts = []
+    for point in points:
+        s = point.get("restart")
+        if not s or "soaks" not in s:
+            continue
+        left = sorted({key for soak in s["soaks"] for key in changed(soak)})
+        name = SHORT_NAMES.get(base_server(point["server"]), point["label"])
+        killed = [(soak.get("losses_after") or {}).get(KILL, {})
+                  for soak in s["soaks"]]
+        kills = sum((soak.get("events_done") or {}).get(KILL, 0)
+                    for soak in s["soaks"])
+        gets = sum(k.get("gets_failed", 0) for k in killed)
+        posts = sum(k.get("posts_lost", 0) for k in killed)
+        parts.append(f"{name}: restarts and reloads "
+                     f"{s['gets_failed_total'] - gets:,} GETs failed / "
+                     f"{s['posts_lost_total'] - posts:,} POSTs lost, "
+                     f"{kills} children killed {gets:,} / {posts:,}; "
+                     f"Connection: close {s['failed_total']:,} failed (a "
+                     f"killed child's among them); changed at the end: "
+                     f"{', '.join(left) or 'nothing'}")
+    return "; ".join(parts) or "no soak run"

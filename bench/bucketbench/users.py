@@ -43,7 +43,7 @@ import urllib.request
 
 from . import (configs, load, markdown, placement, procfs, slow_backend,
                stats)
-from .catalog import WORKLOAD_GROUPS, WORKLOADS
+from .catalog import SHORT_NAMES, WORKLOAD_GROUPS, WORKLOADS
 from .net import http_get
 from .server import CLEAN_PATH, HTTP_TIMEOUT_S, Server, run_as_user
 
@@ -727,3 +727,20 @@ def plot(path, group, name):
     figure.tight_layout(rect=(0, 0, 1, 0.94))
     figure.savefig(path, dpi=90)
     plt.close(figure)
+
+
+def headline(points, options, server="bucketed-event", baseline="event"):
+    """The workloads users serve, for the results tables: the median over
+    the workloads of server's same-round req/s ratio against baseline,
+    and the range over the workloads."""
+    medians = {p["workload"]: p["ratios"][baseline]["median"]
+               for p in points if p["server"] == server
+               and (p["ratios"].get(baseline) or {}).get("median")}
+    if not medians:
+        return f"no workload with {server} and {baseline}"
+    low = min(medians, key=medians.get)
+    high = max(medians, key=medians.get)
+    return (f"{SHORT_NAMES[server]} / {SHORT_NAMES[baseline]} req/s over "
+            f"{len(medians)} workloads: median "
+            f"{stats.median(list(medians.values())):.2f}x ({low} "
+            f"{medians[low]:.2f}x to {high} {medians[high]:.2f}x)")

@@ -13,17 +13,19 @@ import sys
 
 import pytest
 
-from bucketbench import catalog, cli
+from bucketbench import catalog, publication
 from test_smoke import bench
 
 LINK_CHECK = os.path.join("scripts", "check-doc-links.py")
 
 
 def marker_pairs():
-    """(begin, end) of every family bench/run --publish writes: cli's
-    *DOCS_BEGIN constants with their *DOCS_END."""
-    return [(getattr(cli, name), getattr(cli, name[:-len("BEGIN")] + "END"))
-            for name in sorted(dir(cli)) if name.endswith("DOCS_BEGIN")]
+    """(begin, end) of every family bench/run --publish writes:
+    publication's *DOCS_BEGIN constants with their *DOCS_END."""
+    return [(getattr(publication, name),
+             getattr(publication, name[:-len("BEGIN")] + "END"))
+            for name in sorted(dir(publication))
+            if name.endswith("DOCS_BEGIN")]
 
 
 @pytest.fixture
@@ -31,23 +33,23 @@ def page_copy(tmp_path, monkeypatch):
     """A copy of docs/benchmarks.md (and docs/img/) that publish writes to
     instead of the real page; its path."""
     docs = tmp_path / "docs"
-    shutil.copytree(os.path.dirname(cli.DOCS_PAGE), docs)
-    page = docs / os.path.basename(cli.DOCS_PAGE)
-    monkeypatch.setattr(cli, "DOCS_PAGE", str(page))
+    shutil.copytree(os.path.dirname(publication.DOCS_PAGE), docs)
+    page = docs / os.path.basename(publication.DOCS_PAGE)
+    monkeypatch.setattr(publication, "DOCS_PAGE", str(page))
     return page
 
 
 def test_every_marker_pair_once_in_order():
     pairs = marker_pairs()
     assert len(pairs) >= 5
-    with open(cli.DOCS_PAGE) as handle:
+    with open(publication.DOCS_PAGE) as handle:
         page = handle.read()
     for begin, end in pairs:
         assert page.count(begin) == 1, begin
         assert page.count(end) == 1, end
         assert page.index(begin) < page.index(end), begin
     # The archive keeps runs as they were: nothing publishes into it.
-    archive = os.path.join(os.path.dirname(cli.DOCS_PAGE),
+    archive = os.path.join(os.path.dirname(publication.DOCS_PAGE),
                            "benchmarks-archive.md")
     with open(archive) as handle:
         assert "<!-- bench/run --publish" not in handle.read()
@@ -56,7 +58,7 @@ def test_every_marker_pair_once_in_order():
 def test_publish_replaces_only_its_pair(page_copy):
     original = page_copy.read_text()
     for number, (begin, end) in enumerate(marker_pairs()):
-        cli._replace_generated(begin, end, f"generated {number}")
+        publication.replace_generated(begin, end, f"generated {number}")
     page = page_copy.read_text()
     # Cut every pair's inside out of both: what is left is the same.
     for number, (begin, end) in enumerate(marker_pairs()):
@@ -80,15 +82,15 @@ def test_publish_a_run(top, build, tmp_path, page_copy):
     assert done.returncode == 0, done.stderr
     started = json.loads((out / "meta.json").read_text())["started_at"]
     before = page_copy.read_text()
-    cli.publish(str(out))
+    publication.publish(str(out))
     page = page_copy.read_text()
-    head, rest = page.split(cli.DOCS_BEGIN)
-    inside, tail = rest.split(cli.DOCS_END)
+    head, rest = page.split(publication.DOCS_BEGIN)
+    inside, tail = rest.split(publication.DOCS_END)
     assert f"bucketbench report {started}" in inside
     assert "![w1 native](img/bench-w1-native.png)" in inside
     assert (page_copy.parent / "img" / "bench-w1-native.png").exists()
-    old_head, old_rest = before.split(cli.DOCS_BEGIN)
-    assert head == old_head and tail == old_rest.split(cli.DOCS_END)[1]
+    old_head, old_rest = before.split(publication.DOCS_BEGIN)
+    assert head == old_head and tail == old_rest.split(publication.DOCS_END)[1]
 
 
 def test_doc_links_resolve(top):

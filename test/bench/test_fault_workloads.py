@@ -98,6 +98,25 @@ def test_summary_and_section_of_fixed_runs():
     assert list(report.workload_groups(points, options)) == []
 
 
+def test_headline_sums_the_faults_run_by_run():
+    """The results tables' figure: timeouts and errors of every fault, per
+    run summed over the faults; the near-limit workloads are not faults."""
+    records = []
+    for server, timeouts in (("bucketed-event", (0, 0)),
+                             ("event", (4, 9))):
+        for round_no in (1, 2):
+            for kind in ("crash", "hang", catalog.LIMIT_KINDS[0]):
+                record = _fault_record(server, round_no, kind, 5.0,
+                                       timeouts=timeouts[round_no - 1],
+                                       errors=1)
+                if kind in catalog.LIMIT_KINDS:
+                    record["workload"] = kind
+                records.append(record)
+    assert faults.headline(report.summarize(records), {}) == (
+        "failed probes, every fault: event model 4 (2 per run), "
+        "stock event 30 (10-20 per run)")
+
+
 def _rows(text, title_part):
     """The data rows of the table under the heading containing
     title_part, as lists of cells."""

@@ -460,6 +460,26 @@ def test_idle_counts_and_limits_are_points_of_their_own(run_record):
         "levels": ["native"], "workloads": ["idle"]})) == []
 
 
+def test_headline_is_the_event_model_against_itself(run_record):
+    """The results tables' figure: the event model's req/s with the most
+    idle connections over its own without them, same rounds, at the
+    first --limits; stock event's req/s beside."""
+    records = []
+    for round_no, slower in ((1, 0.8), (2, 0.9), (3, 0.7)):
+        for count in (0, 1000):
+            records.append(_idle_record(
+                run_record, "bucketed-event", round_no, 10.0, 2 ** 20,
+                2 ** 21, count=count, limits=idle.DEFAULT_LIMITS,
+                rps=1000.0 * (slower if count else 1)))
+            records.append(_idle_record(
+                run_record, "event", round_no, 10.0, 2 ** 20, 2 ** 21,
+                count=count, limits=idle.DEFAULT_LIMITS, rps=500.0))
+    options = {"limits": [idle.DEFAULT_LIMITS]}
+    assert idle.headline(report.summarize(records), options) == (
+        "1,000 idle, default limits; event model 0.80x (0.70-0.90x) its "
+        "own req/s without them; stock event 500 req/s")
+
+
 def test_a_baseline_that_answered_nothing_meets_its_ratio_targets(
         run_record):
     """Stock event at its default limits with 10,000 idle connections can

@@ -88,6 +88,26 @@ def test_counted_summary_and_table():
         in text
 
 
+def test_headline_counts_what_each_client_lost_per_run():
+    """The results tables' figure: requests with no answer (Connection:
+    close failures and the keep-alive GETs' together: 3 a run here) and
+    lost POSTs per run on the full restarts, a bucketed variant under its
+    base's name."""
+    records = []
+    for server, failed, lost in (("bucketed-event-held", (0, 62), (0, 0)),
+                                 ("event", (5, 5), (1, 3)),
+                                 ("nginx", (0, 0), (0, 0))):
+        for round_no in (1, 2):
+            record = _counted_record(server, round_no, lost[round_no - 1])
+            record["workload"] = "restart-full"
+            record["restart"]["failed_requests"] = failed[round_no - 1]
+            records.append(record)
+    options = {"workloads": ["restart-full"]}
+    assert restart.headline(report.summarize(records), options) == (
+        "requests with no answer / POSTs lost per run: event model full "
+        "3-65 / 0; stock event full 8 / 1-3; nginx full 3 / 0")
+
+
 def check_counted_record(path):
     record = json.loads(path.read_text())
     assert record["ok"], (path.name, record["error"],

@@ -7,7 +7,7 @@ no POST but to a killed child, and the resources must be reported at the
 start and the end."""
 import json
 
-from bucketbench import catalog, restart, soak
+from bucketbench import catalog, report, restart, soak
 from test_smoke import bench
 
 SOAK_S = 15
@@ -75,6 +75,38 @@ def test_soak_servers_and_their_churn():
 # children follows the load).
 SOAK_HELD_KEYS = ("descriptors", "bpf_maps", "bpf_progs", "sysv_segments",
                   "posix_segments", "runtime_files")
+
+
+def test_headline_says_what_each_soak_lost_and_kept():
+    """The results tables' figure: per soaked server, the keep-alive
+    clients' losses to restarts and reloads apart from a killed child's,
+    the Connection: close failures, and the parent's resources (but RSS)
+    that differ at the end."""
+    def record(server, failed, descriptors_at_end):
+        at_start = dict.fromkeys(soak.RESOURCE_KEYS, 4)
+        return {"kernel_level": "native", "workload": "soak",
+                "concurrency": 20, "server": server, "label": server,
+                "round": 1, "ok": True, "error": None,
+                "error_log_tail": None, "restarted": False, "rps": 100.0,
+                "requests": 1000, "latency_ms": {"p99": 1.0},
+                "soak": {"failed_requests": failed,
+                         "keepalive": {"gets_failed": 3, "posts_lost": 1},
+                         "losses_after": {
+                             "graceful": {"gets_failed": 1, "posts_lost": 0},
+                             "kill": {"gets_failed": 2, "posts_lost": 1}},
+                         "events_done": {"graceful": 9, "kill": 4},
+                         "at_start": at_start,
+                         "at_end": dict(at_start, rss_kb=9,
+                                        descriptors=descriptors_at_end)}}
+    points = report.summarize([record("bucketed-event-soak", 2, 5),
+                               record("bucketed-reuseport-soak", 0, 4)])
+    assert soak.headline(points, {}) == (
+        "event model: restarts and reloads 1 GETs failed / 0 POSTs lost, 4 "
+        "children killed 2 / 1; Connection: close 2 failed (a killed "
+        "child's among them); changed at the end: descriptors; prefork "
+        "model: restarts and reloads 1 GETs failed / 0 POSTs lost, 4 "
+        "children killed 2 / 1; Connection: close 0 failed (a killed "
+        "child's among them); changed at the end: nothing")
 
 
 def test_soak_run(top, build, tmp_path):

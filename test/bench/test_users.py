@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from bucketbench import catalog, users
+from bucketbench import catalog, report, users
 from test_smoke import bench
 
 SERVERS = catalog.USERS_SERVERS
@@ -79,6 +79,23 @@ def test_nginx_gets_tls_http2_and_the_proxy():
     assert "server 127.0.0.1:4321;" in proxy and " ssl" not in proxy
     lines = users.httpd_directives("tls-resume", Fixtures, "/m", "/r")
     assert "SSLProtocol -all +TLSv1.3" in lines
+
+
+def test_headline_spans_the_workloads(run_record):
+    """The results tables' figure: the median over the workloads of the
+    event model's same-round ratio against stock event, and the two
+    ends."""
+    records = [run_record(server, round_no, rps, workload=workload)
+               for workload, ours in (("tls-handshake", 1.2),
+                                      ("php-fpm", 0.9), ("large-1m", 1.0))
+               for round_no in (1, 2)
+               for server, rps in (("event", 1000.0),
+                                   ("bucketed-event", 1000.0 * ours))]
+    for record in records:
+        record.update(bytes=2 ** 20, bytes_per_s=2 ** 20)
+    assert users.headline(report.summarize(records), {}) == (
+        "event model / stock event req/s over 3 workloads: median 1.00x "
+        "(php-fpm 0.90x to tls-handshake 1.20x)")
 
 
 @pytest.fixture(scope="module")

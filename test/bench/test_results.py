@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The results tables: bench/run --publish of a plan's directory writes
+docs/benchmarks.md's "Today's results" and README.md's "Results" from the
+same rows, at the plan's commit; scripts/check-results.py passes on the
+checkout and fails, naming the row, when one figure differs."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from bucketbench import catalog, publication, results_table
+from test_smoke import bench
+
+CHECK = os.path.join("scripts", "check-results.py")
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def check(top, where):
+    return subprocess.run([sys.executable, os.path.join(top, CHECK),
+                           str(where)], capture_output=True, text=True,
+                          check=False)
+
+
+@pytest.fixture
+def copies(top, tmp_path, monkeypatch):
+    """A copy of README.md and docs/ that publish writes to instead of the
+    real ones; the copy's top directory."""
+    shutil.copytree(os.path.join(top, "docs"), tmp_path / "docs")
+    shutil.copy(os.path.join(top, "README.md"), tmp_path / "README.md")
+    monkeypatch.setattr(publication, "DOCS_PAGE",
+                        str(tmp_path / "docs" / "benchmarks.md"))
+    monkeypatch.setattr(publication, "README", str(tmp_path / "README.md"))
+    return tmp_path
+
+
+def entry(name, status, **extra):
+    return {"name": name, "dir": name, "status": status,
+            "started_at": "2026-11-28 03:00:00 +0000", **extra}
+
+
+@pytest.fixture
+def plan_dir(top, build, tmp_path):
+    """A plan's directory: a real W1 run of stock event and the event model
+    as its w1-w3 family, memory's and overhead's results as their commands
+    write them, and the soak skipped."""
+    plan = tmp_path / "plan"
+    done = bench(top, build, "--workloads", "w1", "--levels",
+                 catalog.NATIVE, "--servers", "event,bucketed-event",
+                 "--concurrency", "8", "--runs", "2", "--duration", "1",
+                 "--warmup", "0", "--slots", "32",
+                 "--out", str(plan / "w1-w3"))
+    assert done.returncode == 0, done.stderr
+    (plan / "memory").mkdir()
+    (plan / "memory" / "memory.json").write_text(json.dumps(
+        {"child_pss_kb": {"prefork": 250, "bucketed": 260, "ratio": 1.04}}))
+    (plan / "overhead").mkdir()
+    (plan / "overhead" / "overhead.json").write_text(json.dumps(
+        {"summary": {"scraped": {"ratio_to_off": {
+            "n": 3, "min": 0.97, "median": 0.99, "max": 1.01}}}}))
+    (plan / publication.PLAN_FILE).write_text(json.dumps({
+        "schema": publication.PLAN_SCHEMA, "commit": COMMIT,
+        "dirty": False, "started_at": "2026-11-28 03:00:00 +0000",
+        "quick": True, "families": [
+            entry("w1-w3", publication.RAN),
+            entry("soak", publication.SKIPPED,
+                  reason="bench/run: wrk not found"),
+            entry("memory", publication.RAN),
+            entry("overhead", publication.RAN)]}))
+    return plan
+
+
+def test_the_checkout_agrees(top):
+    done = check(top, top)
+    assert done.returncode == 0, done.stdout
+
+
+def test_publish_a_plan(top, copies, plan_dir):
+    before = {r.family: r for r in results_table.page_rows(
+        (copies / "docs" / "benchmarks.md").read_text())}
+    publication.publish(str(plan_dir))
+    page = (copies / "docs" / "benchmarks.md").read_text()
+    readme = (copies / "README.md").read_text()
+    assert results_table.differences(page, readme) == []
+    rows = results_table.page_rows(page)
+    planned = ("w1-w3", "soak", "memory", "overhead")
+    assert [r.family for r in rows] == [f.name for f in publication.FAMILIES]
+    by_family = {r.family: r for r in rows}
+    assert {(by_family[name].commit, by_family[name].date)
+            for name in planned} == {("0123456", "2026-11-28")}
+    # The families the plan did not run keep their rows, and the line
+    # above the table says so.
+    assert all(by_family[name] == before[name] for name in by_family
+               if name not in planned)
+    assert "are from earlier runs" in page
+    assert by_family["w1-w3"].figure.startswith(
+        "w1, c=8: event model ")
+    assert by_family["w1-w3"].figure.endswith(" stock event's req/s")
+    assert by_family["soak"].figure == "skipped: bench/run: wrk not found"
+    assert by_family["overhead"].figure == "0.990x (0.970-1.010x) off's req/s"
+    # README shows its families only; the soak is not one of them.
+    shown = results_table.readme_rows(readme)
+    assert [r.what for r in shown] == [by_family[name].what for name in
+                                      results_table.README_FAMILIES]
+    assert all(r.commit == "0123456" for r in shown
+               if r.what in {by_family[name].what for name in planned})
+    # The W1 run went to its own section too.
+    started = json.loads((plan_dir / "w1-w3" / "meta.json").read_text())[
+        "started_at"]
+    assert f"bucketbench report {started}" in page.split(
+        publication.DOCS_BEGIN)[1]
+    assert check(top, copies).returncode == 0
+
+    edited = readme.replace("1.040x stock prefork's", "1.030x stock "
+                            "prefork's")
+    assert edited != readme
+    (copies / "README.md").write_text(edited)
+    done = check(top, copies)
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        f"check-results: row {by_family['memory'].what!r}: figure differs: "
+        f"page {by_family['memory'].figure!r}, README.md "
+        f"{by_family['memory'].figure.replace('1.040x', '1.030x')!r}"]
+
+
+def test_a_missing_row_is_named(top, copies):
+    readme = (copies / "README.md").read_text()
+    row = next(line for line in readme.splitlines()
+               if line.startswith("| memory per child"))
+    (copies / "README.md").write_text(readme.replace(row + "\n", ""))
+    done = check(top, copies)
+    assert done.returncode == 1
+    assert "'memory per child, prefork model' (family memory) is on the " \
+           "page but not in README.md" in done.stdout
+
+
+def test_a_plan_records_what_cannot_run_here(top, build, tmp_path, copies):
+    """A family whose servers cannot start here is recorded as skipped, one
+    whose command fails as failed, each with why; published, their rows
+    say so, and both tables still agree."""
+    plan_dir = tmp_path / "plan"
+    missing = tmp_path / "no-httpd"
+    done = bench(top, build, "--plan", "publish", "--quick", "--families",
+                 "memory,near-limit", "--httpd", str(missing),
+                 "--out", str(plan_dir))
+    assert done.returncode == 3, done.stderr
+    plan = json.loads((plan_dir / publication.PLAN_FILE).read_text())
+    head = subprocess.run(["git", "-C", top, "rev-parse", "HEAD"],
+                          capture_output=True, text=True, check=True)
+    assert plan["commit"] == head.stdout.strip()
+    assert plan["quick"] is True and plan["dirty"] in (True, False)
+    # In the plan's order, whatever the order given.
+    assert [(e["name"], e["status"]) for e in plan["families"]] == [
+        ("near-limit", publication.SKIPPED), ("memory", publication.FAILED)]
+    near, memory = plan["families"]
+    assert near["reason"].startswith(f"no run: httpd not found at {missing}")
+    assert memory["reason"] == (f"bench/run memory: prefork: httpd not "
+                                f"found at {missing}")
+    publication.publish(str(plan_dir))
+    page = (copies / "docs" / "benchmarks.md").read_text()
+    figures = {r.family: r.figure for r in results_table.page_rows(page)}
+    assert (figures["near-limit"], figures["memory"]) == (
+        f"skipped: {near['reason']}", f"failed: {memory['reason']}")
+    assert f"Plan at {publication.short_commit(plan)}" in page
+    assert check(top, copies).returncode == 0
