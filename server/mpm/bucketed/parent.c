@@ -139,8 +139,11 @@ static void serve_until_keepalive_ends(parent_context *pc,
         until = deadline;
     }
     bucket_stats_set_closing(pc->retained);
-    while (live_children(pc) > 0 && apr_time_now() < until
-           && parent_keepalive_held(pc)) {
+    /* Looks only after a first poll: a child that has just sent a response
+     * promising keep-alive marks its connection idle a moment later (on a
+     * busy machine, much later), and a stop that looked at once would miss
+     * it and close the sockets while it waits. */
+    do {
         apr_exit_why_e why;
         int status;
         apr_proc_t proc;
@@ -149,7 +152,8 @@ static void serve_until_keepalive_ends(parent_context *pc,
         if (proc.pid != -1) {
             parent_reap_one(pc, &proc, why, status);
         }
-    }
+    } while (live_children(pc) > 0 && apr_time_now() < until
+             && parent_keepalive_held(pc));
 }
 
 static void graceful_stop(parent_context *pc)
