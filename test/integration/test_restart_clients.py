@@ -131,12 +131,7 @@ def test_new_children_serve_while_old_ones_keep_their_connections(
     # got none has gone), and answer each connection's next request,
     # then close it.
     assert old & set(children_of(server.pid))
-    for conn in conns:
-        conn.request("GET", "/")
-        resp = conn.getresponse()
-        assert (resp.status, resp.read()) == (200, INDEX_BODY)
-        assert resp.getheader("Connection", "").lower() == "close"
-        conn.close()
+    answer_next_and_close(conns)
 
 
 def test_new_generation_starts_beside_old_children_at_max_request_workers(
@@ -180,14 +175,20 @@ def test_new_generation_starts_beside_old_children_at_max_request_workers(
     assert old <= set(children_of(server.pid))
     assert sum(b["children"] for b in server.status()["buckets_list"]) \
         <= children
+    answer_next_and_close(conns)
+    wait_until(lambda: not old & set(children_of(server.pid)), 20,
+               what="the old children gone once their connections closed")
+
+
+def answer_next_and_close(conns):
+    """Each kept connection's next request is answered, with
+    Connection: close."""
     for conn in conns:
         conn.request("GET", "/")
         resp = conn.getresponse()
         assert (resp.status, resp.read()) == (200, INDEX_BODY)
         assert resp.getheader("Connection", "").lower() == "close"
         conn.close()
-    wait_until(lambda: not old & set(children_of(server.pid)), 20,
-               what="the old children gone once their connections closed")
 
 
 def get_on_a_new_connection(port):
