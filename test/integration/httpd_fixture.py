@@ -94,6 +94,8 @@ LoadModule status_module {APACHE_MODULES}/mod_status.so
 """
 MPM_SO = BUILD / "mod_mpm_bucketed.so"
 STATUS_SO = BUILD / "mod_bucketed_status.so"
+# Faults on demand (test/modules/mod_test_fault.c).
+FAULT_SO = BUILD / "test" / "modules" / "mod_test_fault.so"
 NOREUSEPORT_SO = BUILD / "bench" / "noreuseport.so"
 INDEX_BODY = b"bucketed integration test\n"
 # What selects each child model (conftest.py's child_model fixture).
@@ -247,6 +249,7 @@ class Httpd:
         self.pidfile = self.root / "run" / "httpd.pid"
         self.error_log_path = self.root / "logs" / "error.log"
         self.proc = None
+        self.newest_generation = -1
         self.stdout_path = self.root / "stdout.txt"
         for sub in ("run", "logs", "htdocs", "cgi-bin"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
@@ -327,6 +330,7 @@ class Httpd:
         passes them; activation: Holder.popen's listen_pid/listen_fds."""
         argv = [HTTPD_BIN, "-f", str(self.conf), "-DFOREGROUND", *extra_args]
         assert self.proc is None, "already started"
+        self.newest_generation = -1
         out = open(self.stdout_path, "ab")
         # Stock prefork and event stop by signalling their whole process
         # group, which would take pytest with them: they get a session of
@@ -375,9 +379,21 @@ class Httpd:
         return self
 
     def status(self, port=None):
-        status, body = http_get(port or self.ports[0], "/bucketed-status")
-        assert status == 200, f"/bucketed-status answered {status}"
-        return parse_status(body.decode())
+        """The status page as the newest generation seen answering since
+        the start says it: for a moment after a graceful restart, old
+        children kept for the handover still answer (policy_handover.h),
+        and an answer of theirs is asked again."""
+        def newest():
+            status, body = http_get(port or self.ports[0],
+                                    "/bucketed-status")
+            assert status == 200, f"/bucketed-status answered {status}"
+            parsed = parse_status(body.decode())
+            if parsed["generation"] < self.newest_generation:
+                return None
+            self.newest_generation = parsed["generation"]
+            return parsed
+        return wait_until(newest, 20, what="a status page of generation "
+                          f"{self.newest_generation} or later")
 
     def signal(self, sig):
         os.kill(self.pid, sig)

@@ -15,10 +15,9 @@ import select
 import socket
 import time
 
-from httpd_fixture import (BUILD, INDEX_BODY, LOOPBACK, free_ports, http_get,
-                           need_build, read_response, wait_until)
+from httpd_fixture import (FAULT_SO, INDEX_BODY, LOOPBACK, free_ports,
+                           http_get, need_build, read_response, wait_until)
 
-FAULT_SO = BUILD / "test" / "modules" / "mod_test_fault.so"
 STATUS = ("LoadModule status_module /usr/lib/apache2/modules/mod_status.so\n"
           "<Location /server-status>\n  SetHandler server-status\n"
           "</Location>\n")

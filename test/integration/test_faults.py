@@ -21,12 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from httpd_fixture import (BUILD, INDEX_BODY, bucket_sockets, children_of,
-                           http_get, listening_inodes, need_build,
-                           wait_until)
+from httpd_fixture import (BUILD, FAULT_SO, INDEX_BODY, bucket_sockets,
+                           children_of, http_get, listening_inodes,
+                           need_build, wait_until)
 from steering_maps import listening_cookies, socket_map_cookies
 
-FAULT_SO = BUILD / "test" / "modules" / "mod_test_fault.so"
 EMFILE_SHIM = BUILD / "test" / "modules" / "emfile_shim.so"
 # Far longer than any probe of a bucket that serves takes, far shorter
 # than the back-off or a hang that the probes would otherwise meet.

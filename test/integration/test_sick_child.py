@@ -7,10 +7,9 @@ children are healthy again it serves.
 """
 import re
 
-from httpd_fixture import (BUILD, CHILD_MODELS, INDEX_BODY, http_get,
+from httpd_fixture import (CHILD_MODELS, FAULT_SO, INDEX_BODY, http_get,
                            need_build, wait_until)
 
-FAULT_SO = BUILD / "test" / "modules" / "mod_test_fault.so"
 HOLD_LINE = re.compile(r"child \d+ of bucket (\d+) exited sick \(it reported "
                        r"a resource shortage\); (\d+) such exit\(s\) in a "
                        r"row in this bucket, its next child in (\d+) s")

@@ -19,6 +19,10 @@
  *                            exits APEXIT_CHILDSICK (a resource shortage,
  *                            in httpd's contract), so tests can watch how
  *                            the MPM slows its spawning
+ *   ServerRoot/slow-start    while this file exists, a starting child
+ *                            waits the milliseconds it names before it
+ *                            serves, as one whose module opens a database
+ *                            pool or loads a cache does
  *   ServerRoot/clog-port     connections to the port this file names get a
  *                            clogging input filter: it pulls whatever the
  *                            socket has into a brigade of its own and
@@ -114,13 +118,14 @@ static apr_status_t crash_now(void *data)
 static apr_port_t waitio_port;
 static apr_port_t clog_port;
 
-static apr_port_t read_port_file(apr_pool_t *p, const char *name)
+/* The number a ServerRoot file holds; 0 when there is none. */
+static int read_number_file(apr_pool_t *p, const char *name)
 {
     const char *path = ap_server_root_relative(p, name);
     char buf[16];
     apr_file_t *f;
     apr_size_t len = sizeof(buf) - 1;
-    apr_port_t port = 0;
+    int number = 0;
 
     if (path == NULL
         || apr_file_open(&f, path, APR_FOPEN_READ, 0, p) != APR_SUCCESS) {
@@ -128,10 +133,10 @@ static apr_port_t read_port_file(apr_pool_t *p, const char *name)
     }
     if (apr_file_read(f, buf, &len) == APR_SUCCESS) {
         buf[len] = '\0';
-        port = (apr_port_t)atoi(buf);
+        number = atoi(buf);
     }
     apr_file_close(f);
-    return port;
+    return number;
 }
 
 /* The echo protocol: one line, answered once it has come, the waits for
@@ -261,13 +266,22 @@ static int flag_exists(apr_pool_t *p, const char *name)
 
 static void test_fault_child_init(apr_pool_t *pchild, server_rec *s)
 {
+    int slow_start_ms;
+
     if (flag_exists(pchild, "sick-children")) {
         ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, "test_fault: child %"
                      APR_PID_T_FMT " exits sick on purpose", getpid());
         exit(APEXIT_CHILDSICK);
     }
-    waitio_port = read_port_file(pchild, "waitio-port");
-    clog_port = read_port_file(pchild, "clog-port");
+    slow_start_ms = read_number_file(pchild, "slow-start");
+    if (slow_start_ms > 0) {
+        ap_log_error(APLOG_MARK, APLOG_NOTICE, 0, s, "test_fault: child %"
+                     APR_PID_T_FMT " takes %d ms to start", getpid(),
+                     slow_start_ms);
+        apr_sleep(apr_time_from_msec(slow_start_ms));
+    }
+    waitio_port = (apr_port_t)read_number_file(pchild, "waitio-port");
+    clog_port = (apr_port_t)read_number_file(pchild, "clog-port");
     if (flag_exists(pchild, "crash-at-exit")) {
         apr_pool_cleanup_register(pchild, NULL, crash_now,
                                   apr_pool_cleanup_null);

@@ -144,10 +144,9 @@ void child_life_exit(child_life *life, int code, int clean)
     exit(code);
 }
 
-int child_life_generation_over(const child_life *life)
+int child_life_slot_quiescing(const child_life *life)
 {
-    return ap_scoreboard_image->global->running_generation
-           != life->generation;
+    return ap_get_scoreboard_process(life->slot)->quiescing;
 }
 
 int child_life_may_serve_more(apr_uint32_t served)
@@ -188,7 +187,6 @@ void child_life_run(const child_model *model, server_rec *s,
     life.retained = retained;
     life.slot = slot;
     life.bucket = bucket;
-    life.generation = retained->mpm->my_generation;
     /* Signals come before the child's pool: the process pool, which this
      * process alone uses from now on, holds the model's context. */
     life.model = apr_pcalloc(s->process->pool, model->context_size);

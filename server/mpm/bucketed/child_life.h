@@ -25,7 +25,6 @@ typedef struct child_life {
     int slot;
     int bucket;
     apr_pool_t *pchild;              /* NULL until created */
-    ap_generation_t generation;      /* the one it was started for */
     /* Written from signal handlers and threads: apr_atomic only. */
     volatile apr_uint32_t leaving;   /* graceful: finish and go */
     volatile apr_uint32_t dying;     /* SIGTERM or SIGHUP: go now */
@@ -77,8 +76,12 @@ int child_life_mpm_state(const bucketed_retained *retained);
 void child_life_exit(child_life *life, int code, int clean)
     __attribute__((noreturn));
 
-/* Whether a graceful restart or stop has begun since the child started. */
-int child_life_generation_over(const child_life *life);
+/* Whether the parent has asked the child to leave: it marks the slot
+ * quiescing as it signals, and a child looks after each connection in
+ * case the signal came where nothing saw it. Not whether the generation
+ * is over: at a graceful restart, old children kept for the handover
+ * (policy_handover.h) serve until they are asked. */
+int child_life_slot_quiescing(const child_life *life);
 
 /* Whether a child that has taken `served` connections may take another
  * (MaxConnectionsPerChild). */

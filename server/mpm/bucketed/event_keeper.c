@@ -284,7 +284,7 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
     int wait_ms = -1, extra = 0;
 
     ev_lock(ctx);
-    if (child_life_generation_over(ctx->life)) {
+    if (child_life_slot_quiescing(ctx->life)) {
         CHILD_LIFE_SET(ctx->life, leaving);
     }
     ev_update_listening_locked(ctx);

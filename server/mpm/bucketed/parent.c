@@ -199,12 +199,14 @@ static void graceful_stop(parent_context *pc)
 }
 
 /* The first pass of a new generation: old children leave (each replaced
- * in its slot as it goes, its replacement in the slot's starting bucket),
+ * in its slot as it goes, its replacement in the slot's starting bucket;
+ * half of the idle ones once their bucket's new children are ready),
  * then the start-up population. */
 static void start_generation(parent_context *pc)
 {
     bucketed_retained *retained = pc->retained;
     int slot, wanted, counted = 0;
+    int *seen = apr_pcalloc(pc->pconf, sizeof(int) * pc->num_buckets);
 
     for (slot = 0; slot < retained->max_daemons_limit; slot++) {
         const child_slot *cs = &retained->slots[slot];
@@ -233,6 +235,10 @@ static void start_generation(parent_context *pc)
                 ? parent_free_slot(pc) : -1;
         if (spare >= 0 && parent_spawn_child(pc, spare, bucket) == 0) {
             bucket = NO_REPLACEMENT;
+        }
+        else if (bucket != NO_REPLACEMENT
+                 && parent_keep_for_handover(pc, slot, bucket, seen)) {
+            continue;
         }
         parent_ask_to_leave(pc, slot, bucket);
     }
@@ -313,6 +319,8 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
                                             * retained->first_server_limit);
     pc.holders = parent_holders_create(pconf, retained->first_server_limit);
     pc.absence = apr_pcalloc(pconf, sizeof(bucket_absence) * pc.num_buckets);
+    pc.handover_kept = apr_pcalloc(pconf, sizeof(int) * pc.num_buckets);
+    pc.handover_deadline = 0;
     pc.last_monitor = apr_time_now();
     sigemptyset(&pc.sigchld);
     sigaddset(&pc.sigchld, SIGCHLD);
@@ -357,6 +365,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
             parent_reap_one(&pc, &proc, why, status);
             continue;
         }
+        parent_end_handover(&pc, apr_time_now());
         /* Woken early or not, full maintenance keeps its pace of one pass
          * a second: spawn rates double per pass. */
         if (apr_time_now() - last_maintenance >= apr_time_from_sec(1)) {

@@ -3,6 +3,7 @@
  * parent_context.h: the family header of the parent's files (parent.c
  * runs the parent, parent_slots.c starts and reaps children,
  * parent_maint.c keeps every bucket supplied with idle children,
+ * parent_handover.c hands a graceful restart's buckets over,
  * parent_takeover.c takes over what an incompatible build left): the
  * parent's context and the functions one of them calls in another. It
  * belongs to no file, so that each can include it and still call only
@@ -56,6 +57,10 @@ typedef struct {
                                        * bucket's holders, to be sorted */
     bucket_absence *absence;         /* per bucket: out of its reuseport
                                       * groups while it has no child */
+    apr_time_t handover_deadline;    /* when old children kept accepting
+                                      * at a graceful restart leave at the
+                                      * latest; 0 = none kept */
+    int *handover_kept;              /* per bucket, reused every pass */
     sigset_t sigchld;                /* blocked; taken by wait_for_child */
     apr_time_t last_monitor;
 } parent_context;
@@ -110,6 +115,17 @@ void parent_reap_one(parent_context *pc, apr_proc_t *proc,
 void parent_maintain_buckets(parent_context *pc, int rescue_only);
 struct keepalive_holder *parent_holders_create(apr_pool_t *p, int slots);
 void parent_repeat_leave_requests(parent_context *pc);
+/* The bucket's children of this generation that got through their
+ * set-up. */
+int parent_ready_children(const parent_context *pc, int bucket);
+
+/* parent_handover.c: a graceful restart's handover (policy_handover.h).
+ * Whether an idle old child in slot keeps accepting, its replacement for
+ * `bucket` reserved; `seen` counts such children per bucket. */
+int parent_keep_for_handover(parent_context *pc, int slot, int bucket,
+                             int *seen);
+/* Between passes: kept children leave once their bucket is ready. */
+void parent_end_handover(parent_context *pc, apr_time_t now);
 /* Connections a live child holds open: an event child's own count (its
  * idle keep-alive ones too); a prefork child's is its busy worker's. */
 apr_uint32_t parent_connections_of(const parent_context *pc, int slot);

@@ -145,13 +145,12 @@ static slot_view view_slot(const parent_context *pc, int slot,
     if (cs->pid == 0) {
         v.state = SLOT_EMPTY;
     }
-    else if (cs->exit_requested) {
+    else if (cs->exit_requested || cs->generation != pc->generation) {
+        /* Leaving, or an old child kept for the handover: its slot's next
+         * child counts, if it has one. */
         v.state = cs->replace_into != NO_REPLACEMENT
                   ? SLOT_REPLACING : SLOT_LEAVING;
         v.bucket = cs->replace_into;
-    }
-    else if (cs->generation != pc->generation) {
-        v.state = SLOT_LEAVING;
     }
     else {
         v.idle_units = idle_units_of(pc, slot);
@@ -342,7 +341,8 @@ static void note_stalls(parent_context *pc, apr_time_t now)
 }
 
 /* Processes holding bucket's sockets, from the parent's own table: its
- * children of any generation, and those on their way in. */
+ * children of any generation, and those on their way in (the replacement
+ * of a child asked to leave, or kept for the handover). */
 static int processes_holding(const parent_context *pc, int bucket)
 {
     int slot, n = 0;
@@ -352,14 +352,15 @@ static int processes_holding(const parent_context *pc, int bucket)
 
         n += cs->pid != 0
              && (cs->bucket == bucket
-                 || (cs->exit_requested && cs->replace_into == bucket));
+                 || ((cs->exit_requested || cs->generation != pc->generation)
+                     && cs->replace_into == bucket));
     }
     return n;
 }
 
 /* The bucket's children that got through their set-up (from the
  * scoreboard: it only decides when BK00181 is logged). */
-static int ready_children(const parent_context *pc, int bucket)
+int parent_ready_children(const parent_context *pc, int bucket)
 {
     int slot, n = 0;
 
@@ -420,7 +421,7 @@ static void note_absences(parent_context *pc)
         bucket_absence *a = &pc->absence[b];
 
         in.processes = processes_holding(pc, b);
-        in.ready = ready_children(pc, b);
+        in.ready = parent_ready_children(pc, b);
         in.others_in = 0;
         for (c = 0; c < pc->num_buckets; c++) {
             in.others_in += c != b && !pc->absence[c].out;

@@ -195,18 +195,25 @@ int parent_slot_limit(const parent_context *pc)
            ? limit : pc->retained->first_server_limit;
 }
 
+/* The bucket a slot's child counts for: its own; once it was asked to
+ * leave, or its generation is over (an old child kept for the handover,
+ * policy_handover.h), its replacement's. NO_REPLACEMENT: none. */
+static int counted_bucket(const parent_context *pc, const child_slot *cs)
+{
+    if (cs->pid == 0) {
+        return NO_REPLACEMENT;
+    }
+    return cs->exit_requested || cs->generation != pc->generation
+           ? cs->replace_into : cs->bucket;
+}
+
 int parent_children_counted(const parent_context *pc)
 {
     int slot, n = 0;
 
     for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
-        const child_slot *cs = &pc->retained->slots[slot];
-
-        if (cs->pid == 0) {
-            continue;
-        }
-        n += cs->exit_requested ? cs->replace_into != NO_REPLACEMENT
-                                : cs->generation == pc->generation;
+        n += counted_bucket(pc, &pc->retained->slots[slot])
+             != NO_REPLACEMENT;
     }
     return n;
 }
@@ -375,17 +382,7 @@ static int children_in(parent_context *pc, int bucket)
 
     adopted_slots_check(pc);
     for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
-        const child_slot *cs = &pc->retained->slots[slot];
-
-        if (cs->pid == 0) {
-            continue;
-        }
-        if (cs->exit_requested) {
-            n += cs->replace_into == bucket;
-        }
-        else {
-            n += cs->bucket == bucket && cs->generation == pc->generation;
-        }
+        n += counted_bucket(pc, &pc->retained->slots[slot]) == bucket;
     }
     return n;
 }
@@ -409,16 +406,16 @@ int parent_slot_was_ready(const parent_context *pc, int slot)
 }
 
 /* A child gone: free its slot, and start its replacement if there is one:
- * the bucket it was asked to leave for, or its own bucket when it left
- * unasked (crashed, or reached MaxConnectionsPerChild), unless that
- * bucket's children keep failing. */
+ * the bucket it counted for (the one it was asked to leave for, or its
+ * own when it left unasked: crashed, or reached MaxConnectionsPerChild),
+ * unless that bucket's children keep failing. */
 static void child_gone(parent_context *pc, int slot, pid_t pid,
                        child_exit_kind kind)
 {
     bucketed_retained *retained = pc->retained;
     child_slot *cs = &retained->slots[slot];
     int asked = cs->exit_requested != 0;
-    int next_bucket = asked ? cs->replace_into : cs->bucket;
+    int next_bucket = counted_bucket(pc, cs);
     int replace = next_bucket >= 0 && next_bucket < pc->num_buckets
                   && !retained->mpm->shutdown_pending
                   && !retained->mpm->restart_pending;

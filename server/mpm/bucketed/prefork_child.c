@@ -218,8 +218,8 @@ static int serve(child_life *life, int *clean)
             keepalive_waiter_close(&pc->keepalive, c);
         }
         apr_pool_clear(ptrans);
-        /* A graceful restart happened while we were serving. */
-        if (child_life_generation_over(life)) {
+        /* Asked to leave while we were serving. */
+        if (child_life_slot_quiescing(life)) {
             CHILD_LIFE_SET(life, leaving);
         }
     }

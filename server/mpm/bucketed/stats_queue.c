@@ -171,6 +171,11 @@ static int read_queue(socket_state *st, apr_socket_t *sd, queue_sample *out,
     if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0) {
         return errno;
     }
+    /* A socket shut down to leave its group while its bucket has no
+     * child (listen_absence.c) is closed: nothing waits in it. */
+    if (ti.tcpi_state == TCP_CLOSE) {
+        return 0;
+    }
     /* Only a listening socket reports its queue in these two fields. */
     if (ti.tcpi_state != TCP_LISTEN) {
         return EINVAL;
