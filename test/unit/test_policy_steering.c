@@ -401,18 +401,20 @@ static void test_steering_in_force_says_what_the_programs_did(void **state)
     }
 }
 
-/* A bucket leaves its groups only when no process holds its sockets, its
- * queue can move, and another bucket still listens. */
+/* A bucket leaves its groups only when no process holds its sockets, it
+ * cannot get a child now, its queue can move, and another bucket still
+ * listens. */
 static void test_absence_takes_out_only_a_bucket_nobody_holds(void **state)
 {
     static const struct {
         absence_input in;
         absence_step step;
     } cases[] = {
-        { { 0, 0, 1, 3 }, ABSENCE_TAKE_OUT },
-        { { 1, 0, 1, 3 }, ABSENCE_STAY },    /* a child is starting */
-        { { 0, 0, 0, 3 }, ABSENCE_STAY },    /* the queue would be reset */
-        { { 0, 0, 1, 0 }, ABSENCE_STAY },    /* nowhere for it to go */
+        { { 0, 0, 1, 3, 0 }, ABSENCE_TAKE_OUT },
+        { { 1, 0, 1, 3, 0 }, ABSENCE_STAY },    /* a child is starting */
+        { { 0, 0, 0, 3, 0 }, ABSENCE_STAY },    /* the queue would be reset */
+        { { 0, 0, 1, 0, 0 }, ABSENCE_STAY },    /* nowhere for it to go */
+        { { 0, 0, 1, 3, 1 }, ABSENCE_STAY },    /* it can get a child now */
     };
     bucket_absence a = { 0, 0, 0 };
     size_t i;
@@ -427,8 +429,8 @@ static void test_absence_takes_out_only_a_bucket_nobody_holds(void **state)
 /* One spell, retries failing while out, logged once at each end. */
 static void test_absence_spell_is_logged_once(void **state)
 {
-    absence_input none = { 0, 0, 1, 3 }, starting = { 1, 0, 1, 3 },
-                  ready = { 1, 1, 1, 3 };
+    absence_input none = { 0, 0, 1, 3, 0 }, starting = { 1, 0, 1, 3, 0 },
+                  ready = { 1, 1, 1, 3, 0 };
     bucket_absence a = { 0, 0, 0 };
 
     (void)state;
@@ -460,8 +462,8 @@ static void test_absence_spell_is_logged_once(void **state)
  * child was handed it or not. */
 static void test_absence_hands_over_only_an_out_bucket(void **state)
 {
-    absence_input none = { 0, 0, 1, 3 }, starting = { 1, 0, 1, 3 },
-                  ready = { 1, 1, 1, 3 };
+    absence_input none = { 0, 0, 1, 3, 0 }, starting = { 1, 0, 1, 3, 0 },
+                  ready = { 1, 1, 1, 3, 0 };
     bucket_absence a = { 0, 0, 0 };
 
     (void)state;

@@ -422,6 +422,7 @@ static void note_absences(parent_context *pc)
 
         in.processes = processes_holding(pc, b);
         in.ready = parent_ready_children(pc, b);
+        in.can_grow = pc->gen->buckets[b].can_grow;
         in.others_in = 0;
         for (c = 0; c < pc->num_buckets; c++) {
             in.others_in += c != b && !pc->absence[c].out;

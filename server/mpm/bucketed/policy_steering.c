@@ -361,8 +361,8 @@ const char *steering_in_force(apr_pool_t *p, steering_e mode,
 absence_step bucket_absence_decide(const bucket_absence *a,
                                    const absence_input *in)
 {
-    if ((!a->out || a->handed) && in->processes == 0 && in->can_migrate
-        && in->others_in > 0) {
+    if ((!a->out || a->handed) && in->processes == 0 && !in->can_grow
+        && in->can_migrate && in->others_in > 0) {
         return ABSENCE_TAKE_OUT;
     }
     if (a->out && a->handed && in->ready > 0) {

@@ -218,6 +218,9 @@ typedef struct {
                              * reuseport) */
     int others_in;          /* other buckets whose sockets surely listen
                              * (not out) */
+    int can_grow;           /* a child can be forked into it this pass (a
+                             * free slot, no back-off): it gets one, or a
+                             * stall gets it one */
 } absence_input;
 
 typedef enum {
@@ -230,7 +233,9 @@ typedef enum {
 } absence_step;
 
 /* What this pass does with a bucket. Takes out only a bucket no process
- * holds (a child accepting from a shut-down socket would fail) and only
+ * holds (a child accepting from a shut-down socket would fail) and that
+ * cannot grow (one that can may be childless a while under load steering,
+ * and out of its groups it would never stall to get a child), and only
  * where the queue moves (else it would be reset) to a socket that still
  * listens. */
 absence_step bucket_absence_decide(const bucket_absence *a,
