@@ -89,6 +89,12 @@ int parent_slot_limit(const parent_context *pc);
  * generation's not asked to leave, and the replacements promised to
  * those asked. */
 int parent_children_counted(const parent_context *pc);
+/* A child on its way out: asked to leave, or its generation is over (an
+ * old child kept for the handover, policy_handover.h). */
+int parent_child_outgoing(const parent_context *pc, const child_slot *cs);
+/* The bucket a slot's child counts for: its own; once outgoing, its
+ * replacement's. NO_REPLACEMENT: none. */
+int parent_counted_bucket(const parent_context *pc, const child_slot *cs);
 /* The lowest slot below parent_slot_limit() with no child, or -1. */
 int parent_free_slot(const parent_context *pc);
 void parent_record_child(parent_context *pc, int slot, pid_t pid,

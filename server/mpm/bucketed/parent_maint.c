@@ -145,7 +145,7 @@ static slot_view view_slot(const parent_context *pc, int slot,
     if (cs->pid == 0) {
         v.state = SLOT_EMPTY;
     }
-    else if (cs->exit_requested || cs->generation != pc->generation) {
+    else if (parent_child_outgoing(pc, cs)) {
         /* Leaving, or an old child kept for the handover: its slot's next
          * child counts, if it has one. */
         v.state = cs->replace_into != NO_REPLACEMENT
@@ -190,8 +190,8 @@ static int idle_child_of(const parent_context *pc, int bucket,
         const child_slot *cs = &pc->retained->slots[slot];
         apr_uint32_t conns;
 
-        if (cs->pid == 0 || cs->bucket != bucket || cs->exit_requested
-            || cs->generation != pc->generation
+        if (cs->pid == 0 || cs->bucket != bucket
+            || parent_child_outgoing(pc, cs)
             || ap_get_scoreboard_worker_from_indexes(slot, 0)->status
                != SERVER_READY
             || idle_units_of(pc, slot) < child_units(pc)) {
@@ -352,8 +352,7 @@ static int processes_holding(const parent_context *pc, int bucket)
 
         n += cs->pid != 0
              && (cs->bucket == bucket
-                 || ((cs->exit_requested || cs->generation != pc->generation)
-                     && cs->replace_into == bucket));
+                 || parent_counted_bucket(pc, cs) == bucket);
     }
     return n;
 }
@@ -406,6 +405,28 @@ static void log_spell_end(parent_context *pc, int b)
                  "groups", b);
 }
 
+/* Failing children are the operator's to look into; a full slot table
+ * is what a graceful restart into more buckets goes through while the
+ * old generation's children leave. */
+static void log_spell_start(const parent_context *pc, int b)
+{
+    if (pc->grow_limit[b] == 0) {
+        ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, BKLOGNO(00180)
+                     "bucketed: bucket %d has no child and cannot get one "
+                     "now (its children fail to start); its sockets leave "
+                     "their reuseport groups: what is queued on them moves "
+                     "to the other buckets, and new connections go there "
+                     "until it has a child again", b);
+        return;
+    }
+    ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00254)
+                 "bucketed: bucket %d has no child and no slot is free for "
+                 "one (the last generation's children are leaving, or "
+                 "MaxRequestWorkers is reached); its sockets leave their "
+                 "reuseport groups until it has a child: what is queued "
+                 "on them moves to the other buckets", b);
+}
+
 /* A bucket with no process and none to be had this pass leaves its
  * reuseport groups, its queue moving to the other buckets' sockets
  * (policy_steering.h, bucket_absence); a child forked into it listens
@@ -434,14 +455,7 @@ static void note_absences(parent_context *pc)
                 break;
             }
             if (bucket_absence_took_out(a)) {
-                ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s,
-                             BKLOGNO(00180) "bucketed: bucket %d has no "
-                             "child and cannot get one now (its children "
-                             "fail to start, or no slot is free); its "
-                             "sockets leave their reuseport groups: what is "
-                             "queued on them moves to the other buckets, "
-                             "and new connections go there until it has a "
-                             "child again", b);
+                log_spell_start(pc, b);
             }
             break;
         case ABSENCE_BACK_IN:

@@ -195,16 +195,17 @@ int parent_slot_limit(const parent_context *pc)
            ? limit : pc->retained->first_server_limit;
 }
 
-/* The bucket a slot's child counts for: its own; once it was asked to
- * leave, or its generation is over (an old child kept for the handover,
- * policy_handover.h), its replacement's. NO_REPLACEMENT: none. */
-static int counted_bucket(const parent_context *pc, const child_slot *cs)
+int parent_child_outgoing(const parent_context *pc, const child_slot *cs)
+{
+    return cs->exit_requested || cs->generation != pc->generation;
+}
+
+int parent_counted_bucket(const parent_context *pc, const child_slot *cs)
 {
     if (cs->pid == 0) {
         return NO_REPLACEMENT;
     }
-    return cs->exit_requested || cs->generation != pc->generation
-           ? cs->replace_into : cs->bucket;
+    return parent_child_outgoing(pc, cs) ? cs->replace_into : cs->bucket;
 }
 
 int parent_children_counted(const parent_context *pc)
@@ -212,7 +213,7 @@ int parent_children_counted(const parent_context *pc)
     int slot, n = 0;
 
     for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
-        n += counted_bucket(pc, &pc->retained->slots[slot])
+        n += parent_counted_bucket(pc, &pc->retained->slots[slot])
              != NO_REPLACEMENT;
     }
     return n;
@@ -382,7 +383,7 @@ static int children_in(parent_context *pc, int bucket)
 
     adopted_slots_check(pc);
     for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
-        n += counted_bucket(pc, &pc->retained->slots[slot]) == bucket;
+        n += parent_counted_bucket(pc, &pc->retained->slots[slot]) == bucket;
     }
     return n;
 }
@@ -415,7 +416,7 @@ static void child_gone(parent_context *pc, int slot, pid_t pid,
     bucketed_retained *retained = pc->retained;
     child_slot *cs = &retained->slots[slot];
     int asked = cs->exit_requested != 0;
-    int next_bucket = counted_bucket(pc, cs);
+    int next_bucket = parent_counted_bucket(pc, cs);
     int replace = next_bucket >= 0 && next_bucket < pc->num_buckets
                   && !retained->mpm->shutdown_pending
                   && !retained->mpm->restart_pending;
