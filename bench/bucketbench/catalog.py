@@ -416,13 +416,14 @@ IDLE_NOT_SUPPORTED = (
     "listen backlog")
 
 
-# The servers of the faults workloads: the stock anchors and bucketed in
-# both child models. The others (ListenCoresBucketsRatio, other
+# The servers of the faults workloads (and of near-limit, which probes as
+# they do): the stock anchors and bucketed in both child models. The others (ListenCoresBucketsRatio, other
 # strategies and steerings) add nothing to what a fault shows, and nginx
 # cannot load the fault module.
 FAULT_SERVERS = ("prefork", "event", "bucketed-reuseport", "bucketed-event")
 FAULT_NOT_SUPPORTED = (
-    "the faults workloads run stock prefork and event and bucketed in both "
+    "the faults and near-limit workloads run stock prefork and event and "
+    "bucketed in both "
     "child models (" + ", ".join(FAULT_SERVERS) + ") only")
 
 
