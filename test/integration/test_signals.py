@@ -179,6 +179,44 @@ def test_graceful_stop_when_request_lands_before_accept(make_httpd):
     assert not server.leftovers()
 
 
+def test_graceful_stop_while_a_generation_starts_is_honoured(make_httpd):
+    """A SIGWINCH that lands while the parent forks a new generation's
+    children (neither start_generation() nor a replacement's fork looks at
+    the stop flag) is acted on once the fork is done: the stop is graceful,
+    never forced (a published full-restart run had one forced stop with no
+    "caught SIGWINCH" logged). gdb holds the parent at its first fork after
+    a graceful restart, and the SIGWINCH is sent while it is held there."""
+    server = make_httpd(directives="BucketCount 2\nStartServers 8\n"
+                                   "MinSpareServers 2\nMaxSpareServers 16")
+    server.start()
+    gdb_log = server.root / "gdb.txt"
+    gdb = subprocess.Popen(
+        ["gdb", "-q", "-nx", "-p", str(server.pid), "-ex",
+         "handle SIGUSR1 nostop noprint pass", "-ex",
+         "break parent_spawn_child", "-ex", "continue", "-ex", "bt 3",
+         "-ex", "delete", "-ex", "echo AT-SPAWN\\n"],
+        stdin=subprocess.PIPE, stdout=open(gdb_log, "w"),
+        stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until(lambda: "Continuing." in gdb_log.read_text(), 30,
+                   what="gdb to attach")
+        server.signal(signal.SIGUSR1)
+        wait_until(lambda: "AT-SPAWN" in gdb_log.read_text(), 30,
+                   what="the parent at its first fork of the generation")
+        server.signal(signal.SIGWINCH)
+        gdb.communicate("detach\nquit\n", timeout=30)
+    finally:
+        if gdb.poll() is None:
+            gdb.kill()
+            gdb.wait()
+    assert "Breakpoint 1, parent_spawn_child" in gdb_log.read_text()
+    assert server.wait_exit(STOP_TIMEOUT) == 0
+    assert not server.leftovers()
+    log = server.error_log()
+    assert "caught SIGWINCH, shutting down gracefully" in log, log
+    assert "caught SIGTERM" not in log, log
+
+
 def test_stop_leaves_no_process(make_httpd):
     server = make_httpd(directives="BucketCount 2\nStartServers 6")
     server.start()

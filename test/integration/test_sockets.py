@@ -4,6 +4,8 @@ Start-up, module identity and the listening sockets of each bucket, with
 SO_REUSEPORT and without it (bench/noreuseport.so in httpd's LD_PRELOAD
 makes setsockopt(SO_REUSEPORT) fail as on kernels before 3.9).
 """
+import ctypes
+import fcntl
 import os
 import re
 import subprocess
@@ -228,3 +230,80 @@ def test_sys_probe_unit_test_under_shim():
     plain = subprocess.run([str(binary)], capture_output=True, text=True,
                            timeout=60, env=process_env(None, expect, path))
     assert plain.returncode != 0, plain.stdout + plain.stderr
+
+
+def listening_fd_of(pid, port):
+    """A descriptor number in process pid of a socket listening on port."""
+    inodes = {str(i) for i in listening_inodes(port)}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return int(fd)
+    raise AssertionError(f"process {pid} holds no socket of port {port}")
+
+
+def make_non_blocking(pid, fd):
+    """Sets O_NONBLOCK on the open file behind descriptor fd of process pid,
+    through a copy of that descriptor (pidfd_getfd(2), Linux 5.6): what the
+    parent does to a socket for a generation that gives its bucket several
+    sockets."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = os.pidfd_open(pid)
+    try:
+        mine = libc.syscall(SYS_PIDFD_GETFD, pidfd, fd, 0)
+        if mine < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"pidfd_getfd({pid}, {fd}): "
+                               f"{os.strerror(err)}")
+    finally:
+        os.close(pidfd)
+    try:
+        flags = fcntl.fcntl(mine, fcntl.F_GETFL)
+        fcntl.fcntl(mine, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+    finally:
+        os.close(mine)
+
+
+def asleep_waiting(pid):
+    """Whether a process sleeps in accept() or epoll_wait()."""
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            wchan = f.read()
+    except OSError:
+        return True      # gone: not spinning
+    return wchan in ("inet_csk_accept", "do_epoll_wait", "ep_poll")
+
+
+SYS_PIDFD_GETFD = 438
+
+
+def test_a_child_whose_one_socket_turns_non_blocking_does_not_spin(
+        make_httpd):
+    """A bucket's socket is one open file with every generation's copies,
+    and the parent makes it non-blocking for a generation that gives the
+    bucket several sockets (a reload that adds a Listen), while the
+    children of the generation before, one socket each, still block in
+    accept(). Such a child then got EAGAIN at once, again and again, and
+    ran flat out until it left: under the soak's reloads, hundreds at once
+    on two cores, so that no new child could start for 30 s. Here the test
+    makes the socket non-blocking itself; each child, once it has served
+    a request, must sleep again (in epoll_wait) and go on serving."""
+    server = make_httpd(directives="BucketCount 1\nStartServers 3\n"
+                                   "MinSpareServers 1\nMaxSpareServers 8")
+    server.start()
+    port = server.ports[0]
+    children = wait_until(lambda: children_of(server.pid)
+                          if len(children_of(server.pid)) >= 3 else None,
+                          20, what="three children")
+    wait_until(lambda: all(asleep_waiting(c) for c in children), 20,
+               what="the children asleep in accept()")
+    make_non_blocking(children[0], listening_fd_of(children[0], port))
+    # Each blocked accept() returns with a connection; the next one finds
+    # the socket non-blocking. Enough requests that every child gets one.
+    for _ in range(10 * len(children)):
+        assert http_get(port) == (200, INDEX_BODY)
+    wait_until(lambda: all(asleep_waiting(c) for c in children_of(
+        server.pid)), 20, what="every child asleep again, none spinning "
+                               "on EAGAIN")
+    assert_serves(server)
+    assert "waits in epoll from now on" in server.error_log()

@@ -278,6 +278,32 @@ static apr_status_t wait_mutex(accept_waiter *w, apr_socket_t **csd,
     return rv;
 }
 
+/* One socket: a blocking accept(). But the socket is one open file with
+ * every generation's copies, and the parent makes it non-blocking for a
+ * generation that gives the bucket several sockets (a reload that adds a
+ * Listen): this child, of the generation before, would then get EAGAIN
+ * at once, again and again, and spin until it leaves, starving the new
+ * children on a small machine. So once accept() says EAGAIN, the child
+ * waits in epoll from then on, as with several sockets. */
+static apr_status_t wait_one_socket(accept_waiter *w, apr_socket_t **csd,
+                                    apr_pool_t *ptrans)
+{
+    apr_status_t rv = wait_accept(w, csd, ptrans);
+
+#ifdef __linux__
+    if (APR_STATUS_IS_EAGAIN(rv) && w->epoll_fd < 0) {
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, w->s, BKLOGNO(00256)
+                     "bucketed: a child of bucket %d waits in epoll from "
+                     "now on: its socket was made non-blocking", w->bucket);
+        if (epoll_init(w, w->pchild) != APR_SUCCESS) {
+            return APR_EGENERAL;
+        }
+        w->mode = BUCKET_WAIT_EPOLL;
+    }
+#endif
+    return rv;
+}
+
 apr_status_t accept_waiter_init(accept_waiter *w, apr_pool_t *pchild)
 {
     ap_listen_rec *lr;
@@ -288,6 +314,7 @@ apr_status_t accept_waiter_init(accept_waiter *w, apr_pool_t *pchild)
     }
     w->next_ready = 0;
     w->epoll_fd = -1;
+    w->pchild = pchild;
     switch (w->mode) {
 #ifdef __linux__
     case BUCKET_WAIT_EPOLL:
@@ -311,7 +338,7 @@ apr_status_t accept_waiter_wait(accept_waiter *w, apr_socket_t **csd,
     case BUCKET_WAIT_MUTEX:
         return wait_mutex(w, csd, ptrans);
     default:
-        return wait_accept(w, csd, ptrans);
+        return wait_one_socket(w, csd, ptrans);
     }
 }
 

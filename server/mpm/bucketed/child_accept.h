@@ -39,6 +39,8 @@ typedef struct {
     sigset_t wait_mask;              /* BUCKET_WAIT_EPOLL: the signal mask
                                       * while waiting, leave signals open */
     volatile apr_uint32_t *leaving;
+    apr_pool_t *pchild;              /* BUCKET_WAIT_ACCEPT: for the epoll
+                                      * set it may switch to */
 } accept_waiter;
 
 /* Sets up the waiter's mode in the child (pchild owns what it creates).
