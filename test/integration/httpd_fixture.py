@@ -50,7 +50,7 @@ from bucketbench.procfs import (  # noqa: F401 (re-exported)
 # Elsewhere the numbers differ: none is named, so none is left out.
 SYSCALL_NAMES = ({"35": "nanosleep", "128": "rt_sigtimedwait", "202": "futex",
                   "230": "clock_nanosleep", "232": "epoll_wait",
-                  "281": "epoll_pwait"}
+                  "281": "epoll_pwait", "288": "accept4"}
                  if platform.machine() == "x86_64" else {})
 SANITIZER_SLEEPS = {"nanosleep", "clock_nanosleep"}
 

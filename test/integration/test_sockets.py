@@ -16,7 +16,8 @@ from httpd_fixture import (BUILD, CHILD_MODELS, INDEX_BODY, LOOPBACK,
                            NOREUSEPORT_SO, children_of, http_get,
                            listening_inodes, need_build,
                            proc_listening_inodes, process_env,
-                           socket_inodes_of, ss_listening, wait_until)
+                           socket_inodes_of, ss_listening, wait_until,
+                           waiting_in)
 
 
 def assert_serves(server):
@@ -265,13 +266,13 @@ def make_non_blocking(pid, fd):
 
 
 def asleep_waiting(pid):
-    """Whether a process sleeps in accept() or epoll_wait()."""
+    """Whether a process waits in accept4() or epoll_pwait() (or is gone:
+    not spinning either)."""
     try:
-        with open(f"/proc/{pid}/wchan") as f:
-            wchan = f.read()
-    except OSError:
-        return True      # gone: not spinning
-    return wchan in ("inet_csk_accept", "do_epoll_wait", "ep_poll")
+        calls = waiting_in(pid)
+    except FileNotFoundError:
+        return True
+    return set(calls) <= {"accept4", "epoll_pwait"}
 
 
 SYS_PIDFD_GETFD = 438
