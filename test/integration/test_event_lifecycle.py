@@ -4,8 +4,9 @@ ChildModel event children over their life (graceful restarts under load:
 test_signals.py, both models): a graceful restart switches the child
 model; a graceful stop finishes a slow request and answers the next
 request of an idle keep-alive connection; a killed child is replaced in its bucket;
-MaxConnectionsPerChild recycles children without a failed request; a
-stuck child gets an extra worker. (A request proxied to its own server
+MaxConnectionsPerChild recycles children without a failed request, and a
+child leaving at it is replaced before it has gone; a stuck child gets an
+extra worker. (A request proxied to its own server
 and children moving to a busy bucket: test_capacity.py, both models.)
 """
 import http.client
@@ -16,11 +17,12 @@ import socket
 
 import pytest
 
-from httpd_fixture import (BackgroundGet, CGI_BODY, HTTP_TIMEOUT, INDEX_BODY,
-                           LOOPBACK, Load, STOP_TIMEOUT, alive, children_of,
-                           connection_refused, listening_inodes, per_bucket,
-                           read_response, server_threads, socket_inodes_of,
-                           wait_until)
+from httpd_fixture import (BackgroundGet, CGI_BODY, HELD_CGI_BOUND,
+                           HTTP_TIMEOUT, INDEX_BODY, LOOPBACK, Load,
+                           STOP_TIMEOUT, alive, children_of,
+                           connection_refused, http_get, listening_inodes,
+                           per_bucket, read_response, server_threads,
+                           socket_inodes_of, wait_until)
 from event_server import (EVENT, event_server, get_index, open_keepalive,
                           sized)
 from test_signals import wait_generation
@@ -164,6 +166,43 @@ def test_killed_child_replaced_in_its_bucket(make_httpd):
     assert held == socket_of_victim
     assert per_bucket(server.status(), "children") == [2, 2]
     assert Load(server.ports, count=200, threads=4).run().failed == 0
+
+
+CONNECTION_LIMIT = 20
+
+
+def test_a_child_leaving_at_its_connection_limit_is_replaced_at_once(
+        make_httpd):
+    """A child that reached MaxConnectionsPerChild takes no new connection
+    but finishes those it has; with a slot to spare (ServerLimit above
+    MaxRequestWorkers), a new child takes the bucket's queue meanwhile, not
+    once the old one has gone (counted as capacity until then, every
+    child of the soak's bucket was leaving at times, and a request waited
+    more than 2 s)."""
+    server = event_server(make_httpd, sized(1, 4, 4, 1, (1, 4))
+                          + "ServerLimit 2\nMaxConnectionsPerChild "
+                          f"{CONNECTION_LIMIT}\n", cgi=True)
+    server.start()
+    port = server.ports[0]
+    (first,) = children_of(server.pid)
+    # The only child has taken every connection so far, this one too.
+    taken = server.status()["buckets_list"][0]["accepted"]
+    assert taken < CONNECTION_LIMIT - 2
+    held = BackgroundGet(port, "/cgi-bin/held.cgi", timeout=HELD_CGI_BOUND)
+    wait_until(server.cgi_in_flight, 10, what="the held CGI to start")
+    # Up to its last connection.
+    for _ in range(CONNECTION_LIMIT - taken - 1):
+        assert http_get(port, "/") == (200, INDEX_BODY)
+    # Answered while the first child still holds the held request: by
+    # another child (the first takes none, and MaxRequestWorkers allows
+    # one child's threads).
+    assert http_get(port, "/") == (200, INDEX_BODY)
+    assert first in children_of(server.pid) and server.cgi_in_flight()
+    assert len(children_of(server.pid)) == 2
+    server.release_held()
+    assert held.result() == (200, (CGI_BODY + "\n").encode())
+    wait_until(lambda: first not in children_of(server.pid), 10,
+               what="the first child to leave")
 
 
 def test_keepalive_request_in_a_stuck_child_gets_an_extra_worker(make_httpd):

@@ -152,6 +152,17 @@ static slot_view view_slot(const parent_context *pc, int slot,
                   ? SLOT_REPLACING : SLOT_LEAVING;
         v.bucket = cs->replace_into;
     }
+    else if (ap_get_scoreboard_process(slot)->quiescing) {
+        /* An event child leaving on its own (MaxConnectionsPerChild, a
+         * fault) finishes its connections but takes no new ones: counted
+         * as capacity, it would hold back its replacement until it exits,
+         * and with every child of a bucket leaving the bucket's queue
+         * waits that long. Read from the scoreboard, for counting only
+         * (as stock event does): a child that writes it can at most make
+         * the parent start children up to ServerLimit. */
+        v.state = SLOT_LEAVING;
+        v.bucket = NO_REPLACEMENT;
+    }
     else {
         v.idle_units = idle_units_of(pc, slot);
         v.starting_units = v.idle_units > 0 ? starting_units_of(pc, slot) : 0;
