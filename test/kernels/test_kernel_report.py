@@ -55,15 +55,17 @@ def test_the_whole_report_passes_with_every_row():
     assert result.cells["migration"].detail.startswith(
         "bucketed: migration: drain")                     # 4.19-5.13
     assert result.cells["plan_change"].value == PASS
+    assert result.cells["full_stop"].value == PASS
     assert result.cells["event_model"].value == PASS
     assert result.cells["graceful"].detail.endswith("failed=0 first_error=none")
     assert result.cells["plan_change"].detail.endswith(
         "failed=0 first_error=none")
+    assert "failed=0 first_error=none" in result.cells["full_stop"].detail
 
 
 @pytest.mark.parametrize("prefix", [
     "CHECK graceful", "CHECK serving", "CHECK event_model",
-    "CHECK plan_change",
+    "CHECK plan_change", "CHECK full_stop",
     "FEATURE cbpf_steers", "FEATURE migrate_req"])
 def test_a_missing_line_fails_its_row_and_the_kernel(prefix):
     name = prefix.split()[1]
@@ -109,15 +111,20 @@ def test_a_bad_check_line_fails_its_row_and_the_kernel(line):
 NO_MIGRATION = ("CHECK migration PASS bucketed: migration: none: the kernel "
                 "refused a SELECT_OR_MIGRATE program (Invalid argument: Linux "
                 "before 5.14?); kprobe migrate_req: no")
-PLAN_SKIP = ("CHECK plan_change SKIP no migration or drain before 4.19: "
-             "resets expected; ok=3900 failed=14 first_error=reset")
+SKIPPABLE = ["plan_change", "full_stop"]
 
 
-def test_plan_change_may_be_skipped_where_the_kernel_has_no_migration():
+def skip_line(check):
+    return (f"CHECK {check} SKIP no migration or drain before 4.19: "
+            f"resets expected; ok=3900 failed=14 first_error=reset")
+
+
+@pytest.mark.parametrize("check", SKIPPABLE)
+def test_a_check_may_be_skipped_where_the_kernel_has_no_migration(check):
     text = replace_line(replace_line(GOOD, "CHECK migration", NO_MIGRATION),
-                        "CHECK plan_change", PLAN_SKIP)
+                        f"CHECK {check}", skip_line(check))
     result = judged(text)
-    assert result.cells["plan_change"].value == "SKIP"
+    assert result.cells[check].value == "SKIP"
     assert result.verdict == PASS
 
 
@@ -128,22 +135,25 @@ def test_plan_change_may_be_skipped_where_the_kernel_has_no_migration():
     "its group; kprobe migrate_req: yes",
     "CHECK migration FAIL no migration line; kprobe migrate_req: no",
 ])
-def test_plan_change_may_not_be_skipped_with_migration_or_drain(migration):
-    text = replace_line(GOOD, "CHECK plan_change", PLAN_SKIP)
+@pytest.mark.parametrize("check", SKIPPABLE)
+def test_a_check_may_not_be_skipped_with_migration_or_drain(migration,
+                                                            check):
+    text = replace_line(GOOD, f"CHECK {check}", skip_line(check))
     if migration:
         text = replace_line(text, "CHECK migration", migration)
     result = judged(text)
-    assert result.cells["plan_change"].status == FAIL
+    assert result.cells[check].status == FAIL
     assert "may be skipped only when the migration check says" in \
-        result.cells["plan_change"].detail
+        result.cells[check].detail
     assert result.verdict == FAIL
 
 
-def test_plan_change_may_not_be_skipped_without_a_migration_line():
-    text = replace_line(without(GOOD, "CHECK migration"), "CHECK plan_change",
-                        PLAN_SKIP)
+@pytest.mark.parametrize("check", SKIPPABLE)
+def test_a_check_may_not_be_skipped_without_a_migration_line(check):
+    text = replace_line(without(GOOD, "CHECK migration"), f"CHECK {check}",
+                        skip_line(check))
     result = judged(text)
-    assert result.cells["plan_change"].status == FAIL
+    assert result.cells[check].status == FAIL
     assert result.verdict == FAIL
 
 

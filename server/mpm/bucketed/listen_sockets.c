@@ -289,6 +289,18 @@ static void settle_unused_duplicates(apr_pool_t *pconf, server_rec *s,
     }
 }
 
+int bucket_listeners_queued(const bucketed_retained *retained)
+{
+    const retained_socket *rs;
+    int queued = 0, n;
+
+    for (rs = retained->sockets; rs; rs = rs->next) {
+        n = reuseport_bpf_queued(listen_socket_fd(rs->sd));
+        queued += n > 0 ? n : 0;
+    }
+    return queued;
+}
+
 void bucket_listeners_close_all(bucketed_retained *retained)
 {
     retained_socket *rs;

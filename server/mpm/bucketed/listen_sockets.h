@@ -19,6 +19,10 @@ void bucket_listeners_keep_only(bucketed_retained *retained, int bucket);
 /* Sockets the bucket's children accept on: its planned ones, and any
  * being drained into it. */
 int bucket_listeners_count(const bucket_rec *bk);
+/* Connections queued and not yet accepted on this generation's
+ * duplicates, all of them together. */
+int bucket_listeners_queued(const bucketed_retained *retained);
+
 void bucket_listeners_close_all(bucketed_retained *retained);
 /* In a process forked for another purpose: closes every descriptor the
  * retained data holds (duplicates, socket and idle maps, the event

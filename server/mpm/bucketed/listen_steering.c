@@ -439,15 +439,18 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
  * (inet_csk_reqsk_queue_add() finds it no longer listening). The original
  * is the one socket of the group that does not close (a socket unit holds
  * it), so from here on every pick goes to it: slot 0 of the address's map,
- * by the hash program over one slot.
+ * by the hash program over one slot. Where the kernel cannot migrate but
+ * a program can steer (MIGRATION_DRAIN, 4.19-5.13), the same program
+ * without migration keeps new connections off the duplicates, so that
+ * the children can empty them before they close (graceful_stop()).
  */
 int listen_steering_stop(server_rec *s, const bucketed_config *conf,
                          bucketed_retained *retained)
 {
     ap_listen_rec *lr;
-    int n = 0;
+    int migrate = conf->migration.mechanism == MIGRATION_EBPF, n = 0;
 
-    if (conf->migration.mechanism != MIGRATION_EBPF) {
+    if (!migrate && conf->migration.mechanism != MIGRATION_DRAIN) {
         return 0;
     }
     for (lr = ap_listeners; lr; lr = lr->next) {
@@ -463,7 +466,7 @@ int listen_steering_stop(server_rec *s, const bucketed_config *conf,
         if (rm == NULL || rm->fd < 0) {
             continue;
         }
-        prog = reuseport_bpf_hash_load(rm->fd, 1, 1, &err);
+        prog = reuseport_bpf_hash_load(rm->fd, 1, migrate, &err);
         if (prog < 0) {
             ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00144)
                          "bucketed: cannot load the stop program for %s",

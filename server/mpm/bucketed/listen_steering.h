@@ -31,7 +31,8 @@ void listen_steering_attach(apr_pool_t *ptemp, server_rec *s,
 /* At a stop, before any socket is closed: every reuseport group whose
  * program migrates gets one that sends everything (new connections, and
  * the queues of the duplicates as they close) to its original socket, the
- * one a socket unit holds across the restart. Returns how many groups got
+ * one a socket unit holds across the restart; where groups drain instead
+ * (MIGRATION_DRAIN), new connections only. Returns how many groups got
  * it. */
 int listen_steering_stop(server_rec *s, const bucketed_config *conf,
                          bucketed_retained *retained);

@@ -106,6 +106,8 @@ static void stop_children_now(parent_context *pc)
 /* See graceful_stop(). */
 #define STOP_HANDSHAKE_SETTLE apr_time_from_msec(100)
 #define CLOSING_POLL apr_time_from_msec(100)
+#define STOP_DRAIN_LIMIT apr_time_from_sec(2)
+#define STOP_DRAIN_POLL apr_time_from_msec(10)
 
 /* The longest KeepAliveTimeout of any virtual host. */
 static apr_interval_time_t longest_keepalive(const server_rec *s)
@@ -156,6 +158,37 @@ static void serve_until_keepalive_ends(parent_context *pc,
              && parent_keepalive_held(pc));
 }
 
+/* A kernel that cannot migrate a closing socket's queue (4.19-5.13)
+ * resets what is queued on it. The stop program now sends every new
+ * connection to the original a service manager holds, so the duplicates'
+ * queues only shrink while the children go on accepting: the stop waits
+ * until they are empty, at most STOP_DRAIN_LIMIT (children that serve
+ * long requests) or until the deadline. */
+static void drain_duplicates(parent_context *pc, apr_time_t deadline)
+{
+    apr_time_t until = apr_time_now() + STOP_DRAIN_LIMIT;
+    int queued;
+
+    if (deadline != 0 && deadline < until) {
+        until = deadline;
+    }
+    while ((queued = bucket_listeners_queued(pc->retained)) > 0
+           && live_children(pc) > 0 && apr_time_now() < until) {
+        apr_exit_why_e why;
+        int status;
+        apr_proc_t proc;
+
+        parent_wait_for_child(pc, STOP_DRAIN_POLL, &proc, &why, &status);
+        if (proc.pid != -1) {
+            parent_reap_one(pc, &proc, why, status);
+        }
+    }
+    ap_log_error(APLOG_MARK, queued > 0 ? APLOG_WARNING : APLOG_DEBUG, 0,
+                 pc->s, BKLOGNO(00255) "bucketed: stopping: %d connection(s) "
+                 "left queued on the bucket duplicates, which this kernel "
+                 "resets as they close", queued);
+}
+
 static void graceful_stop(parent_context *pc)
 {
     apr_time_t deadline = 0;
@@ -177,6 +210,9 @@ static void graceful_stop(parent_context *pc)
     if (listen_steering_stop(pc->s, pc->conf, pc->retained) > 0
         && listen_activation_held()) {
         apr_sleep(STOP_HANDSHAKE_SETTLE);
+        if (pc->conf->migration.mechanism == MIGRATION_DRAIN) {
+            drain_duplicates(pc, deadline);
+        }
     }
     /* New connections get refused as soon as the last child leaves; the
      * parent holds no socket open past that. */

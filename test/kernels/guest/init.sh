@@ -11,12 +11,21 @@
 # The host judges the report; a guest that stops early has no END line.
 # Every wait below is bounded; the host also bounds the whole guest.
 
-/bin/busybox mkdir -p /proc /sys /dev /tmp /bin /sbin /usr/bin /usr/sbin
-/bin/busybox --install -s
-export PATH=/bin:/sbin:/usr/bin:/usr/sbin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
+PORT3=8082
+if [ -z "$HELD_FD" ]; then
+    /bin/busybox mkdir -p /proc /sys /dev /tmp /bin /sbin /usr/bin /usr/sbin
+    /bin/busybox --install -s
+    export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+    mount -t proc proc /proc
+    mount -t sysfs sys /sys
+    mount -t devtmpfs dev /dev
+    ip link set lo up
+    # The full-stop check's socket on :$PORT3, held from here to the end
+    # as a service manager holds it across full restarts: this script
+    # again, with the socket at descriptor 4.
+    export HELD_FD=4
+    exec /usr/bin/kload hold $PORT3 $HELD_FD /bin/sh /init
+fi
 exec 3>/dev/ttyS1
 
 MODULES=/opt/bucketed
@@ -48,7 +57,6 @@ wait_until() {
 }
 
 report "KTEST BEGIN kernel=$(uname -r) cpus=$(nproc)"
-ip link set lo up
 
 /opt/ktest/kprobe >/tmp/features 2>/tmp/kprobe.err
 rc=$?
@@ -121,7 +129,7 @@ start_httpd() {
     rm -f $ROOT/run/httpd.pid
     : >$ROOT/logs/error.log
     env -i PATH=$PATH ${2:+LD_PRELOAD=$2} /usr/sbin/apache2 -f "$1" -k start \
-        >/tmp/httpd.out 2>&1
+        >/tmp/httpd.out 2>&1 4<&-
     wait_until 60 status && HTTPD_PID=$(cat $ROOT/run/httpd.pid 2>/dev/null)
 }
 
@@ -321,6 +329,73 @@ else
     check plan_change FAIL "$summary"
 fi
 stop_httpd
+
+# ---- full restarts on the held socket (fd 4): graceful stop (SIGWINCH),
+# then a new server on the same socket, as systemd's socket unit does it,
+# under load. What arrives while no server runs waits on the held socket.
+# A duplicate's queue at its close migrates to it (5.14+), or is emptied
+# first: new connections steered to the held socket only, the children
+# accepting until the duplicates are empty (4.19-5.13); or is reset
+# (before 4.19).
+FULL_STOPS=4
+held_status() { kload get $PORT3 /bucketed-status >/tmp/status 2>/dev/null; }
+held_served_at_least() { held_status && [ "$(accepted_sum)" -ge "$1" ]; }
+# A child of this shell that has exited is a zombie until waited for.
+exited() { ! grep -q '^[0-9]* ([^)]*) [^Z]' /proc/$1/stat 2>/dev/null; }
+start_held_httpd() {
+    rm -f $ROOT/run/httpd.pid
+    env -i PATH=$PATH LISTEN_FDS=1 /bin/sh -c \
+        'exec 3<&4 4<&-; export LISTEN_PID=$$; exec /usr/sbin/apache2 -f "$1" -DFOREGROUND' \
+        sh "$1" >>/tmp/httpd.out 2>&1 &
+    HTTPD_PID=$!
+    wait_until 60 held_status
+}
+full_stops() {
+    for i in $(seq $FULL_STOPS); do
+        if ! wait_until 60 held_served_at_least 50; then
+            full_detail="stop $i: the load did not reach the server"
+            return 1
+        fi
+        kill -WINCH "$HTTPD_PID"
+        if ! wait_until 60 exited "$HTTPD_PID"; then
+            full_detail="stop $i: httpd $HTTPD_PID still runs 60 s after SIGWINCH"
+            return 1
+        fi
+        wait "$HTTPD_PID"
+        if ! start_held_httpd $ROOT/held.conf; then
+            full_detail="start $i: no status page within 60 s: $(log_tail)"
+            return 1
+        fi
+    done
+    full_detail=ok
+}
+write_config held "Listen 127.0.0.1:$PORT3" "BucketCount 4" "StartServers 8" \
+    "MaxSpareServers 16" "LogLevel info mpm_bucketed:debug"
+: >$ROOT/logs/error.log
+if ! start_held_httpd $ROOT/held.conf; then
+    check full_stop FAIL "no status page within 60 s: $(log_tail)"
+else
+    sockets=$(listening_sockets $PORT3)
+    rm -f /tmp/stop
+    kload run $PORT3 /index.html "$MARKER" 16 1000000 600 /tmp/stop \
+        >/tmp/load.out 2>&1 &
+    load_pid=$!
+    full_stops
+    stop_load
+    summary="$FULL_STOPS full restarts on the held socket ($sockets listening sockets on :$PORT3 for 4 buckets), mechanism ${mechanism:-?}; $load_result; stop lines: $(grep -o 'stopping: [0-9]* connection(s) left queued' $ROOT/logs/error.log | sed 's/stopping: //; s/ connection(s) left queued//' | tr '\n' ' ')"
+    if [ "$full_detail" != ok ]; then
+        check full_stop FAIL "$full_detail; $summary"
+    elif [ "$mechanism" = none ]; then
+        check full_stop SKIP "no migration or drain before 4.19: resets expected; $summary"
+    elif load_clean; then
+        check full_stop PASS "$summary"
+    else
+        check full_stop FAIL "$summary"
+    fi
+    [ -z "$HTTPD_PID" ] || kill -TERM "$HTTPD_PID"
+    wait_until 60 exited "$HTTPD_PID" && wait "$HTTPD_PID"
+    HTTPD_PID=
+fi
 
 # ---- fallback: the shim refuses SO_REUSEPORT; two Listens, two buckets
 write_config fallback "Listen 127.0.0.1:$PORT1" "Listen 127.0.0.1:$PORT2"

@@ -10,6 +10,11 @@
  *       requests were made, SECONDS passed, or STOPFILE exists. A request
  *       succeeds when it answers 200 with a body containing EXPECT.
  *       Prints "ok=N failed=M" and the first error; exit 0 if it ran.
+ *   kload hold PORT FD PROGRAM [ARGS...]
+ *       a listening socket on 127.0.0.1:PORT with SO_REUSEPORT (as
+ *       systemd's ReusePort=yes) at descriptor FD, then becomes PROGRAM,
+ *       which keeps it open: the socket a service manager holds across a
+ *       server's full restarts.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,6 +28,8 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#define HOLD_BACKLOG 4096
 
 #define IO_TIMEOUT_S 10
 #define MAX_THREADS 64
@@ -174,8 +181,44 @@ static int usage(void)
 {
     fprintf(stderr, "usage: kload get PORT PATH\n"
             "       kload run PORT PATH EXPECT THREADS MAX SECONDS "
-            "[STOPFILE]\n");
+            "[STOPFILE]\n"
+            "       kload hold PORT FD PROGRAM [ARGS...]\n");
     return 2;
+}
+
+static int cmd_hold(int fd, char **program)
+{
+    struct sockaddr_in sin;
+    int one = 1, s, err;
+
+    s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) {
+        err = errno;
+        fprintf(stderr, "kload: socket: %s\n", strerror(err));
+        return 1;
+    }
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sin.sin_port = htons(load.port);
+    if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0
+        || setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0
+        || bind(s, (struct sockaddr *)&sin, sizeof(sin)) != 0
+        || listen(s, HOLD_BACKLOG) != 0) {
+        err = errno;
+        fprintf(stderr, "kload: a socket to hold on port %u: %s\n",
+                load.port, strerror(err));
+        return 1;
+    }
+    if (s != fd && (dup2(s, fd) < 0 || close(s) != 0)) {
+        err = errno;
+        fprintf(stderr, "kload: dup2 to %d: %s\n", fd, strerror(err));
+        return 1;
+    }
+    execv(program[0], program);
+    err = errno;
+    fprintf(stderr, "kload: exec %s: %s\n", program[0], strerror(err));
+    return 1;
 }
 
 static int cmd_get(void)
@@ -216,12 +259,18 @@ static int cmd_run(long threads)
 
 int main(int argc, char **argv)
 {
-    long port, threads, seconds;
+    long port, threads, seconds, fd;
 
     if (argc < 4 || parse_long(argv[2], 1, 65535, &port) != 0) {
         return usage();
     }
     load.port = (unsigned short)port;
+    if (strcmp(argv[1], "hold") == 0) {
+        if (argc < 5 || parse_long(argv[3], 3, 1023, &fd) != 0) {
+            return usage();
+        }
+        return cmd_hold((int)fd, argv + 4);
+    }
     load.path = argv[3];
     if (strcmp(argv[1], "get") == 0 && argc == 4) {
         return cmd_get();
