@@ -122,6 +122,28 @@ static apr_interval_time_t longest_keepalive(const server_rec *s)
     return longest;
 }
 
+/* Waits up to `interval` for a child to exit, and reaps it if one did. */
+static void reap_within(parent_context *pc, apr_interval_time_t interval)
+{
+    apr_exit_why_e why;
+    int status;
+    apr_proc_t proc;
+
+    parent_wait_for_child(pc, interval, &proc, &why, &status);
+    if (proc.pid != -1) {
+        parent_reap_one(pc, &proc, why, status);
+    }
+}
+
+/* `limit` from now, or the stop's deadline if sooner (0: none). */
+static apr_time_t stop_wait_until(apr_interval_time_t limit,
+                                  apr_time_t deadline)
+{
+    apr_time_t until = apr_time_now() + limit;
+
+    return deadline != 0 && deadline < until ? deadline : until;
+}
+
 /* A stop on sockets a service manager holds for the next start: whatever
  * arrives until that start waits in their queues. Closing them at once
  * would leave it waiting for as long as the children keep the keep-alive
@@ -135,25 +157,15 @@ static apr_interval_time_t longest_keepalive(const server_rec *s)
 static void serve_until_keepalive_ends(parent_context *pc,
                                        apr_time_t deadline)
 {
-    apr_time_t until = apr_time_now() + longest_keepalive(pc->s);
+    apr_time_t until = stop_wait_until(longest_keepalive(pc->s), deadline);
 
-    if (deadline != 0 && deadline < until) {
-        until = deadline;
-    }
     bucket_stats_set_closing(pc->retained);
     /* Looks only after a first poll: a child that has just sent a response
      * promising keep-alive marks its connection idle a moment later (on a
      * busy machine, much later), and a stop that looked at once would miss
      * it and close the sockets while it waits. */
     do {
-        apr_exit_why_e why;
-        int status;
-        apr_proc_t proc;
-
-        parent_wait_for_child(pc, CLOSING_POLL, &proc, &why, &status);
-        if (proc.pid != -1) {
-            parent_reap_one(pc, &proc, why, status);
-        }
+        reap_within(pc, CLOSING_POLL);
     } while (live_children(pc) > 0 && apr_time_now() < until
              && parent_keepalive_held(pc));
 }
@@ -166,22 +178,12 @@ static void serve_until_keepalive_ends(parent_context *pc,
  * long requests) or until the deadline. */
 static void drain_duplicates(parent_context *pc, apr_time_t deadline)
 {
-    apr_time_t until = apr_time_now() + STOP_DRAIN_LIMIT;
+    apr_time_t until = stop_wait_until(STOP_DRAIN_LIMIT, deadline);
     int queued;
 
-    if (deadline != 0 && deadline < until) {
-        until = deadline;
-    }
     while ((queued = bucket_listeners_queued(pc->retained)) > 0
            && live_children(pc) > 0 && apr_time_now() < until) {
-        apr_exit_why_e why;
-        int status;
-        apr_proc_t proc;
-
-        parent_wait_for_child(pc, STOP_DRAIN_POLL, &proc, &why, &status);
-        if (proc.pid != -1) {
-            parent_reap_one(pc, &proc, why, status);
-        }
+        reap_within(pc, STOP_DRAIN_POLL);
     }
     ap_log_error(APLOG_MARK, queued > 0 ? APLOG_WARNING : APLOG_DEBUG, 0,
                  pc->s, BKLOGNO(00255) "bucketed: stopping: %d connection(s) "
