@@ -200,11 +200,12 @@ WORKLOADS = {workload.name: workload for workload in (
              "under a keep-alive load", listen_count=1, keep_alive=True,
              restart_variants=(RESTART_HELD,)),
     # Issue 39: what every kind of client loses, bucketed's full restarts
-    # and graceful restarts beside stock event's graceful restart and
-    # nginx's reload.
+    # and graceful restarts beside stock prefork's and stock event's
+    # graceful restarts and nginx's reload.
     Workload("restart-full", "full restarts with held sockets (graceful-"
              "stop + start) under a Connection: close load and keep-alive "
-             "GETs and POSTs; stock event and nginx restart gracefully",
+             "GETs and POSTs; stock prefork, stock event and nginx restart "
+             "gracefully",
              listen_count=1, keep_alive=False,
              restart_variants=(RESTART_HELD,),
              stock_restart=RESTART_GRACEFUL, counted=True),
@@ -436,13 +437,13 @@ RESTART_NOT_SUPPORTED = (
 
 
 # Issue 39's restart workloads: bucketed in both child models beside the
-# anchors that restart gracefully, stock event and nginx; the soak runs
-# bucketed only.
-COUNTED_RESTART_SERVERS = ("event", "bucketed-reuseport", "bucketed-event",
-                           "nginx")
+# anchors that restart gracefully, stock prefork (the prefork model's),
+# stock event and nginx; the soak runs bucketed only.
+COUNTED_RESTART_SERVERS = ("prefork", "event", "bucketed-reuseport",
+                           "bucketed-event", "nginx")
 COUNTED_RESTART_NOT_SUPPORTED = (
     "the restart workloads with counting clients run bucketed in both "
-    "child models beside stock event and nginx ("
+    "child models beside stock prefork, stock event and nginx ("
     + ", ".join(COUNTED_RESTART_SERVERS) + ") only")
 SOAK_SERVERS = ("bucketed-reuseport", "bucketed-event")
 # The soak's children each serve this many connections, then exit (the

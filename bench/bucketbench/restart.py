@@ -22,8 +22,8 @@ How a server restarts is its variant (catalog.RESTART_VARIANTS):
   nginx's reload by SIGHUP), bucketed's BucketCount changed at every
   other one. Its "stop" lasts until the old generation's children are
   gone, its "start" until a new child is there and the server answers.
-  The stock servers of restart-full and restart-graceful restart this
-  way: they are the anchors.
+  The stock servers of restart-full and restart-graceful (prefork,
+  event, nginx) restart this way: they are the anchors.
 - soak: held, run by soak.py.
 
 Issue 39's workloads (Workload.counted) run, beside wrk's Connection:
@@ -771,10 +771,11 @@ COUNTED_METHOD = (
     "reopened, no failure. Any error once a request is sent is a failure: "
     "a GET lost on a reused connection is retried on a new one (counted "
     "as failed and as retried), a POST is never retried (lost). Stock "
-    "event restarts gracefully (SIGUSR1) and nginx reloads (SIGHUP to its "
-    "master): the anchors. A graceful restart's stop lasts until the old "
-    "generation's children are gone (at most the stop timeout; children "
-    "still there then are counted as lingering), its start until a new "
+    "prefork and stock event restart gracefully (SIGUSR1) and nginx "
+    "reloads (SIGHUP to its master): the anchors. A graceful restart's "
+    "stop lasts until the old generation's children are gone (at most "
+    "the stop timeout; children still there then are counted as "
+    "lingering), its start until a new "
     "child is there and answers; a full restart's stop until the parent "
     "and its children are gone, its start until the new parent answers.")
 
@@ -853,10 +854,10 @@ def section(points, options, heading="##", title=DEFAULT_TITLE):
     return "\n".join(lines)
 
 
-# The servers the results tables compare (stock event and nginx restart
-# gracefully: the anchors).
-HEADLINE_SERVERS = ("bucketed-event", "bucketed-reuseport", "event",
-                    "nginx")
+# The servers the results tables compare (stock prefork, stock event and
+# nginx restart gracefully: the anchors).
+HEADLINE_SERVERS = ("bucketed-event", "bucketed-reuseport", "prefork",
+                    "event", "nginx")
 HEADLINE_WORKLOADS = (("restart-full", "full"),
                       ("restart-graceful", "graceful"))
 

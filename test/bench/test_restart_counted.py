@@ -2,16 +2,17 @@
 """Issue 39's restart workloads (bench/bucketbench/restart.py, workloads
 restart-full and restart-graceful, `--workloads restart`): the pure parts
 on fixed inputs, then bench/run with 2 restarts and 1 round against
-bucketed in both child models, stock event and nginx. Every run must have
-happened, with the counting keep-alive clients' GETs and POSTs beside
-wrk's load, and bucketed must lose no POST (a stopping child keeps its
-keep-alive connections: the fixed behaviour)."""
+bucketed in both child models, stock prefork, stock event and nginx.
+Every run must have happened, with the counting keep-alive clients' GETs
+and POSTs beside wrk's load, and bucketed must lose no POST (a stopping
+child keeps its keep-alive connections: the fixed behaviour)."""
 import json
 
 from bucketbench import catalog, report, restart
 from test_smoke import bench
 
-SERVERS = ("event", "bucketed-reuseport", "bucketed-event", "nginx")
+SERVERS = ("prefork", "event", "bucketed-reuseport", "bucketed-event",
+           "nginx")
 RESTARTS = 2
 KEEPALIVE_KEYS = {"requests", "failed", "gets", "gets_failed", "posts",
                   "posts_lost", "retries", "reopened", "told_to_close",
@@ -19,20 +20,22 @@ KEEPALIVE_KEYS = {"requests", "failed", "gets", "gets_failed", "posts",
 
 
 def test_variants_and_anchors():
-    """bucketed restarts the workload's way, stock event and nginx
-    gracefully (the anchors), all of them with the counting clients; the
-    other servers sit these workloads out."""
+    """bucketed restarts the workload's way, stock prefork, stock event
+    and nginx gracefully (the anchors), all of them with the counting
+    clients; the other servers sit these workloads out."""
     specs = [catalog.SERVERS[name] for name in SERVERS]
     for name, variant in (("restart-full", catalog.RESTART_HELD),
                           ("restart-graceful", catalog.RESTART_GRACEFUL)):
         workload = catalog.WORKLOADS[name]
         servers = {s.name: s for s in restart.expand(specs, workload, True)}
         assert {n: s.restart for n, s in servers.items()} == {
+            "prefork": catalog.RESTART_GRACEFUL,
             "event": catalog.RESTART_GRACEFUL,
             "nginx": catalog.RESTART_GRACEFUL,
             f"bucketed-reuseport-{variant}": variant,
             f"bucketed-event-{variant}": variant}
         assert all(s.counted for s in servers.values())
+        assert servers["prefork"].label.endswith("graceful restart (SIGUSR1)")
         assert servers["event"].label.endswith("graceful restart (SIGUSR1)")
         assert servers["nginx"].label.endswith("reload (SIGHUP)")
         for server_name, spec in catalog.SERVERS.items():
