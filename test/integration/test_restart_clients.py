@@ -15,6 +15,8 @@ import http.client
 import signal
 import time
 
+import pytest
+
 from bucketbench.activation import listen_socket
 from bucketbench.procfs import established_inodes, socket_inodes_of
 from event_server import KeepAliveLoad, open_keepalive
@@ -303,3 +305,50 @@ def test_idle_old_children_serve_until_new_ones_are_ready(make_httpd):
                what="the new generation serving")
     wait_until(lambda: not old & set(children_of(server.pid)), 20,
                what="the old children gone")
+
+
+@pytest.mark.parametrize("new_buckets", [1, 2])
+def test_a_restart_at_max_request_workers_keeps_serving(make_httpd,
+                                                        new_buckets):
+    """Prefork model, every slot taken by a child holding an idle
+    keep-alive connection (KeepAliveTimeout 30 s), then a graceful restart,
+    keeping 1 bucket or adding one: no slot is free for a new child until
+    an old one leaves, and an old child leaves after its connection's next
+    request or KeepAliveTimeout. A client connecting meanwhile must still
+    be answered well before KeepAliveTimeout: the leaving child's idle
+    keep-alive connection is given up for it, as a current child's is at
+    MaxRequestWorkers without a restart (before: answered after 32 s, the
+    KeepAliveTimeout, either way), and every bucket must then have a
+    child."""
+    def directives(buckets):
+        return (CHILD_MODELS["prefork"] + "ServerLimit 2\n"
+                "MaxRequestWorkers 2\nStartServers 2\nMinSpareServers 1\n"
+                f"MaxSpareServers 2\nBucketCount {buckets}\n"
+                "KeepAliveTimeout 30\n")
+
+    server = make_httpd(directives=directives(1))
+    server.start()
+    port = server.ports[0]
+    wait_until(lambda: len(children_of(server.pid)) == 2, 20,
+               what="2 children")
+    held = open_keepalive(port, 2)
+    try:
+        server.write_config(directives(new_buckets))
+        server.signal(signal.SIGUSR1)
+        wait_until(lambda: "BK00101" in server.error_log().split(
+            "BK00106", 1)[-1], 20, what="the restart's new configuration")
+        # Half KeepAliveTimeout: only a given-up keep-alive connection
+        # makes room this soon.
+        status, body = http_get(port, "/", timeout=15)
+        assert (status, body) == (200, INDEX_BODY), server.error_log()[-4000:]
+    finally:
+        for conn in held:
+            conn.close()
+
+    def every_bucket_served():
+        status = server.status()
+        return status["buckets"] == new_buckets and all(
+            b["children"] >= 1 for b in status["buckets_list"])
+
+    wait_until(every_bucket_served, 40,
+               what=f"a child in each of {new_buckets} bucket(s)")

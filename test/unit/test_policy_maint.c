@@ -632,6 +632,29 @@ static void test_census_room_beside_leaving_children(void **state)
     }
 }
 
+/* At MaxRequestWorkers after a graceful restart (prefork model), old
+ * children waiting on idle keep-alive connections hold every slot: one
+ * that may give its connection up counts for the bucket its replacement
+ * is for, so a stall there asks it (stall_remedy_decide); one leaving
+ * with no replacement does not. */
+static void test_census_leaving_keepalive_holders_count_where_replaced(
+    void **state)
+{
+    static const slot_view slots[] = {
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 1 },
+        { SLOT_REPLACING, 0, 0, 0, 0, 0, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 1 },
+        { SLOT_LEAVING, 0, 0, 0, 0, 0, 1 },
+    };
+    bucket_census census[2];
+
+    (void)state;
+    assert_int_equal(bucket_census_tally(slots, 4, 4, 4, 2, 1, census), 0);
+    assert_int_equal(census[0].reclaimable, 0);
+    assert_int_equal(census[1].reclaimable, 2);
+    assert_int_equal(census[1].children, 2);
+}
+
 static void test_stalled_bucket_is_rescued(void **state)
 {
     static const int idle[] = { 3, 3 }, busy[] = { 1, 1 };
@@ -1019,6 +1042,7 @@ int main(void)
         POOL_TEST(test_census_tally),
         POOL_TEST(test_census_threads),
         POOL_TEST(test_census_room_beside_leaving_children),
+        POOL_TEST(test_census_leaving_keepalive_holders_count_where_replaced),
         POOL_TEST(test_stalled_bucket_is_rescued),
         POOL_TEST(test_stalled_bucket_takes_the_last_idle_child),
         POOL_TEST(test_floor_limit_gives_one_child),

@@ -174,11 +174,15 @@ static void test_an_asked_holder_gives_up_only_if_idle_and_needed(
     void **state)
 {
     (void)state;
-    assert_true(keepalive_gives_up(KEEPALIVE_RECLAIM_MIN_IDLE, 1));
+    assert_true(keepalive_gives_up(KEEPALIVE_RECLAIM_MIN_IDLE, 1, 0));
     /* Asked during a request: the ask lands as the next wait begins. */
-    assert_false(keepalive_gives_up(0, 1));
+    assert_false(keepalive_gives_up(0, 1, 0));
+    assert_false(keepalive_gives_up(0, 1, 1));
     /* The queue is empty again: nothing to make room for. */
-    assert_false(keepalive_gives_up(apr_time_from_sec(10), 0));
+    assert_false(keepalive_gives_up(apr_time_from_sec(10), 0, 0));
+    /* Leaving: the waiting client is in the queue of the bucket its
+     * replacement is for, which may not be its own. */
+    assert_true(keepalive_gives_up(apr_time_from_sec(10), 0, 1));
 }
 
 static void test_no_stall_no_remedy(void **state)

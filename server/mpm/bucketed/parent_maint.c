@@ -147,10 +147,16 @@ static slot_view view_slot(const parent_context *pc, int slot,
     }
     else if (parent_child_outgoing(pc, cs)) {
         /* Leaving, or an old child kept for the handover: its slot's next
-         * child counts, if it has one. */
+         * child counts, if it has one. A leaving prefork child waiting on
+         * an idle keep-alive connection keeps that child out until the
+         * client's next request or KeepAliveTimeout; at MaxRequestWorkers
+         * it is asked to give the connection up for a client waiting in
+         * the bucket its replacement is for. */
         v.state = cs->replace_into != NO_REPLACEMENT
                   ? SLOT_REPLACING : SLOT_LEAVING;
         v.bucket = cs->replace_into;
+        v.reclaimable = v.state == SLOT_REPLACING
+                        && keepalive_reclaimable(keepalive_idle);
     }
     else if (ap_get_scoreboard_process(slot)->quiescing) {
         /* An event child leaving on its own (MaxConnectionsPerChild, a
@@ -266,7 +272,8 @@ static int longest_idle_first(const void *a, const void *b)
 
 /* A stalled prefork bucket at the limit: up to `count` of its children
  * whose keep-alive connection has waited longest (and long enough) for
- * its next request are asked to close it and take a waiting connection
+ * its next request are asked to close it and take a waiting connection,
+ * or, leaving, to make room for their replacement in the bucket
  * (stall_remedy_decide). One scan of the slots, then a sort. Returns how
  * many were asked. */
 static int ask_give_ups(parent_context *pc, int bucket, int count,
@@ -276,7 +283,7 @@ static int ask_give_ups(parent_context *pc, int bucket, int count,
 
     for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
         if (pc->slot_views[slot].reclaimable
-            && pc->retained->slots[slot].bucket == bucket) {
+            && pc->slot_views[slot].bucket == bucket) {
             pc->holders[found].since = pc->keepalive_since[slot];
             pc->holders[found].slot = slot;
             found++;

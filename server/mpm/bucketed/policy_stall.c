@@ -56,9 +56,10 @@ int keepalive_reclaimable(apr_interval_time_t idle_for)
     return idle_for >= KEEPALIVE_RECLAIM_MIN_IDLE;
 }
 
-int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting)
+int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting,
+                       int leaving)
 {
-    return waiting > 0 && keepalive_reclaimable(idle_for);
+    return (waiting > 0 || leaving) && keepalive_reclaimable(idle_for);
 }
 
 apr_interval_time_t stall_watch_after(int can_grow, int reclaimable)

@@ -82,8 +82,13 @@ int keepalive_reclaimable(apr_interval_time_t idle_for);
  * for idle_for, does, with `waiting` connections in its bucket's accept
  * queues at the parent's last pass: an ask that waited, blocked, through
  * a request arrives at the start of the next wait, too soon, and one that
- * comes when the queue is empty again is stale. */
-int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting);
+ * comes when the queue is empty again is stale. A `leaving` child (asked
+ * to leave at a graceful restart, its replacement waiting for its slot)
+ * is asked for its slot, not its socket: the client that waits may be in
+ * another bucket's queue (one the restart added), so its own queue says
+ * nothing. */
+int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting,
+                       int leaving);
 
 /* The watch's period for a bucket that cannot get a new child now
  * (can_grow 0) and has `reclaimable` keep-alive holders to ask: a stall

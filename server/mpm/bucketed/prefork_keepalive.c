@@ -26,6 +26,7 @@
 #include "http_core.h"
 #include "http_log.h"
 #include "http_main.h"
+#include "scoreboard.h"
 #include "util_filter.h"
 
 #include "policy_stall.h"
@@ -152,9 +153,10 @@ static wait_outcome wait_for_request(keepalive_waiter *kw, conn_rec *c,
         if (kw->asked) {
             idle_for = apr_time_now() - began;
             kw->asked = 0;
-            if (keepalive_gives_up(idle_for,
-                                   bucket_stats_waiting(kw->retained,
-                                                        kw->bucket))
+            if (keepalive_gives_up(
+                    idle_for,
+                    bucket_stats_waiting(kw->retained, kw->bucket),
+                    ap_get_scoreboard_process(kw->slot)->quiescing)
                 && !readable_now(fd)) {
                 ap_log_cerror(APLOG_MARK, APLOG_DEBUG, 0, c, BKLOGNO(00189)
                               "bucketed: keep-alive connection idle for %"
