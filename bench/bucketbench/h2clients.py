@@ -51,7 +51,9 @@ class H2StreamClients(ClientThreads):
     (not taken by the server, sent again), `lost` (taken and not
     answered: a reset other than REFUSED_STREAM, or the connection closed
     under it), `goaways` received, `connections` opened. Each lost stream
-    is also a failure in `result`, with the time of day."""
+    is also a failure in `result`, with the time of day, and counted in
+    `lost_from` under the client port of its connection, which the
+    server's error log names."""
 
     def __init__(self, ports, get, threads=4, streams=10, seconds=60,
                  context=None):
@@ -63,6 +65,7 @@ class H2StreamClients(ClientThreads):
         self._lock = threading.Lock()
         self.sent = self.answered = self.refused = self.lost = 0
         self.goaways = self.connections = 0
+        self.lost_from = {}
 
     def counts(self):
         with self._lock:
@@ -70,17 +73,22 @@ class H2StreamClients(ClientThreads):
                     "refused": self.refused, "lost": self.lost,
                     "goaways": self.goaways,
                     "connections": self.connections,
+                    "lost_from": dict(self.lost_from),
                     "first_errors": list(self.result.errors)}
 
     def _add(self, name, n=1):
         with self._lock:
             setattr(self, name, getattr(self, name) + n)
 
-    def _lose(self, port, stream_ids, why):
+    def _lose(self, port, client_port, stream_ids, why):
+        with self._lock:
+            self.lost += len(stream_ids)
+            if stream_ids:
+                self.lost_from[client_port] = (
+                    self.lost_from.get(client_port, 0) + len(stream_ids))
         for stream_id in stream_ids:
-            self._add("lost")
-            self.result.record(f"{wall_clock()} port {port}: stream "
-                               f"{stream_id} {why}")
+            self.result.record(f"{wall_clock()} port {port} from "
+                               f"{client_port}: stream {stream_id} {why}")
 
     def _connect(self, port):
         sock = socket.create_connection((LOOPBACK, port),
@@ -116,6 +124,7 @@ class _Connection:
         self.clients = clients
         self.sock = sock
         self.port = port
+        self.client_port = sock.getsockname()[1]
         self.deadline = deadline
         self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=True, header_encoding="utf-8"))
@@ -187,19 +196,22 @@ class _Connection:
             if status == "200" and body == self.clients.get[1]:
                 self.clients._add("answered")
             else:
-                self.clients._lose(self.port, [event.stream_id],
-                                   f"answered {status}, {body[:80]!r}")
+                self._lose([event.stream_id],
+                           f"answered {status}, {body[:80]!r}")
         elif isinstance(event, h2.events.StreamReset):
             self.open.pop(event.stream_id, None)
             if event.error_code == h2.errors.ErrorCodes.REFUSED_STREAM:
                 self.clients._add("refused")
             else:
-                self.clients._lose(self.port, [event.stream_id],
-                                   f"reset ({event.error_code!r})")
+                self._lose([event.stream_id],
+                           f"reset ({event.error_code!r})")
         elif isinstance(event, h2.events.ConnectionTerminated):
             self.clients._add("goaways")
             self.last_stream = event.last_stream_id
             self._refuse_above(event.last_stream_id)
+
+    def _lose(self, stream_ids, why):
+        self.clients._lose(self.port, self.client_port, stream_ids, why)
 
     def _refuse_above(self, last_stream):
         """Streams above a GOAWAY's last-stream-id were not processed."""
@@ -212,9 +224,8 @@ class _Connection:
         server (at or below the last-stream-id, or no GOAWAY) and lost."""
         if self.last_stream is not None:
             self._refuse_above(self.last_stream)
-        self.clients._lose(self.port, sorted(self.open),
-                           why + (f" after GOAWAY (last stream "
-                                  f"{self.last_stream})"
-                                  if self.last_stream is not None
-                                  else " without GOAWAY"))
+        self._lose(sorted(self.open),
+                   why + (f" after GOAWAY (last stream {self.last_stream})"
+                          if self.last_stream is not None
+                          else " without GOAWAY"))
         self.open.clear()
