@@ -29,6 +29,7 @@
 #include "scoreboard.h"
 #include "util_filter.h"
 
+#include "child_life.h"
 #include "policy_stall.h"
 #include "prefork_keepalive.h"
 #include "stats.h"
@@ -156,7 +157,7 @@ static wait_outcome wait_for_request(keepalive_waiter *kw, conn_rec *c,
             if (keepalive_gives_up(
                     idle_for,
                     bucket_stats_waiting(kw->retained, kw->bucket),
-                    ap_get_scoreboard_process(kw->slot)->quiescing)
+                    child_life_slot_quiescing(kw->retained->child_life))
                 && !readable_now(fd)) {
                 ap_log_cerror(APLOG_MARK, APLOG_DEBUG, 0, c, BKLOGNO(00189)
                               "bucketed: keep-alive connection idle for %"
