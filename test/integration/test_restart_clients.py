@@ -157,17 +157,7 @@ def test_new_generation_starts_beside_old_children_at_max_request_workers(
     wait_until(lambda: len(children_of(server.pid)) == children, 20,
                what=f"{children} children")
     old = set(children_of(server.pid))
-    conns = []
-
-    def every_child_holds_one():
-        # Both buckets' children take turns accepting: a few more
-        # connections until each child holds one.
-        assert len(conns) < 64, "children that never take a connection"
-        conns.extend(open_keepalive(port, 2))
-        held = established_inodes(port)
-        return all(socket_inodes_of(child) & held for child in old)
-    wait_until(every_child_holds_one, 30,
-               what="every child holding a keep-alive connection")
+    conns = hold_on_every_child(port, old)
     generation = server.status()["generation"]
     server.signal(signal.SIGUSR1)
     wait_until(lambda: generation_answering(port) == generation + 1, 20,
@@ -181,6 +171,21 @@ def test_new_generation_starts_beside_old_children_at_max_request_workers(
     answer_next_and_close(conns)
     wait_until(lambda: not old & set(children_of(server.pid)), 20,
                what="the old children gone once their connections closed")
+
+
+def hold_on_every_child(port, children):
+    """Keep-alive connections, a few more at a time, until each of the
+    children holds one (a bucket's children take turns accepting)."""
+    conns = []
+
+    def every_child_holds_one():
+        assert len(conns) < 64, "children that never take a connection"
+        conns.extend(open_keepalive(port, 2))
+        held = established_inodes(port)
+        return all(socket_inodes_of(child) & held for child in children)
+    wait_until(every_child_holds_one, 30,
+               what="every child holding a keep-alive connection")
+    return conns
 
 
 def answer_next_and_close(conns):
@@ -326,19 +331,29 @@ def test_a_restart_at_max_request_workers_keeps_serving(make_httpd,
                 f"MaxSpareServers 2\nBucketCount {buckets}\n"
                 "KeepAliveTimeout 30\n")
 
-    server = make_httpd(directives=directives(1))
+    served_through_restart(make_httpd, directives, 1, new_buckets,
+                           lambda port, _: open_keepalive(port, 2))
+
+
+def served_through_restart(make_httpd, directives, buckets, new_buckets,
+                           hold):
+    """A server of directives(buckets) with 2 children, each holding idle
+    keep-alive connections (hold(port, children) opens them; KeepAliveTimeout
+    30 s), restarted gracefully into directives(new_buckets): a client
+    connecting meanwhile is answered within half KeepAliveTimeout, which
+    only a given-up keep-alive connection makes room for, and each bucket
+    then has a child."""
+    server = make_httpd(directives=directives(buckets))
     server.start()
     port = server.ports[0]
     wait_until(lambda: len(children_of(server.pid)) == 2, 20,
                what="2 children")
-    held = open_keepalive(port, 2)
+    held = hold(port, set(children_of(server.pid)))
     try:
         server.write_config(directives(new_buckets))
         server.signal(signal.SIGUSR1)
         wait_until(lambda: "BK00101" in server.error_log().split(
             "BK00106", 1)[-1], 20, what="the restart's new configuration")
-        # Half KeepAliveTimeout: only a given-up keep-alive connection
-        # makes room this soon.
         status, body = http_get(port, "/", timeout=15)
         assert (status, body) == (200, INDEX_BODY), server.error_log()[-4000:]
     finally:
@@ -352,3 +367,24 @@ def test_a_restart_at_max_request_workers_keeps_serving(make_httpd,
 
     wait_until(every_bucket_served, 40,
                what=f"a child in each of {new_buckets} bucket(s)")
+
+
+@pytest.mark.parametrize("new_buckets", [1, 2])
+def test_an_event_restart_with_no_slot_to_spare_keeps_serving(make_httpd,
+                                                              new_buckets):
+    """Event model, ServerLimit no higher than MaxRequestWorkers' children
+    and each child holding idle keep-alive connections (KeepAliveTimeout
+    30 s), then a graceful restart, to 1 bucket or the same 2: no slot is
+    free for a new child until an old one leaves, and a leaving event
+    child keeps an idle keep-alive connection until its next request or
+    KeepAliveTimeout. A client connecting meanwhile must still be answered
+    well before KeepAliveTimeout, and every bucket must then have a
+    child."""
+    def directives(buckets):
+        return (CHILD_MODELS["event"] + "ServerLimit 2\nThreadsPerChild 4\n"
+                "MaxRequestWorkers 8\nStartServers 2\nMinSpareThreads 4\n"
+                f"MaxSpareThreads 8\nBucketCount {buckets}\n"
+                "KeepAliveTimeout 30\n")
+
+    served_through_restart(make_httpd, directives, 2, new_buckets,
+                           hold_on_every_child)

@@ -214,12 +214,13 @@ void ev_linger_in_keeper(event_child_ctx *ctx, ev_conn *ec)
 /* At most one reclaim warning per child this often. */
 #define RECLAIM_LOG_INTERVAL apr_time_from_sec(60)
 
-int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want)
+/* Closes up to `want` of the oldest idle keep-alive connections idle long
+ * enough whose client has sent nothing yet (under mutex). */
+static int close_idle_keepalive_locked(event_child_ctx *ctx, int want,
+                                       apr_time_t now)
 {
     timeout_list *q = &ctx->timeouts[WAIT_KEEPALIVE];
     event_timer *t = q->head;
-    int open = ev_open_connections(ctx);
-    apr_time_t now = apr_time_now();
     int done = 0;
 
     /* Oldest first: the list is in deadline order (virtual hosts with
@@ -239,6 +240,15 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want)
         }
         t = next;
     }
+    return done;
+}
+
+int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want)
+{
+    int open = ev_open_connections(ctx);
+    apr_time_t now = apr_time_now();
+    int done = close_idle_keepalive_locked(ctx, want, now);
+
     if (done > 0) {
         if (ctx->swap_until < open) {
             ctx->swap_until = open;
@@ -258,6 +268,20 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want)
         }
         ev_update_listening_locked(ctx);
     }
+    return done;
+}
+
+int ev_give_up_keepalive_locked(event_child_ctx *ctx)
+{
+    int done = close_idle_keepalive_locked(ctx, ctx->connections,
+                                           apr_time_now());
+
+    bucket_stats_count_reclaimed(ctx->retained, ctx->bucket, done);
+    ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, ctx->s, BKLOGNO(00257)
+                 "bucketed: leaving child %" APR_PID_T_FMT " closes %d of "
+                 "its %d idle keep-alive connection(s) for a client waiting "
+                 "for its slot", getpid(), done,
+                 done + ctx->timeouts[WAIT_KEEPALIVE].count);
     return done;
 }
 

@@ -86,19 +86,34 @@ apr_uint32_t parent_connections_of(const parent_context *pc, int slot)
            > SERVER_READY;
 }
 
-/* How long a prefork-model child has waited, as far as the parent has
- * seen, for its keep-alive connection's next request at `now` (0: it is
- * not waiting). The parent's own record, from the scoreboard status of
- * every pass: only the child knows exactly, and decides. */
+/* Whether a child waits on idle keep-alive connections, as the
+ * scoreboard says: a prefork-model child's one worker; an event child
+ * only when outgoing, by the count its keeper writes (a current one
+ * reclaims by itself, event_keeper.c; a leaving one is asked for its
+ * slot). Read, never trusted: a child that writes it only gets asked to
+ * close its own connections. */
+static int waits_on_keepalive(const parent_context *pc, int slot,
+                              int outgoing)
+{
+    if (pc->conf->child_model == CHILD_MODEL_EVENT) {
+        return outgoing && ap_get_scoreboard_process(slot)->keep_alive > 0;
+    }
+    return ap_get_scoreboard_worker_from_indexes(slot, 0)->status
+           == SERVER_BUSY_KEEPALIVE;
+}
+
+/* How long a child has waited, as far as the parent has seen, on idle
+ * keep-alive connections at `now` (0: it is not waiting). The parent's
+ * own record, from the scoreboard of every pass: only the child knows
+ * exactly, and decides. */
 static apr_interval_time_t keepalive_idle_for(const parent_context *pc,
-                                              int slot, apr_time_t now)
+                                              int slot, int outgoing,
+                                              apr_time_t now)
 {
     apr_time_t *since = &pc->keepalive_since[slot];
 
-    if (pc->conf->child_model != CHILD_MODEL_PREFORK
-        || pc->retained->slots[slot].pid == 0
-        || ap_get_scoreboard_worker_from_indexes(slot, 0)->status
-           != SERVER_BUSY_KEEPALIVE) {
+    if (pc->retained->slots[slot].pid == 0
+        || !waits_on_keepalive(pc, slot, outgoing)) {
         *since = 0;
         return 0;
     }
@@ -133,7 +148,9 @@ static slot_view view_slot(const parent_context *pc, int slot,
                            apr_time_t now)
 {
     const child_slot *cs = &pc->retained->slots[slot];
-    apr_interval_time_t keepalive_idle = keepalive_idle_for(pc, slot, now);
+    int outgoing = cs->pid != 0 && parent_child_outgoing(pc, cs);
+    apr_interval_time_t keepalive_idle =
+        keepalive_idle_for(pc, slot, outgoing, now);
     slot_view v;
 
     v.bucket = cs->bucket;
@@ -145,13 +162,13 @@ static slot_view view_slot(const parent_context *pc, int slot,
     if (cs->pid == 0) {
         v.state = SLOT_EMPTY;
     }
-    else if (parent_child_outgoing(pc, cs)) {
+    else if (outgoing) {
         /* Leaving, or an old child kept for the handover: its slot's next
-         * child counts, if it has one. A leaving prefork child waiting on
-         * an idle keep-alive connection keeps that child out until the
-         * client's next request or KeepAliveTimeout; at MaxRequestWorkers
-         * it is asked to give the connection up for a client waiting in
-         * the bucket its replacement is for. */
+         * child counts, if it has one. A leaving child waiting on idle
+         * keep-alive connections keeps that child out until the clients'
+         * next requests or KeepAliveTimeout; at MaxRequestWorkers it is
+         * asked to give them up for a client waiting in the bucket its
+         * replacement is for. */
         v.state = cs->replace_into != NO_REPLACEMENT
                   ? SLOT_REPLACING : SLOT_LEAVING;
         v.bucket = cs->replace_into;

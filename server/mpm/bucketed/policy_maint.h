@@ -40,8 +40,8 @@ typedef struct {
     int reclaimable;  /* ChildModel prefork: children whose keep-alive
                        * connection has waited long enough for its next
                        * request to be closed for a waiting client
-                       * (policy_stall.h); leaving ones count in the
-                       * bucket their replacement is for */
+                       * (policy_stall.h); leaving ones, of either model,
+                       * count in the bucket their replacement is for */
 } bucket_census;
 
 /* What the parent's slot table says of one slot. */
@@ -65,11 +65,11 @@ typedef struct {
     int serving_units;     /* IDLE, BUSY: units serving a request */
     int starting_units;    /* IDLE: of the idle units, those not yet
                             * accepting (the child is starting) */
-    int reclaimable;       /* BUSY or REPLACING, ChildModel prefork: its
-                            * keep-alive connection may be closed for a
-                            * waiting client (keepalive_reclaimable), to
-                            * serve it, or, leaving, to make room for
-                            * the replacement that will */
+    int reclaimable;       /* BUSY, ChildModel prefork, or REPLACING:
+                            * its keep-alive connections may be closed
+                            * for a waiting client (keepalive_
+                            * reclaimable), to serve it, or, leaving, to
+                            * make room for the replacement that will */
 } slot_view;
 
 typedef struct {

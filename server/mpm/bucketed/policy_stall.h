@@ -105,9 +105,10 @@ apr_interval_time_t stall_watch_after(int can_grow, int reclaimable);
 
 /* What a stalled bucket gets. */
 typedef struct {
-    int give_ups;     /* ChildModel prefork: children holding an idle
-                       * keep-alive connection to ask to close it and take
-                       * a waiting connection instead */
+    int give_ups;     /* children holding idle keep-alive connections
+                       * to ask to close them and take a waiting
+                       * connection instead (ChildModel prefork), or,
+                       * leaving, to free their replacement's slot */
     int needs_child;  /* counted as having no idle child, so maintenance
                        * gives it one (a new child, or at the limit one
                        * moved from another bucket: an exit and a fork) */
@@ -115,15 +116,15 @@ typedef struct {
 
 /*
  * What verdict v brings to a bucket stalled for stalled_for, with `queued`
- * connections waiting, that
- * could get a new child now (can_grow) or not, with `reclaimable` prefork
- * children holding a keep-alive connection idle long enough
- * (keepalive_reclaimable; event children reclaim by themselves and count
- * none here). A bucket that can grow gets a child, as ever. At the limit,
- * its own keep-alive holders give up one connection per waiting one: a
- * client served at once, where a move makes it wait for an exit and a fork,
- * and a child started that stock prefork, whose one queue the next free
- * child serves, would not start. A move still comes for what they cannot
+ * connections waiting, that could get a new child now (can_grow) or not,
+ * with `reclaimable` children holding keep-alive connections idle long
+ * enough (keepalive_reclaimable; current event children reclaim by
+ * themselves and count none here, leaving ones do). A bucket that can
+ * grow gets a child, as ever. At the limit, its own keep-alive holders
+ * give up one connection per waiting one: a client served at once, where
+ * a move makes it wait for an exit and a fork, and a child started that
+ * stock prefork, whose one queue the next free child serves, would not
+ * start. A move still comes for what they cannot
  * cover, and once the stall has gone on for STALL_RECLAIM_FALLBACK (a
  * holder may have served a request meanwhile, and not be idle enough).
  */
