@@ -335,6 +335,61 @@ def test_a_restart_at_max_request_workers_keeps_serving(make_httpd,
                            lambda port, _: open_keepalive(port, 2))
 
 
+@pytest.mark.parametrize("steering", ["load", "hash"])
+def test_a_bucket_added_with_no_slot_to_spare_hands_its_clients_on(
+        make_httpd, steering):
+    """Prefork model, ServerLimit 3 = MaxRequestWorkers, 2 children in 1
+    bucket, one holding an idle keep-alive connection (KeepAliveTimeout
+    30 s), then a graceful restart into 3 buckets: that child's
+    replacement takes the one free slot and the other old child is
+    promised to the second bucket, so the third has no child and no slot
+    for one until an old child leaves. Its new sockets must leave their
+    reuseport groups (BK00254) so the other buckets take its share of new
+    clients: each is answered with no bucket stalling (else a third of them
+    wait until the stall check takes a child from another bucket, which
+    then has none, back and forth), and it must get a child and rejoin
+    (BK00181) once that connection closes."""
+    def directives(buckets):
+        return (CHILD_MODELS["prefork"] + "ServerLimit 3\n"
+                "MaxRequestWorkers 3\nStartServers 2\nMinSpareServers 1\n"
+                f"MaxSpareServers 3\nBucketCount {buckets}\n"
+                f"BucketSteering {steering}\nKeepAliveTimeout 30\n")
+
+    server = make_httpd(directives=directives(1))
+    server.start()
+    port = server.ports[0]
+    wait_until(lambda: len(children_of(server.pid)) == 2, 20,
+               what="2 children")
+    held = open_keepalive(port, 1)[0]
+    try:
+        server.write_config(directives(3))
+        server.signal(signal.SIGUSR1)
+        wait_until(lambda: "BK00254" in server.error_log(), 20,
+                   what="a bucket with no child and no slot to spare")
+        assert "bucket 2 has no child and no slot is free" in \
+            server.error_log().split("BK00106", 1)[-1]
+        for _ in range(30):
+            status, body = http_get(port, "/", timeout=10)
+            assert (status, body) == (200, INDEX_BODY)
+        assert len(children_of(server.pid)) == 3
+        # Nothing queued where no child accepts: no bucket stalled and no
+        # child taken from a bucket that needs it.
+        restart_log = server.error_log().split("BK00106", 1)[-1]
+        assert "BK00108" not in restart_log, restart_log
+        assert "BK00110" not in restart_log, restart_log
+    finally:
+        held.close()
+    wait_until(lambda: "bucket 2 has a child again" in server.error_log(),
+               40, what="the third bucket's child once a slot is free")
+
+    def every_bucket_served():
+        status = server.status()
+        return status["buckets"] == 3 and all(
+            b["children"] >= 1 for b in status["buckets_list"])
+
+    wait_until(every_bucket_served, 20, what="a child in each of 3 buckets")
+
+
 def served_through_restart(make_httpd, directives, buckets, new_buckets,
                            hold):
     """A server of directives(buckets) with 2 children, each holding idle
