@@ -13,19 +13,26 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from bucketbench.activation import Holder, listen_socket
 from httpd_fixture import (APACHE_MODULES, BUILD, CGI_BODY, CHILD_MODELS,
-                           LOOPBACK, MPM_SO, TOP, Load, alive, children_of,
-                           free_ports, http_get, listening_inodes,
-                           need_build, wait_until)
+                           INDEX_BODY, LOOPBACK, MPM_SO, TOP, Load, alive,
+                           children_of, free_ports, http_get,
+                           listening_inodes, need_build, wait_until)
+from steering_maps import listening_cookies, map_cookies, maps_held_by
+from test_restart_clients import answer_next_and_close, hold_on_every_child
 
 MPM_DIR = TOP / "server" / "mpm" / "bucketed"
 TAKEOVER_SO = BUILD / "test" / "modules" / "mod_test_takeover.so"
 BUCKETS = 3
+# How long a taken-over child is watched for a give-up request it must
+# never get.
+GIVE_UP_WATCH_S = 2.0
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +61,16 @@ def install(build, path):
     os.replace(tmp, path)
 
 
+def load_from_a_copy(server, build=MPM_SO):
+    """Has server load build from a copy in its ServerRoot, which install()
+    replaces: its path (call after the last write_config())."""
+    loaded = server.root / "mod_mpm_bucketed.so"
+    shutil.copyfile(build, loaded)
+    server.conf.write_text(server.conf.read_text().replace(
+        str(MPM_SO), str(loaded)))
+    return loaded
+
+
 def graceful_restart(server, generation):
     server.signal(signal.SIGUSR1)
     wait_until(lambda: server.status()["generation"] == generation, 20,
@@ -66,10 +83,7 @@ def test_graceful_restart_onto_another_layout(make_httpd, child_model,
               if child_model == "event" else "StartServers 6\n")
     server = make_httpd(directives=CHILD_MODELS[child_model] + sizing
                         + f"BucketCount {BUCKETS}\n")
-    loaded = server.root / "mod_mpm_bucketed.so"
-    shutil.copyfile(MPM_SO, loaded)
-    server.conf.write_text(server.conf.read_text().replace(
-        str(MPM_SO), str(loaded)))
+    loaded = load_from_a_copy(server)
     server.start()
     port = server.ports[0]
     load = Load(server.ports, count=10 ** 6, threads=4, seconds=120,
@@ -114,16 +128,41 @@ def test_same_layout_takes_the_state_over(make_httpd):
     """Another copy of the same build: an ordinary graceful restart, no
     take-over, the same sockets."""
     server = make_httpd(directives=f"BucketCount {BUCKETS}\n")
-    loaded = server.root / "mod_mpm_bucketed.so"
-    shutil.copyfile(MPM_SO, loaded)
-    server.conf.write_text(server.conf.read_text().replace(
-        str(MPM_SO), str(loaded)))
+    loaded = load_from_a_copy(server)
     server.start()
     sockets = listening_inodes(server.ports[0])
     install(MPM_SO, loaded)
     graceful_restart(server, server.status()["generation"] + 1)
     assert listening_inodes(server.ports[0]) == sockets
     assert "BK00142" not in server.error_log()
+
+
+def test_an_upgrade_leaves_every_socket_in_its_map(make_httpd,
+                                                   other_layout_build):
+    """A graceful restart onto another layout and back, then an ordinary
+    one: every listening socket must be in one of the parent's socket
+    maps, and the parent must hold no more maps than it started with.
+    Before, the parent kept the old build's maps; core's Listen socket,
+    still in the old socket map, could not join the new one (EBUSY), so
+    every restart after an upgrade waited 2 s for it in vain (BK00251) and
+    its slot was steered by the kernel's hash until a full stop."""
+    server = make_httpd(directives=f"BucketCount {BUCKETS}\n")
+    loaded = load_from_a_copy(server)
+    server.start()
+    port = server.ports[0]
+    generation = server.status()["generation"]
+    maps_at_start = len(maps_held_by(server.pid))
+    assert maps_at_start > 0
+    for step, build in enumerate((other_layout_build, MPM_SO, MPM_SO), 1):
+        install(build, loaded)
+        graceful_restart(server, generation + step)
+    log = server.error_log()
+    assert log.count("BK00260") == 2, log[-3000:]
+    assert "BK00251" not in log
+    held = maps_held_by(server.pid)
+    assert len(held) == maps_at_start
+    in_maps = set().union(*(map_cookies(map_id) for map_id in held))
+    assert set(listening_cookies(port).values()) <= in_maps
 
 
 def helpers_planted(log, when):
@@ -162,12 +201,9 @@ def test_takeover_trusts_no_pid_a_child_writes(make_httpd, child_model,
                   + f"TestTakeoverListen {held_port}\n"
                   + "<Location /plant>\n  SetHandler test-plant-pid\n"
                   + "</Location>\n")
-    loaded = server.root / "mod_mpm_bucketed.so"
-    shutil.copyfile(MPM_SO, loaded)
     server.directives = directives
     server.write_config()
-    server.conf.write_text(server.conf.read_text().replace(
-        str(MPM_SO), str(loaded)))
+    loaded = load_from_a_copy(server)
     server.start()
     port = server.ports[0]
     held = listening_inodes(held_port)
@@ -248,10 +284,7 @@ def test_takeover_leaves_the_kept_passed_socket(make_httpd, other_layout_build):
             f"BucketCount {BUCKETS}\n"
             f"LoadModule test_takeover_module {TAKEOVER_SO}\n"
             "TestTakeoverForgetRecord on\n"))
-        loaded = server.root / "mod_mpm_bucketed.so"
-        shutil.copyfile(MPM_SO, loaded)
-        server.conf.write_text(server.conf.read_text().replace(
-            str(MPM_SO), str(loaded)))
+        loaded = load_from_a_copy(server)
         server.start(holder=holder)
         generation = server.status()["generation"]
         install(other_layout_build, loaded)
@@ -265,3 +298,50 @@ def test_takeover_leaves_the_kept_passed_socket(make_httpd, other_layout_build):
         assert http_get(port)[0] == 200
     finally:
         holder.close()
+
+
+def test_a_taken_over_child_is_never_asked_to_give_up(make_httpd,
+                                                      other_layout_build):
+    """Event model with no slot to spare (ServerLimit 2, each child holding
+    idle keep-alive connections, KeepAliveTimeout 30 s), then a graceful
+    restart onto another layout while a new client waits: the parent must
+    not ask a child taken over from the other build to give up its idle
+    connections (BUCKETED_SIG_GIVE_UP), as it asks its own leaving
+    children: that build may not take the signal, whose default action
+    ends the child with the requests it serves. The other build here is
+    this tree's, which takes it: a held connection closed under its client
+    is what shows the child was asked. Each held connection's next request
+    must be answered, with Connection: close, and the waiting client once
+    a slot is free."""
+    directives = (CHILD_MODELS["event"] + "ServerLimit 2\nThreadsPerChild 4\n"
+                  "MaxRequestWorkers 8\nStartServers 2\nMinSpareThreads 4\n"
+                  "MaxSpareThreads 8\nBucketCount 2\nKeepAliveTimeout 30\n")
+    server = make_httpd(directives=directives)
+    loaded = load_from_a_copy(server, other_layout_build)
+    server.start()
+    port = server.ports[0]
+    wait_until(lambda: len(children_of(server.pid)) == 2, 20,
+               what="2 children")
+    old = set(children_of(server.pid))
+    held = hold_on_every_child(port, old)
+    install(MPM_SO, loaded)
+    generation = server.status()["generation"]
+    server.signal(signal.SIGUSR1)
+    wait_until(lambda: "BK00143" in server.error_log(), 20,
+               what="the old build's children taken over")
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(http_get, port, "/", timeout=60)
+        wait_until(lambda: "BK00108" in server.error_log(), 20,
+                   what="the waiting client's bucket seen stalled")
+        # The parent asks a holder idle 500 ms by its count, started at
+        # the restart (BK00186, a pass or two after the stall): watched
+        # for four times that.
+        watch_ends = time.monotonic() + GIVE_UP_WATCH_S
+        while time.monotonic() < watch_ends:
+            assert "BK00186" not in server.error_log()
+            time.sleep(0.1)
+        answer_next_and_close(held)
+        assert waiting.result() == (200, INDEX_BODY)
+    wait_until(lambda: old.isdisjoint(children_of(server.pid)), 20,
+               what="the taken-over children gone")
+    assert "BK00257" not in server.error_log()

@@ -142,13 +142,15 @@ struct event_child_ctx;
 struct child_life;
 struct takeover_candidate;
 
-/* The layout of bucketed_retained and of everything it points to: a new
- * number for every change to them, so that a graceful restart onto a build
- * with another layout does not read one as the other (bucketed_data.c,
- * policy_upgrade.h). Settable at build time only to build a second layout
- * for the tests. */
+/* The layout of bucketed_retained and of everything it points to, and the
+ * signals its children take: a new number for every change to either, so
+ * that a graceful restart onto a build with another layout does not read
+ * one as the other (bucketed_data.c, policy_upgrade.h), and signals only
+ * children that take what it sends (6: event children take
+ * BUCKETED_SIG_GIVE_UP). Settable at build time only to build a second
+ * layout for the tests. */
 #ifndef BUCKETED_RETAINED_LAYOUT
-#define BUCKETED_RETAINED_LAYOUT 5
+#define BUCKETED_RETAINED_LAYOUT 6
 #endif
 
 /* Survives the DSO unload/reload of every restart. */

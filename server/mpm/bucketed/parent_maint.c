@@ -168,11 +168,14 @@ static slot_view view_slot(const parent_context *pc, int slot,
          * keep-alive connections keeps that child out until the clients'
          * next requests or KeepAliveTimeout; at MaxRequestWorkers it is
          * asked to give them up for a client waiting in the bucket its
-         * replacement is for. */
+         * replacement is for; never one taken over from another build,
+         * which may not take the signal (its default action ends the
+         * process, and with it the requests its threads serve). */
         v.state = cs->replace_into != NO_REPLACEMENT
                   ? SLOT_REPLACING : SLOT_LEAVING;
         v.bucket = cs->replace_into;
         v.reclaimable = v.state == SLOT_REPLACING
+                        && cs->taken_over_start == 0
                         && keepalive_reclaimable(keepalive_idle);
     }
     else if (ap_get_scoreboard_process(slot)->quiescing) {

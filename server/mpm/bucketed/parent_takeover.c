@@ -29,6 +29,7 @@
 #include "listen_activation.h"
 #include "listen_steering.h"
 #include "policy_takeover.h"
+#include "sys_bpf.h"
 #include "sys_proc.h"
 #include "parent_record.h"
 
@@ -163,6 +164,47 @@ static void close_sockets(server_rec *s, const int *fds,
                  ? "those it recorded as its own"
                  : "reuseport listeners on Listen addresses (it kept no "
                    "record of its sockets)");
+}
+
+/* The old build's socket and idle-count maps, which the parent keeps
+ * (its children close theirs; the programs were closed once attached).
+ * While the parent keeps its socket map, the Listen sockets in it cannot
+ * join this build's map (EBUSY): each later restart would wait for it in
+ * vain (BK00251) and steer their slots by the kernel's hash until a full
+ * stop. Only maps bucketed names are closed. */
+static void close_steering_maps(server_rec *s, const int *fds)
+{
+    int i, closed = 0;
+
+    for (i = 0; fds[i] >= 0; i++) {
+        int err;
+
+        if (!reuseport_bpf_map_is_bucketed(fds[i], &err)) {
+            if (err != 0) {
+                ap_log_error(APLOG_MARK, APLOG_WARNING, err, s,
+                             BKLOGNO(00258) "bucketed: descriptor %d is a "
+                             "BPF map whose name cannot be read: left open "
+                             "(if it is the previous build's socket map, "
+                             "its sockets stay out of this build's until a "
+                             "full stop)", fds[i]);
+            }
+            continue;
+        }
+        if (close(fds[i]) < 0) {
+            err = errno;
+            ap_log_error(APLOG_MARK, APLOG_WARNING, err, s, BKLOGNO(00259)
+                         "bucketed: close() of the previous build's BPF map "
+                         "(descriptor %d)", fds[i]);
+            continue;
+        }
+        closed++;
+    }
+    if (closed > 0) {
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00260)
+                     "bucketed: closed %d BPF map(s) of the previous "
+                     "build's steering, so that its sockets can join this "
+                     "build's maps", closed);
+    }
 }
 
 static void note_refusal(server_rec *s, int slot, pid_t pid,
@@ -306,6 +348,7 @@ void takeover_prepare(apr_pool_t *pconf, server_rec *s,
             s, pconf, fds, server_limit, retained->takeover_candidates);
     }
     close_sockets(s, fds, record, retained->takeover);
+    close_steering_maps(s, fds);
 }
 
 void takeover_adopt_children(parent_context *pc)

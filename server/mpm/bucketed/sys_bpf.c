@@ -17,6 +17,7 @@
 #include "sys_bpf.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -397,20 +398,48 @@ int reuseport_bpf_attach(int sock_fd, int prog_fd)
     return 0;
 }
 
+/* What the kernel tells of the program or map fd into info (size bytes
+ * of the struct of its kind). 0, or an errno. */
+static int object_info(int fd, void *info, unsigned int size)
+{
+    union bpf_attr attr;
+
+    memset(info, 0, size);
+    memset(&attr, 0, sizeof(attr));
+    attr.info.bpf_fd = fd;
+    attr.info.info_len = size;
+    attr.info.info = (unsigned long)info;
+    return sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) < 0 ? errno : 0;
+}
+
 unsigned int reuseport_bpf_prog_id(int prog_fd)
 {
     struct bpf_prog_info info;
-    union bpf_attr attr;
 
-    memset(&info, 0, sizeof(info));
-    memset(&attr, 0, sizeof(attr));
-    attr.info.bpf_fd = prog_fd;
-    attr.info.info_len = sizeof(info);
-    attr.info.info = (unsigned long)&info;
-    if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) < 0) {
+    return object_info(prog_fd, &info, sizeof(info)) == 0 ? info.id : 0;
+}
+
+int reuseport_bpf_map_is_bucketed(int fd, int *err)
+{
+    struct bpf_map_info info;
+    char path[32], link[32];
+    ssize_t len;
+
+    *err = 0;
+    /* Only a map's info has the map's layout; any other kind of
+     * descriptor is none of bucketed's maps. */
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    len = readlink(path, link, sizeof(link) - 1);
+    if (len < 0) {
         return 0;
     }
-    return info.id;
+    link[len] = '\0';
+    if (strcmp(link, "anon_inode:bpf-map") != 0) {
+        return 0;
+    }
+    *err = object_info(fd, &info, sizeof(info));
+    return *err == 0 && (strcmp(info.name, MAP_NAME) == 0
+                         || strcmp(info.name, IDLE_MAP_NAME) == 0);
 }
 
 #else /* !HAVE_REUSEPORT_BPF */
@@ -509,6 +538,13 @@ int reuseport_bpf_attach(int sock_fd, int prog_fd)
 unsigned int reuseport_bpf_prog_id(int prog_fd)
 {
     (void)prog_fd;
+    return 0;
+}
+
+int reuseport_bpf_map_is_bucketed(int fd, int *err)
+{
+    (void)fd;
+    *err = 0;
     return 0;
 }
 

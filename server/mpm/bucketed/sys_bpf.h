@@ -79,4 +79,9 @@ int reuseport_bpf_attach(int sock_fd, int prog_fd);
 /* The kernel's id of a loaded program (what bpftool shows), 0 if unknown. */
 unsigned int reuseport_bpf_prog_id(int prog_fd);
 
+/* Whether fd is one of bucketed's maps (a socket map or an idle-count
+ * array, by the names every build gives them): 1 or 0; *err is an errno
+ * when a BPF map's name could not be read (0 otherwise). */
+int reuseport_bpf_map_is_bucketed(int fd, int *err);
+
 #endif /* SYS_BPF_H */

@@ -90,7 +90,7 @@ int kernel_probe_epoll_exclusive(int *err)
 
 static int read_migrate_req(void)
 {
-    FILE *f = fopen(MIGRATE_REQ_SYSCTL, "r");
+    FILE *f = fopen(MIGRATE_REQ_SYSCTL, "re");
     int value = -1;
 
     if (f == NULL) {

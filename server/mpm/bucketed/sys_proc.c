@@ -28,7 +28,7 @@ static int read_stat(pid_t pid, process_facts *f)
     FILE *fp;
 
     snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-    fp = fopen(path, "r");
+    fp = fopen(path, "re");
     if (fp == NULL) {
         return 0;
     }
@@ -57,7 +57,7 @@ static int read_uids(pid_t pid, process_facts *f)
     FILE *fp;
 
     snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
-    fp = fopen(path, "r");
+    fp = fopen(path, "re");
     if (fp == NULL) {
         return 0;
     }
