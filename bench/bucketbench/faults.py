@@ -12,8 +12,7 @@ with a PROBE_TIMEOUT_S limit, measure what a client meets meanwhile.
   just before it, without the hang (throughput ratio), which follows an
   unmeasured one (the servers grow their children under load).
 - emfile: test/modules/emfile_shim.so (LD_PRELOAD) makes epoll_create*,
-  eventfd fail with EMFILE while a flag file exists; once the server has
-  its resting children (at_rest), the flag is created,
+  eventfd fail with EMFILE while a flag file exists; the flag is created,
   one child per bucket (stock: as many children) is killed so that
   replacements must set up, and the flag is removed after EMFILE_S:
   whether the server survived and the time from that relief until it
@@ -65,14 +64,6 @@ RECOVERY_LIMIT_S = 30
 # each (they hold all buckets' sockets from fork until they close the
 # others').
 GROUPS_TIMEOUT_S = 10
-# A server is at rest once its number of children has not changed for
-# REST_S (over two of the parent's once-a-second maintenance passes, each
-# of which may start children); an EMFILE fault waits, at most
-# REST_TIMEOUT_S, until the server has as many as it had at rest (a
-# spell's spawn back-off can hold a bucket's next child 16 s and more).
-REST_S = 2.5
-REST_TIMEOUT_S = 45
-REST_POLL_S = 0.05
 CRASH_LOG_TEXT = "crashes on purpose"
 SEGFAULT_LOG_TEXT = "Segmentation fault"
 
@@ -272,31 +263,6 @@ def bucket_groups(server):
                      f"each within {GROUPS_TIMEOUT_S} s")
 
 
-def at_rest(count_children, resting=None, clock=time.monotonic,
-            sleep=time.sleep):
-    """Waits until a server has its resting children: with resting None,
-    until count_children() has stayed the same for REST_S (the server's
-    resting count, returned); else until it is at least resting (returned
-    as found). FaultError past REST_TIMEOUT_S: a fault that kills "one
-    child per bucket" while the server is still starting, or still
-    backing off from the last spell, kills every child it has."""
-    deadline = clock() + REST_TIMEOUT_S
-    count, since = None, clock()
-    while clock() < deadline:
-        found = count_children()
-        if resting is not None and found >= resting:
-            return found
-        if found != count:
-            count, since = found, clock()
-        elif resting is None and clock() - since >= REST_S:
-            return count
-        sleep(REST_POLL_S)
-    raise FaultError(f"the server's children never came back to rest "
-                     f"({resting if resting is not None else 'a count'} "
-                     f"unchanged {REST_S} s) within {REST_TIMEOUT_S} s; "
-                     f"{count} now")
-
-
 def stock_share(pids, buckets=FAULT_BUCKETS):
     """As many of a stock server's children as one of `buckets` buckets
     would hold: a quarter, rounded up, at least one."""
@@ -444,12 +410,6 @@ def _emfile(ctx, kind=EMFILE, choose_victims=emfile_victims):
     server = ctx.server
     seconds = windows(ctx.fault_s)[kind]
     flag = os.path.join(server.workdir, EMFILE_FLAG)
-    # The first run finds the server's resting count; later runs of the
-    # same server wait for it to be back.
-    resting = getattr(server, "resting_children", None)
-    found = at_rest(lambda: len(children(server)), resting)
-    if resting is None:
-        server.resting_children = found
     victims = choose_victims(server)
     probes = Probes(server.ports[0])
     with open(flag, "w"):
@@ -465,7 +425,6 @@ def _emfile(ctx, kind=EMFILE, choose_victims=emfile_victims):
     recovery = None if exited_during else _recover(server, probes, relief)
     return probes.result() | {
         "window_s": seconds, "killed_children": len(victims),
-        "children_at_rest": found,
         "survived": server.alive(), "recovery_s": recovery}
 
 
@@ -528,7 +487,7 @@ def summarize_runs(records):
         "errors": [r["errors"] for r in runs],
         "error_samples": [s for r in runs for s in r["error_samples"]][:5]}
     for key in ("crashes", "stopped_children", "killed_children",
-                "children_at_rest", "throughput_ratio", "rps_without", "rps_with",
+                "throughput_ratio", "rps_without", "rps_with",
                 "recovery_s", "children_started", "held_failures",
                 "held_closed_between"):
         values = [r[key] for r in runs if key in r]

@@ -147,9 +147,6 @@ def test_faults_quick_run(top, build, tmp_path):
             fault = point["fault"]
             assert fault["kind"] == catalog.WORKLOADS[workload].fault
             assert fault["probes"] >= 1
-            if workload == "fault-emfile":
-                # One child per bucket killed at rest leaves the rest.
-                assert fault["children_at_rest"] > fault["killed_children"]
         rows = _rows(text, f"### {workload}:")
         assert len(rows) == len(ran), rows
         for row in rows:
@@ -191,48 +188,3 @@ def test_faults_bad_input(top, build, tmp_path, args, message):
     assert done.returncode == 2
     assert message in done.stderr
     assert not out.exists()
-
-
-class FakeClock:
-    """time.monotonic and time.sleep for at_rest(): sleeping advances it."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def clock(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
-
-
-def counts_at(clock, steps):
-    """count_children() for at_rest(): steps is [(from second, count)]."""
-    def count():
-        return [n for since, n in steps if since <= clock.now][-1]
-    return count
-
-
-def test_at_rest_waits_out_a_start_up():
-    # Children started in once-a-second steps: 4, 6, then 8 for good.
-    clock = FakeClock()
-    count = counts_at(clock, [(0, 4), (1, 6), (2, 8)])
-    assert faults.at_rest(count, clock=clock.clock,
-                          sleep=clock.sleep) == 8
-    assert clock.now >= 2 + faults.REST_S
-
-
-def test_at_rest_waits_for_the_resting_count_to_come_back():
-    # After a spell: one child per bucket until the back-off ends at 16 s.
-    clock = FakeClock()
-    count = counts_at(clock, [(0, 4), (16, 8)])
-    assert faults.at_rest(count, 8, clock=clock.clock,
-                          sleep=clock.sleep) == 8
-    assert 16 <= clock.now < 16 + 2 * faults.REST_POLL_S
-
-
-def test_at_rest_gives_up_on_a_server_that_never_rests():
-    clock = FakeClock()
-    count = counts_at(clock, [(0, 4)])
-    with pytest.raises(faults.FaultError, match="never came back to rest"):
-        faults.at_rest(count, 8, clock=clock.clock, sleep=clock.sleep)
