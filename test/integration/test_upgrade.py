@@ -325,7 +325,6 @@ def test_a_taken_over_child_is_never_asked_to_give_up(make_httpd,
     old = set(children_of(server.pid))
     held = hold_on_every_child(port, old)
     install(MPM_SO, loaded)
-    generation = server.status()["generation"]
     server.signal(signal.SIGUSR1)
     wait_until(lambda: "BK00143" in server.error_log(), 20,
                what="the old build's children taken over")
