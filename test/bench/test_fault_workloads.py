@@ -76,7 +76,7 @@ def _fault_record(server, round_no, kind, p99, **extra):
 def test_summary_and_section_of_fixed_runs():
     records = [_fault_record("prefork", r, "emfile", p99, survived=r != 2,
                              recovery_s=None if r == 2 else 0.5 * r,
-                             killed_children=4)
+                             killed_children=4, children_before=4 + r)
                for r, p99 in ((1, 10.0), (2, 30.0), (3, 20.0))]
     records += [_fault_record("prefork", r, "hang", 5.0, rps_with=50.0,
                               rps_without=100.0, throughput_ratio=0.5,
@@ -92,7 +92,8 @@ def test_summary_and_section_of_fixed_runs():
                "workloads": ["fault-emfile", "fault-hang"]}
     text = faults.section(points, options)
     assert "| prefork | 10 | 1.0 | 20.0 | 40.0 (60.0) | 3 (1/1/1) | " \
-           "0 (0/0/0) | 0 (0/0/0) | 2 of 3 | 1.00 (0.50-1.50) |" in text
+           "0 (0/0/0) | 0 (0/0/0) | 2 of 3 | 1.00 (0.50-1.50) | " \
+           "4 of 5/4 of 6/4 of 7 |" in text
     assert "| 0.50x (0.50-0.50) | 2 |" in text
     # The sweep tables and plots leave the faults out.
     assert list(report.workload_groups(points, options)) == []
@@ -166,6 +167,12 @@ def test_faults_quick_run(top, build, tmp_path):
         assert all(re.fullmatch(r"[01] of 1", row[8]) for row in emfile)
         assert all(row[9] == "n/a" or re.match(NUMBER, row[9])
                    for row in emfile), emfile
+        assert all(re.fullmatch(r"\d+ of \d+", row[10]) for row in emfile)
+    for server in ran:
+        fault = points[("fault-emfile", server)]["fault"]
+        if server in ("prefork", "bucketed-reuseport"):
+            # One connection per process: the kill leaves a child.
+            assert fault["children_before"] > fault["killed_children"]
     conf = (out / "servers" / "native-fault-crash-prefork" /
             "httpd.conf").read_text()
     assert "MaxRequestWorkers" not in conf and "test-crash" in conf
@@ -188,3 +195,51 @@ def test_faults_bad_input(top, build, tmp_path, args, message):
     assert done.returncode == 2
     assert message in done.stderr
     assert not out.exists()
+
+
+class FakeClock:
+    """time.monotonic and time.sleep for wait_for_a_spare(): sleeping
+    advances it."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def counts_at(clock, steps):
+    """A children counter whose count is steps' [(from second, count)]."""
+    def count():
+        return [n for since, n in steps if since <= clock.now][-1]
+    return count
+
+
+def test_the_emfile_kill_waits_for_a_child_more_than_it_takes():
+    # One child per bucket while backing off after the last spell, then
+    # the first bucket's second child at 6 s.
+    clock = FakeClock()
+    count = counts_at(clock, [(0, 4), (6, 5)])
+    assert faults.wait_for_a_spare(count, 4, clock=clock.clock,
+                                   sleep=clock.sleep) == 5
+    assert 6 <= clock.now < 6 + 2 * faults.REST_POLL_S
+
+
+def test_the_emfile_kill_does_not_wait_for_a_server_at_rest():
+    clock = FakeClock()
+    count = counts_at(clock, [(0, 6)])
+    assert faults.wait_for_a_spare(count, 4, clock=clock.clock,
+                                   sleep=clock.sleep) == 6
+    assert clock.now == 0
+
+
+def test_the_emfile_kill_gives_up_on_a_server_without_a_spare():
+    clock = FakeClock()
+    count = counts_at(clock, [(0, 4)])
+    with pytest.raises(faults.FaultError, match="never more than the 4"):
+        faults.wait_for_a_spare(count, 4, clock=clock.clock,
+                                sleep=clock.sleep)
+    assert clock.now >= faults.SPARE_TIMEOUT_S
