@@ -109,15 +109,24 @@ class KeepAliveClients(ClientThreads):
     `posts_lost`; every POST sent in `posts`). Responses that closed the
     connection ("Connection: close", as a stopping server says) are counted
     in `told_to_close`. Every failure is also in `failures`: (monotonic
-    time the request was begun, the time it failed, "GET" or "POST")."""
+    time the request was begun, the time it failed, "GET" or "POST");
+    with slow_s, every answered request that took longer is in `slow`,
+    the same way (a client with a shorter timeout, as wrk's, would have
+    failed it)."""
+
+    # The GETs' extra headers, and what their failures are recorded as.
+    GET_HEADERS = {}
+    GET_LABEL = "GET"
 
     def __init__(self, ports, get, threads=4, seconds=90, minimum=0,
-                 pause=0.0, post=None):
+                 pause=0.0, post=None, slow_s=None):
         super().__init__(ports, count=10 ** 9, threads=threads,
                          seconds=seconds, minimum=minimum)
         self.get = get
         self.pause = pause
         self.post = post
+        self.slow_s = slow_s
+        self.slow = []
         self.reopened = 0
         self.told_to_close = 0
         self.retries = 0
@@ -148,7 +157,7 @@ class KeepAliveClients(ClientThreads):
                          headers={"Content-Type": "application/octet-stream"})
         else:
             path, answer = self.get
-            conn.request("GET", path)
+            conn.request("GET", path, headers=self.GET_HEADERS)
         resp = conn.getresponse()
         body = resp.read()
         if resp.status != 200 or body != answer:
@@ -188,12 +197,15 @@ class KeepAliveClients(ClientThreads):
                 conn.close()
                 conn = None
                 error = repr(e)
+            ended = time.monotonic()
+            label = "POST" if post else self.GET_LABEL
+            if error is None and self.slow_s and ended - begun > self.slow_s:
+                with self._lock:
+                    self.slow.append((begun, ended, label))
             if error is not None:
                 with self._lock:
-                    self.failures.append((begun, time.monotonic(),
-                                          "POST" if post else "GET"))
-                error = (f"{wall_clock()} port {port}: "
-                         f"{'POST' if post else 'GET'} on a "
+                    self.failures.append((begun, ended, label))
+                error = (f"{wall_clock()} port {port}: {label} on a "
                          f"{'reused' if reused else 'new'} connection: "
                          f"{error}")
             self.result.record(error)
@@ -210,3 +222,17 @@ class KeepAliveClients(ClientThreads):
                 self._stop.wait(rng.uniform(0, self.pause))
         if conn is not None:
             conn.close()
+
+
+class NewConnectionClients(KeepAliveClients):
+    """KeepAliveClients whose every GET says "Connection: close", so that
+    each is made on a new connection, as wrk's Connection: close load
+    makes them, but counted, and each failure timed (`failures`, recorded
+    as "CLOSE"): nothing is retried."""
+
+    GET_HEADERS = {"Connection": "close"}
+    GET_LABEL = "CLOSE"
+
+    def __init__(self, ports, get, threads=4, seconds=90, slow_s=None):
+        super().__init__(ports, get, threads=threads, seconds=seconds,
+                         slow_s=slow_s)

@@ -83,6 +83,13 @@ WRK_WAIT_S = 15
 PAUSING_CLIENTS = 40
 BACK_TO_BACK_CLIENTS = 10
 PAUSE_S = 4.0
+# Beside them, CLOSING_CLIENTS make Connection: close GETs back to back, as
+# wrk does, but each failure and each answer slower than SLOW_S (wrk's
+# --timeout in these runs) is timed, so it can be put down to a restart.
+CLOSING_CLIENTS = 10
+SLOW_S = 2.0
+# At most this many of a run's timed failures and slow answers are kept.
+TIMED_KEPT = 100
 POST_NAME = "post.lua"
 POST_BYTES = 256
 POST_BODY = bytes(range(256)) * (POST_BYTES // 256)
@@ -471,12 +478,13 @@ class BackgroundWrk:
 
 
 class CountedClients:
-    """The counting keep-alive clients of a run (Workload.counted) on a
-    server's first port: PAUSING_CLIENTS and BACK_TO_BACK_CLIENTS
-    clients.KeepAliveClients, started at once, for at most seconds."""
+    """The counting clients of a run (Workload.counted) on a server's
+    first port: PAUSING_CLIENTS and BACK_TO_BACK_CLIENTS
+    clients.KeepAliveClients and `closing` clients.NewConnectionClients,
+    started at once, for at most seconds."""
 
     def __init__(self, server, seconds, pausing=PAUSING_CLIENTS,
-                 back_to_back=BACK_TO_BACK_CLIENTS):
+                 back_to_back=BACK_TO_BACK_CLIENTS, closing=0):
         get = ("/" + configs.DOC_NAME, configs.DOC_BODY)
         post = ("/" + POST_NAME, POST_BODY, POST_ANSWER)
         self.loads = [clients.KeepAliveClients(
@@ -484,9 +492,13 @@ class CountedClients:
             pause=pause, post=post)
             for threads, pause in ((pausing, PAUSE_S), (back_to_back, 0.0))
             if threads]
+        self.closing = clients.NewConnectionClients(
+            server.ports[:1], get, threads=closing, seconds=seconds,
+            slow_s=SLOW_S) if closing else None
+        self.everyone = self.loads + ([self.closing] if closing else [])
 
     def start(self):
-        for one in self.loads:
+        for one in self.everyone:
             one.start()
         return self
 
@@ -500,14 +512,32 @@ class CountedClients:
                                        else []) + value
         return total
 
+    def closing_counts(self):
+        """The new-connection clients' requests, failures, answers slower
+        than SLOW_S and first errors; None without them."""
+        if not self.closing:
+            return None
+        made = self.closing.result
+        return {"requests": made.total, "failed": made.failed,
+                "slow": len(self.closing.slow),
+                "first_errors": list(made.errors)}
+
+    def slow(self):
+        """The new-connection clients' answers slower than SLOW_S
+        (clients.KeepAliveClients.slow), in time order."""
+        if not self.closing:
+            return []
+        return sorted((begun, ended, f"{label} slow")
+                      for begun, ended, label in self.closing.slow)
+
     def failures(self):
         """Every failure of them all (clients.KeepAliveClients.failures),
         in time order."""
-        return sorted(f for one in self.loads for f in one.failures)
+        return sorted(f for one in self.everyone for f in one.failures)
 
     def stop(self):
-        """Stops them: their counts()."""
-        for one in self.loads:
+        """Stops them: the keep-alive clients' counts()."""
+        for one in self.everyone:
             one.stop()
         return self.counts()
 
@@ -522,17 +552,22 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
     bound_s = wrk_bound_s(restarts, interval_s, stop_timeout_s)
     wrk = BackgroundWrk(wrk_command(bound_s),
                os.path.join(log_dir, "wrk-restart.log"))
-    counted = CountedClients(server, bound_s).start() \
+    counted = CountedClients(server, bound_s,
+                             closing=CLOSING_CLIENTS).start() \
         if server.spec.counted else None
     done = []
+    windows = []
     failure = None
+    began = time.monotonic()
     try:
         time.sleep(LEAD_S)
         for number in range(restarts):
             if number:
                 time.sleep(interval_s)
             try:
+                windows.append([time.monotonic()])
                 done.append(server.restart(stop_timeout_s, number))
+                windows[-1].append(time.monotonic())
             except (ServerError, OSError) as error:
                 failure = f"restart {number + 1} of {restarts}: {error}"
                 break
@@ -562,8 +597,28 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
             "buckets": [r.get("buckets") for r in done],
             "builds": [r["build"] for r in done] if server.builds
             else None,
-            "keepalive": keepalive}})
+            "keepalive": keepalive,
+            "closing": counted.closing_counts() if counted else None,
+            "timed": timed_by_restart(
+                counted.failures() + counted.slow() if counted else [],
+                windows, began)}})
     return result
+
+
+def timed_by_restart(timed, windows, began):
+    """The counting clients' failures and slow answers ((begun, ended,
+    label), "CLOSE slow" for the latter) placed among the restarts'
+    windows ([stop began, start ended], in order): [begun and ended in
+    seconds from began, label, the number (from 1) of the restart whose
+    window the request overlapped, or 0 for none], in time order, at most
+    TIMED_KEPT."""
+    placed = []
+    for start, end, label in sorted(timed)[:TIMED_KEPT]:
+        number = next((n for n, (opened, closed) in enumerate(windows, 1)
+                       if start <= closed and opened <= end), 0)
+        placed.append([round(start - began, 3), round(end - began, 3),
+                       label, number])
+    return placed
 
 
 def failed_requests(result):
@@ -582,6 +637,11 @@ def describe(record):
                f"{kept['gets_failed']:,} failed, {kept['retries']:,} "
                f"retried, {kept['posts']:,} POSTs, {kept['posts_lost']:,} "
                f"lost" if kept else "")
+    closing = r.get("closing")
+    if closing:
+        counted += (f"; counted Connection: close: {closing['requests']:,}, "
+                    f"{closing['failed']:,} failed, {closing['slow']:,} "
+                    f"over {SLOW_S:g} s")
     return (f"{r['done']} restarts, {record['requests']:,} requests, "
             f"{r['failed_requests']:,} failed, slowest stop+start "
             f"{'n/a' if slowest is None else f'{slowest:,.0f} ms'}, "
@@ -637,6 +697,9 @@ def summarize_runs(records):
         "start_median_ms": stats.median(starts),
         "start_worst_ms": max(starts, default=None),
         "keepalive": summarize_keepalive(kept) if all(kept) else None,
+        "closing": summarize_closing([r["restart"].get("closing")
+                                      for r in good]),
+        "timed": [r["restart"].get("timed") or [] for r in good],
         "rps": stats.summarize([r["rps"] for r in good]),
         "p99_ms": stats.summarize([_p99(r) for r in good]),
         "variant": good[0]["restart"]["variant"],
@@ -657,6 +720,19 @@ def summarize_keepalive(counts):
     summary["first_errors"] = [e for c in counts
                                for e in c["first_errors"]][:10]
     return summary
+
+
+def summarize_closing(counts):
+    """The new-connection clients' numbers over a point's runs (None
+    where a run had none): totals, and failures and slow answers per
+    run."""
+    if not counts or not all(counts):
+        return None
+    return {"requests": sum(c["requests"] for c in counts),
+            "failed_per_run": [c["failed"] for c in counts],
+            "slow_per_run": [c.get("slow", 0) for c in counts],
+            "first_errors": [e for c in counts
+                             for e in c["first_errors"]][:10]}
 
 
 def p99_ratios(mine, theirs):
@@ -728,8 +804,10 @@ def counted_table(points):
     each kind of client lost, and the stops."""
     header = ["Configuration", "restarts per run",
               "Connection: close requests (wrk)", "failed, total (per run)",
-              "keep-alive GETs", "failed (per run)", "retried",
-              "keep-alive POSTs", "lost (per run)",
+              "counted Connection: close requests", "failed (per run)",
+              f"over {SLOW_S:g} s (per run)", "keep-alive GETs",
+              "failed (per run)", "retried", "keep-alive POSTs",
+              "lost (per run)",
               "stop ms, median (worst)", "start ms, median (worst)"]
     rows = []
     for p in points:
@@ -739,6 +817,13 @@ def counted_table(points):
             rows.append([label] + ["–"] * (len(header) - 1))
             continue
         kept = s["keepalive"]
+        closing = s.get("closing")
+        counted = ["–"] * 3 if not closing else [
+            f"{closing['requests']:,}",
+            f"{sum(closing['failed_per_run']):,} "
+            f"({_per_run(closing['failed_per_run'])})",
+            f"{sum(closing['slow_per_run']):,} "
+            f"({_per_run(closing['slow_per_run'])})"]
         extra = "".join(
             text for count, text in (
                 (s["forced_stops"], f", {s['forced_stops']} forced"),
@@ -748,7 +833,7 @@ def counted_table(points):
             label, _per_run(s["restarts"]),
             f"{sum(s['requests']):,}",
             f"{s['failed_total']:,} ({_per_run(s['failed_requests'])})",
-            f"{kept['gets']:,}",
+            *counted, f"{kept['gets']:,}",
             f"{kept['gets_failed']:,} "
             f"({_per_run(kept['gets_failed_per_run'])})",
             f"{kept['retries']:,}", f"{kept['posts']:,}",
@@ -759,6 +844,32 @@ def counted_table(points):
     return markdown.table(header, rows)
 
 
+def timed_lines(points):
+    """Markdown lines: the counting clients' timed failures and slow
+    answers of each run, counted by restart; none without any."""
+    lines = []
+    for p in points:
+        s = p["restart"]
+        for run, timed in enumerate((s or {}).get("timed") or [], 1):
+            if not timed:
+                continue
+            by_restart = {}
+            for _, _, label, number in timed:
+                labels = by_restart.setdefault(number, {})
+                labels[label] = labels.get(label, 0) + 1
+            parts = [
+                (f"restart {number}" if number else "between restarts")
+                + ": " + ", ".join(f"{count} {label}" for label, count
+                                   in sorted(labels.items()))
+                for number, labels in sorted(by_restart.items())]
+            lines.append(f"- {p['label']}, run {run}: {'; '.join(parts)}")
+    if not lines:
+        return []
+    return ["The counting clients' failures and answers over "
+            f"{SLOW_S:g} s (slow), by the restart whose stop or start they "
+            "overlapped:", ""] + lines + [""]
+
+
 COUNTED_METHOD = (
     "Issue 39's workloads: beside wrk's Connection: close load, {clients} "
     "keep-alive clients ({pausing} pausing 0-{pause:g} s between requests, "
@@ -766,7 +877,11 @@ COUNTED_METHOD = (
     "of the static file and, half of the time at random, POSTs of "
     "{post_bytes} bytes to a handler that reads the body (httpd: mod_lua, "
     "answering the length it read; nginx: `return`, which reads and "
-    "discards it). A client reuses a connection as curl does: a poll that "
+    "discards it); {closing} more make Connection: close GETs back to "
+    "back, a new connection each, nothing retried, each failure and each "
+    "answer slower than {slow:g} s (wrk's timeout) timed and put down to "
+    "the restart it overlapped (listed under the table). A client reuses "
+    "a connection as curl does: a poll that "
     "does not wait first, and a connection the server closed while idle is "
     "reopened, no failure. Any error once a request is sent is a failure: "
     "a GET lost on a reused connection is retried on a new one (counted "
@@ -784,7 +899,8 @@ def counted_method():
     return COUNTED_METHOD.format(
         clients=PAUSING_CLIENTS + BACK_TO_BACK_CLIENTS,
         pausing=PAUSING_CLIENTS, pause=PAUSE_S, back=BACK_TO_BACK_CLIENTS,
-        keepalive=configs.KEEPALIVE_TIMEOUT_S, post_bytes=POST_BYTES)
+        keepalive=configs.KEEPALIVE_TIMEOUT_S, post_bytes=POST_BYTES,
+        closing=CLOSING_CLIENTS, slow=SLOW_S)
 
 
 DEFAULT_TITLE = "Full restarts (issue 24)"
@@ -851,6 +967,7 @@ def section(points, options, heading="##", title=DEFAULT_TITLE):
                     if WORKLOADS[name].counted:
                         lines += ["Every kind of client:", "",
                                   counted_table(group), ""]
+                        lines += timed_lines(group)
     return "\n".join(lines)
 
 

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """The soak (issue 39, workload soak): bucketed in both child models under
-a wrk Connection: close load and the counting keep-alive clients
-(restart.CountedClients: GETs and POSTs, every loss counted) for
+a wrk Connection: close load, the counting keep-alive clients
+(restart.CountedClients: GETs and POSTs, every loss counted) and
+restart.CLOSING_CLIENTS counting new-connection ones (Connection: close,
+each failure timed, as wrk's are not) for
 --soak-seconds, while the harness, on a schedule fixed in advance
 (plan_events):
 - restarts the server gracefully (SIGUSR1) every GRACEFUL_EVERY_S;
@@ -19,7 +21,7 @@ soak (15-20 s) does everything at least once. Each event waits for the
 previous one: a graceful restart ends when the old generation has gone,
 so a soak runs behind its schedule when they take longer.
 
-What it reports: failed requests of each kind (the keep-alive clients'
+What it reports: failed requests of each kind (the counting clients'
 also by the event that caused them, attribute_losses: a killed child
 takes its requests in flight with it, a restart should take none), what
 each event did, and
@@ -51,10 +53,11 @@ LISTEN_EVERY = 2
 SETTLE_S = 30
 SETTLE_STABLE_S = 1.0
 SETTLE_POLL_S = 0.1
-# The keep-alive clients' losses attributed to events (and to "start":
+# The counting clients' losses attributed to events (and to "start":
 # before the first one).
-LOSS_KEYS = ("gets_failed", "posts_lost")
-LOSS_KEY_OF = {"GET": "gets_failed", "POST": "posts_lost"}
+LOSS_KEYS = ("gets_failed", "posts_lost", "closes_failed")
+LOSS_KEY_OF = {"GET": "gets_failed", "POST": "posts_lost",
+               "CLOSE": "closes_failed"}
 START = "start"
 
 GRACEFUL = "graceful"
@@ -100,8 +103,9 @@ def plan_events(soak_s):
 
 
 def attribute_losses(log, failures):
-    """{event kind or START: {gets_failed, posts_lost}} of the keep-alive
-    clients' failures ((begun, failed, "GET" or "POST")) over the events
+    """{event kind or START: {gets_failed, posts_lost, closes_failed}} of
+    the counting clients' failures ((begun, failed, "GET", "POST" or
+    "CLOSE")) over the events
     of log ((began, ended, kind), in order): a failure is a kill's when
     its request was under way while a kill was (from the signal until the
     child was seen gone: the child took it with it), else the last other
@@ -294,7 +298,8 @@ def measure(server, wrk_command, soak_s, log_dir,
                   + restart.WRK_WAIT_S) + 1
     wrk = restart.BackgroundWrk(wrk_command(bound_s),
                        os.path.join(log_dir, "wrk-soak.log"))
-    counted = restart.CountedClients(server, bound_s).start()
+    counted = restart.CountedClients(server, bound_s,
+                                     closing=restart.CLOSING_CLIENTS).start()
     began = time.monotonic()
     failure = None
     try:
@@ -335,6 +340,7 @@ def measure(server, wrk_command, soak_s, log_dir,
             "listen_probe_failures": soak.listen_probe_failures,
             "failed_requests": restart.failed_requests(result),
             "keepalive": keepalive,
+            "closing": counted.closing_counts(),
             "losses_after": attribute_losses(soak.log, counted.failures()),
             "events": [(round(at - began, 3), round(end - began, 3), kind)
                        for at, end, kind in soak.log],
@@ -347,10 +353,13 @@ def describe(record):
     """One soak run as a progress line."""
     s = record["soak"]
     kept = s["keepalive"]
+    closing = s["closing"]
     growth = _growth_kb(s)
     return (f"{s['seconds']:.0f} s, {sum(s['events_done'].values())} "
-            f"events; {record['requests']:,} Connection: close requests, "
-            f"{s['failed_requests']:,} failed; keep-alive "
+            f"events; wrk: {record['requests']:,} Connection: close "
+            f"requests, {s['failed_requests']:,} failed; counted: "
+            f"{closing['requests']:,}, {closing['failed']:,} failed; "
+            f"keep-alive "
             f"{kept['gets']:,} GETs, {kept['gets_failed']:,} failed, "
             f"{kept['posts']:,} POSTs, {kept['posts_lost']:,} lost; "
             f"changed at the end: {', '.join(changed(s)) or 'nothing'}; "
@@ -384,7 +393,9 @@ def summarize_runs(records):
             "gets_failed_total": sum(s["keepalive"]["gets_failed"]
                                      for s in soaks),
             "posts_lost_total": sum(s["keepalive"]["posts_lost"]
-                                    for s in soaks)}
+                                    for s in soaks),
+            "closes_failed_total": sum((s.get("closing") or {})
+                                       .get("failed", 0) for s in soaks)}
 
 
 def _start_end(soak, key):
@@ -393,11 +404,18 @@ def _start_end(soak, key):
 
 
 def _losses_text(soak, which):
-    """GETs failed / POSTs lost after the events which(kind) selects."""
+    """GETs failed / POSTs lost / Connection: close requests failed
+    after the events which(kind) selects."""
     after = [losses for kind, losses in soak["losses_after"].items()
              if which(kind)]
-    return " / ".join(f"{sum(one[key] for one in after):,}"
+    return " / ".join(f"{sum(one.get(key, 0) for one in after):,}"
                       for key in LOSS_KEYS)
+
+
+def _closing_text(closing):
+    if not closing:
+        return "–"
+    return f"{closing['requests']:,}, {closing['failed']:,}"
 
 
 def _stop_text(stops):
@@ -410,11 +428,14 @@ def soak_table(points):
     """One row per soak run."""
     header = ["Configuration", "seconds",
               "graceful / Listen added / removed / full / killed",
-              "Connection: close requests, failed",
+              "wrk's Connection: close requests, failed",
+              "counted Connection: close requests, failed",
               "keep-alive GETs, failed, retried",
               "keep-alive POSTs, lost",
-              "of those after a kill: GETs / POSTs",
-              "after restarts, reloads or none: GETs / POSTs",
+              "counted failures after a kill: GETs / POSTs / "
+              "Connection: close",
+              "after restarts, reloads or none: GETs / POSTs / "
+              "Connection: close",
               "graceful stop ms, median (worst)",
               "full stop ms, median (worst)",
               "parent descriptors", "parent RSS kB", "BPF maps",
@@ -437,6 +458,7 @@ def soak_table(points):
                            (GRACEFUL, LISTEN_ADD, LISTEN_REMOVE, FULL,
                             KILL)),
                 f"{requests:,}, {s['failed_requests']:,}",
+                _closing_text(s.get("closing")),
                 f"{kept['gets']:,}, {kept['gets_failed']:,}, "
                 f"{kept['retries']:,}",
                 f"{kept['posts']:,}, {kept['posts_lost']:,}",
@@ -462,10 +484,15 @@ def section(points, options, heading="##"):
     lines = [
         f"{heading} The soak (issue 39)", "",
         f"Each server soaked {soak_s:,} s under a wrk Connection: close "
-        f"load (c={', '.join(map(str, options['concurrency']))}) and "
+        f"load (c={', '.join(map(str, options['concurrency']))}), "
         f"{restart.PAUSING_CLIENTS + restart.BACK_TO_BACK_CLIENTS} "
         f"counting keep-alive clients (GETs, and POSTs of "
-        f"{restart.POST_BYTES} bytes: see the restarts' method); a "
+        f"{restart.POST_BYTES} bytes: see the restarts' method) and "
+        f"{restart.CLOSING_CLIENTS} counting Connection: close clients "
+        f"(GETs, a new connection each, back to back, nothing retried); the "
+        f"counting clients' failures are put down to the event they "
+        f"followed (a kill's while the killed child was going), wrk's "
+        f"cannot be (wrk gives no times); a "
         f"graceful restart (SIGUSR1) every "
         f"{GRACEFUL_EVERY_S:g} s, every {LISTEN_EVERY}nd of them a "
         f"reload that adds a Listen address, then one that removes it; a "
@@ -509,13 +536,15 @@ def headline(points, options):
                   for soak in s["soaks"]]
         kills = sum((soak.get("events_done") or {}).get(KILL, 0)
                     for soak in s["soaks"])
-        gets = sum(k.get("gets_failed", 0) for k in killed)
-        posts = sum(k.get("posts_lost", 0) for k in killed)
+        gets, posts, closes = (sum(k.get(key, 0) for k in killed)
+                               for key in LOSS_KEYS)
         parts.append(f"{name}: restarts and reloads "
                      f"{s['gets_failed_total'] - gets:,} GETs failed / "
-                     f"{s['posts_lost_total'] - posts:,} POSTs lost, "
-                     f"{kills} children killed {gets:,} / {posts:,}; "
-                     f"Connection: close {s['failed_total']:,} failed (a "
-                     f"killed child's among them); changed at the end: "
+                     f"{s['posts_lost_total'] - posts:,} POSTs lost / "
+                     f"{s['closes_failed_total'] - closes:,} counted "
+                     f"Connection: close failed, {kills} children killed "
+                     f"{gets:,} / {posts:,} / {closes:,}; wrk "
+                     f"{s['failed_total']:,} failed (a killed child's "
+                     f"among them); changed at the end: "
                      f"{', '.join(left) or 'nothing'}")
     return "; ".join(parts) or "no soak run"

@@ -71,7 +71,13 @@ def _counted_record(server, round_no, posts_lost):
                               "gets_failed": 3, "posts": 250,
                               "posts_lost": posts_lost, "retries": 3,
                               "reopened": 9, "told_to_close": 2,
-                              "first_errors": ["lost one"]}}}
+                              "first_errors": ["lost one"]},
+                "closing": {"requests": 300, "failed": 1, "slow": 2,
+                            "first_errors": ["reset"]},
+                "timed": [[3.0, 3.5, "CLOSE", 1],
+                          [5.0, 7.5, "CLOSE slow", 2],
+                          [6.0, 8.5, "CLOSE slow", 2],
+                          [9.0, 9.1, "GET", 0]]}}
 
 
 def test_counted_summary_and_table():
@@ -86,9 +92,23 @@ def test_counted_summary_and_table():
                "concurrency": [200], "runs": 2, "restarts": 2}
     text = restart.section([point], options)
     assert "Every kind of client:" in text
-    assert "| event | 2/2 | 20,000 | 0 (0/0) | 500 | 6 (3/3) | 6 | 500 | " \
-           "10 (4/6) | 2,000 (3,000), 2 children lingered | 200 (300) |" \
-        in text
+    assert "| event | 2/2 | 20,000 | 0 (0/0) | 600 | 2 (1/1) | 4 (2/2) | " \
+           "500 | 6 (3/3) | 6 | 500 | 10 (4/6) | 2,000 (3,000), 2 " \
+           "children lingered | 200 (300) |" in text
+    # Each run's timed failures and slow answers, by restart.
+    assert "- event, run 2: between restarts: 1 GET; restart 1: 1 CLOSE; " \
+           "restart 2: 2 CLOSE slow\n" in text
+
+
+def test_timed_requests_go_to_the_restart_they_overlapped():
+    windows = [(10.0, 12.0), (20.0, 25.0)]
+    timed = [(24.0, 26.0, "CLOSE slow"),     # in the second restart
+             (9.5, 10.5, "GET"),              # begun before the first
+             (13.0, 14.0, "CLOSE"),           # between them
+             (30.0, 31.0, "POST")]            # after the last
+    assert restart.timed_by_restart(timed, windows, 8.0) == [
+        [1.5, 2.5, "GET", 1], [5.0, 6.0, "CLOSE", 0],
+        [16.0, 18.0, "CLOSE slow", 2], [22.0, 23.0, "POST", 0]]
 
 
 def test_headline_counts_what_each_client_lost_per_run():
@@ -122,6 +142,12 @@ def check_counted_record(path):
     assert KEEPALIVE_KEYS <= set(kept), path
     assert kept["gets"] > 0 and kept["posts"] > 0, (path.name, kept)
     assert kept["requests"] == kept["gets"] + kept["posts"]
+    closing = done["closing"]
+    assert closing["requests"] > 0, (path.name, closing)
+    # Every failure the clients counted is timed (while they fit).
+    failed = [t for t in done["timed"] if not t[2].endswith("slow")]
+    if len(done["timed"]) < restart.TIMED_KEPT:
+        assert len(failed) == kept["failed"] + closing["failed"]
     return record
 
 
@@ -149,6 +175,10 @@ def test_counted_restart_run(top, build, tmp_path):
     assert not any(bucketed.values()), (
         lost, [r["restart"]["keepalive"]["first_errors"] for r in raw
                if r["server"].startswith("bucketed")])
+    # Nor a new connection's request.
+    closing = {(r["workload"], r["server"]): r["restart"]["closing"]
+               for r in raw if r["server"].startswith("bucketed")}
+    assert not any(c["failed"] for c in closing.values()), closing
     text = (out / "report.md").read_text()
     assert "Every kind of client:" in text
     assert "### restart-graceful:" in text and "### restart-full:" in text

@@ -14,7 +14,7 @@ SOAK_S = 15
 SOAK_KEYS = {"planned_s", "seconds", "events_planned", "events_done",
              "kills_missed", "graceful_stops", "full_stops", "forced_stops",
              "lingering", "listen_probe_failures", "failed_requests",
-             "keepalive", "settled", "at_start", "at_end"}
+             "keepalive", "closing", "settled", "at_start", "at_end"}
 
 
 def test_schedule_of_a_short_and_an_hour_long_soak():
@@ -47,12 +47,17 @@ def test_losses_go_to_the_event_that_caused_them():
                 (7.9, 8.3, "POST"),        # in flight at the kill
                 (8.1, 8.15, "GET"),        # begun while it died
                 (8.25, 8.3, "POST"),       # after it: the full restart's
+                (8.5, 9.0, "CLOSE"),       # a new connection, the same
                 (6.0, 6.5, "POST")]        # during the graceful restart
     losses = soak.attribute_losses(log, failures)
-    assert losses[soak.START] == {"gets_failed": 1, "posts_lost": 0}
-    assert losses[soak.KILL] == {"gets_failed": 1, "posts_lost": 1}
-    assert losses[soak.FULL] == {"gets_failed": 0, "posts_lost": 1}
-    assert losses[soak.GRACEFUL] == {"gets_failed": 0, "posts_lost": 1}
+    assert losses[soak.START] == {"gets_failed": 1, "posts_lost": 0,
+                                  "closes_failed": 0}
+    assert losses[soak.KILL] == {"gets_failed": 1, "posts_lost": 1,
+                                 "closes_failed": 0}
+    assert losses[soak.FULL] == {"gets_failed": 0, "posts_lost": 1,
+                                 "closes_failed": 1}
+    assert losses[soak.GRACEFUL] == {"gets_failed": 0, "posts_lost": 1,
+                                     "closes_failed": 0}
 
 
 def test_soak_servers_and_their_churn():
@@ -91,9 +96,12 @@ def test_headline_says_what_each_soak_lost_and_kept():
                 "requests": 1000, "latency_ms": {"p99": 1.0},
                 "soak": {"failed_requests": failed,
                          "keepalive": {"gets_failed": 3, "posts_lost": 1},
+                         "closing": {"requests": 50, "failed": 4},
                          "losses_after": {
-                             "graceful": {"gets_failed": 1, "posts_lost": 0},
-                             "kill": {"gets_failed": 2, "posts_lost": 1}},
+                             "graceful": {"gets_failed": 1, "posts_lost": 0,
+                                          "closes_failed": 1},
+                             "kill": {"gets_failed": 2, "posts_lost": 1,
+                                      "closes_failed": 3}},
                          "events_done": {"graceful": 9, "kill": 4},
                          "at_start": at_start,
                          "at_end": dict(at_start, rss_kb=9,
@@ -101,12 +109,13 @@ def test_headline_says_what_each_soak_lost_and_kept():
     points = report.summarize([record("bucketed-event-soak", 2, 5),
                                record("bucketed-reuseport-soak", 0, 4)])
     assert soak.headline(points, {}) == (
-        "event model: restarts and reloads 1 GETs failed / 0 POSTs lost, 4 "
-        "children killed 2 / 1; Connection: close 2 failed (a killed "
-        "child's among them); changed at the end: descriptors; prefork "
-        "model: restarts and reloads 1 GETs failed / 0 POSTs lost, 4 "
-        "children killed 2 / 1; Connection: close 0 failed (a killed "
-        "child's among them); changed at the end: nothing")
+        "event model: restarts and reloads 1 GETs failed / 0 POSTs lost / "
+        "1 counted Connection: close failed, 4 children killed 2 / 1 / 3; "
+        "wrk 2 failed (a killed child's among them); changed at the end: "
+        "descriptors; prefork model: restarts and reloads 1 GETs failed / "
+        "0 POSTs lost / 1 counted Connection: close failed, 4 children "
+        "killed 2 / 1 / 3; wrk 0 failed (a killed child's among them); "
+        "changed at the end: nothing")
 
 
 def test_soak_run(top, build, tmp_path):
@@ -138,15 +147,20 @@ def test_soak_run(top, build, tmp_path):
         kept = s["keepalive"]
         assert record["requests"] > 0
         assert kept["gets"] > 0 and kept["posts"] > 0
+        assert s["closing"]["requests"] > 0
         # Every loss is put down to the event it followed; a killed child
-        # may take a request in flight with it, nothing else may.
+        # may take a request in flight with it, nothing else may lose a
+        # POST or a new connection's request.
+        made = dict(kept, closes_failed=s["closing"]["failed"])
         for key in soak.LOSS_KEYS:
             assert sum(after[key] for after in s["losses_after"].values()) \
-                == kept[key]
-        not_killed = [after["posts_lost"] for kind, after
-                      in s["losses_after"].items() if kind != soak.KILL]
+                == made[key]
+        not_killed = [after[key] for kind, after
+                      in s["losses_after"].items() if kind != soak.KILL
+                      for key in ("posts_lost", "closes_failed")]
         assert not any(not_killed), (s["losses_after"],
-                                     kept["first_errors"])
+                                     kept["first_errors"],
+                                     s["closing"]["first_errors"])
         for when in ("at_start", "at_end"):
             assert set(s[when]) == set(soak.RESOURCE_KEYS)
             assert s[when]["descriptors"] > 0 and s[when]["rss_kb"] > 0
