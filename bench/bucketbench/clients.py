@@ -228,7 +228,8 @@ class NewConnectionClients(KeepAliveClients):
     """KeepAliveClients whose every GET says "Connection: close", so that
     each is made on a new connection, as wrk's Connection: close load
     makes them, but counted, and each failure timed (`failures`, recorded
-    as "CLOSE"): nothing is retried."""
+    as "CLOSE"): nothing is retried (and `told_to_close` counts every
+    request)."""
 
     GET_HEADERS = {"Connection": "close"}
     GET_LABEL = "CLOSE"

@@ -383,10 +383,11 @@ def _hang(ctx):
         "wrk_errors_with": hung["errors"]}
 
 
-def wait_for_a_spare(count_children, taken, clock=time.monotonic,
-                     sleep=time.sleep):
+def wait_for_a_spare(count_children, taken, alive=lambda: True,
+                     clock=time.monotonic, sleep=time.sleep):
     """Waits until count_children() exceeds taken, at most
-    SPARE_TIMEOUT_S; returns that count, FaultError if it never does.
+    SPARE_TIMEOUT_S; returns that count, FaultError if it never does or
+    the server is no longer alive().
     Before it, a server still starting or backing off after the last
     spell may hold one child per bucket, and the kill would measure a
     start-up instead of the fault."""
@@ -395,6 +396,9 @@ def wait_for_a_spare(count_children, taken, clock=time.monotonic,
         count = count_children()
         if count > taken:
             return count
+        if not alive():
+            raise FaultError("the server exited while its children were "
+                             "counted")
         if clock() >= deadline:
             raise FaultError(f"{count} children, never more than the "
                              f"{taken} the kill takes within "
@@ -410,7 +414,8 @@ def emfile_victims(server):
     one more than the kill takes; the event models rest with one child
     per bucket (stock: 3), and the kill takes them all."""
     if server.spec.one_connection_per_process:
-        wait_for_a_spare(lambda: len(children(server)), FAULT_BUCKETS)
+        wait_for_a_spare(lambda: len(children(server)), FAULT_BUCKETS,
+                         server.alive)
     if server.spec.mpm == "bucketed":
         return [pids[0] for pids in bucket_groups(server).values()]
     return children(server)[:FAULT_BUCKETS]
@@ -517,8 +522,10 @@ def summarize_runs(records):
         "slow": [r.get("slow", 0) for r in runs],
         "errors": [r["errors"] for r in runs],
         "error_samples": [s for r in runs for s in r["error_samples"]][:5]}
+    if runs[0]["kind"] in EMFILE_KINDS:
+        summary["killed_of"] = [(r["killed_children"],
+                                 r.get("children_before")) for r in runs]
     for key in ("crashes", "stopped_children", "killed_children",
-                "children_before",
                 "throughput_ratio", "rps_without", "rps_with",
                 "recovery_s", "children_started", "held_failures",
                 "held_closed_between"):
@@ -564,11 +571,10 @@ def _extra(summary):
         values = summary.get("recovery_s_all", [])
         text = "n/a" if recovery is None else \
             f"{recovery:.2f}{_range(values)}"
-        killed = zip(summary["killed_children_all"],
-                     summary.get("children_before_all", []))
         return [_counts(summary["slow"]),
                 f"{summary['survived']} of {summary['runs']}", text,
-                "/".join(f"{k} of {b}" for k, b in killed)]
+                "/".join(f"{k} of {'n/a' if b is None else b}"
+                         for k, b in summary["killed_of"])]
     if kind in LIMIT_KINDS:
         return [_counts(summary["slow"]),
                 _counts(summary["held_failures_all"]),

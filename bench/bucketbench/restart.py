@@ -85,10 +85,11 @@ BACK_TO_BACK_CLIENTS = 10
 PAUSE_S = 4.0
 # Beside them, CLOSING_CLIENTS make Connection: close GETs back to back, as
 # wrk does, but each failure and each answer slower than SLOW_S (wrk's
-# --timeout in these runs) is timed, so it can be put down to a restart.
+# default --timeout) is timed, so it can be put down to a restart.
 CLOSING_CLIENTS = 10
 SLOW_S = 2.0
-# At most this many of a run's timed failures and slow answers are kept.
+# At most this many of a run's timed failures and slow answers are kept,
+# failures first.
 TIMED_KEPT = 100
 POST_NAME = "post.lua"
 POST_BYTES = 256
@@ -546,9 +547,10 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
             stop_timeout_s=STOP_TIMEOUT_S):
     """One run: wrk_command(seconds) under way while server goes through
     `restarts` restarts (RestartServer.restart), with the counting
-    keep-alive clients beside it when its spec says so. A dict for the
-    run record: wrk's numbers and "restart": the restarts' own and the
-    clients' counts ("keepalive", None without them)."""
+    clients beside it when its spec says so. A dict for the run record:
+    wrk's numbers and "restart": the restarts' own and the clients' counts
+    ("keepalive" and "closing", None without them, and "timed", their
+    failures and slow answers by restart: timed_by_restart)."""
     bound_s = wrk_bound_s(restarts, interval_s, stop_timeout_s)
     wrk = BackgroundWrk(wrk_command(bound_s),
                os.path.join(log_dir, "wrk-restart.log"))
@@ -599,26 +601,30 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
             else None,
             "keepalive": keepalive,
             "closing": counted.closing_counts() if counted else None,
-            "timed": timed_by_restart(
-                counted.failures() + counted.slow() if counted else [],
-                windows, began)}})
+            **timed_by_restart(counted.failures() if counted else [],
+                               counted.slow() if counted else [],
+                               windows, began)}})
     return result
 
 
-def timed_by_restart(timed, windows, began):
-    """The counting clients' failures and slow answers ((begun, ended,
-    label), "CLOSE slow" for the latter) placed among the restarts'
-    windows ([stop began, start ended], in order): [begun and ended in
-    seconds from began, label, the number (from 1) of the restart whose
-    window the request overlapped, or 0 for none], in time order, at most
-    TIMED_KEPT."""
+def timed_by_restart(failures, slow, windows, began):
+    """{"timed": the counting clients' failures and slow answers
+    ((begun, ended, label), "CLOSE slow" for the latter), failures first
+    and at most TIMED_KEPT in all, placed among the restarts' windows
+    ([stop began, start ended], in order): [begun and ended in seconds
+    from began, label, the number (from 1) of the restart whose window the
+    request overlapped, or 0 for none], in time order; "timed_dropped":
+    how many did not fit}."""
+    kept = sorted(failures)[:TIMED_KEPT]
+    kept += sorted(slow)[:TIMED_KEPT - len(kept)]
     placed = []
-    for start, end, label in sorted(timed)[:TIMED_KEPT]:
+    for start, end, label in sorted(kept):
         number = next((n for n, (opened, closed) in enumerate(windows, 1)
                        if start <= closed and opened <= end), 0)
         placed.append([round(start - began, 3), round(end - began, 3),
                        label, number])
-    return placed
+    return {"timed": placed,
+            "timed_dropped": len(failures) + len(slow) - len(kept)}
 
 
 def failed_requests(result):
@@ -699,7 +705,8 @@ def summarize_runs(records):
         "keepalive": summarize_keepalive(kept) if all(kept) else None,
         "closing": summarize_closing([r["restart"].get("closing")
                                       for r in good]),
-        "timed": [r["restart"].get("timed") or [] for r in good],
+        "timed": [(r["round"], r["restart"].get("timed") or [],
+                   r["restart"].get("timed_dropped", 0)) for r in good],
         "rps": stats.summarize([r["rps"] for r in good]),
         "p99_ms": stats.summarize([_p99(r) for r in good]),
         "variant": good[0]["restart"]["variant"],
@@ -846,11 +853,11 @@ def counted_table(points):
 
 def timed_lines(points):
     """Markdown lines: the counting clients' timed failures and slow
-    answers of each run, counted by restart; none without any."""
+    answers of each round, counted by restart; none without any."""
     lines = []
     for p in points:
         s = p["restart"]
-        for run, timed in enumerate((s or {}).get("timed") or [], 1):
+        for round_no, timed, dropped in (s or {}).get("timed") or []:
             if not timed:
                 continue
             by_restart = {}
@@ -858,11 +865,13 @@ def timed_lines(points):
                 labels = by_restart.setdefault(number, {})
                 labels[label] = labels.get(label, 0) + 1
             parts = [
-                (f"restart {number}" if number else "between restarts")
+                (f"restart {number}" if number else "outside any restart")
                 + ": " + ", ".join(f"{count} {label}" for label, count
                                    in sorted(labels.items()))
                 for number, labels in sorted(by_restart.items())]
-            lines.append(f"- {p['label']}, run {run}: {'; '.join(parts)}")
+            more = f" (and {dropped} more not kept)" if dropped else ""
+            lines.append(f"- {p['label']}, round {round_no}: "
+                         f"{'; '.join(parts)}{more}")
     if not lines:
         return []
     return ["The counting clients' failures and answers over "
@@ -878,10 +887,11 @@ COUNTED_METHOD = (
     "{post_bytes} bytes to a handler that reads the body (httpd: mod_lua, "
     "answering the length it read; nginx: `return`, which reads and "
     "discards it); {closing} more make Connection: close GETs back to "
-    "back, a new connection each, nothing retried, each failure and each "
-    "answer slower than {slow:g} s (wrk's timeout) timed and put down to "
-    "the restart it overlapped (listed under the table). A client reuses "
-    "a connection as curl does: a poll that "
+    "back, a new connection each, nothing retried. Every counting "
+    "client's failure, and each of these answers slower than {slow:g} s "
+    "(wrk's default timeout), is timed and put down to the restart it "
+    "overlapped (listed under the table, at most {kept} a run, failures "
+    "first). A client reuses a connection as curl does: a poll that "
     "does not wait first, and a connection the server closed while idle is "
     "reopened, no failure. Any error once a request is sent is a failure: "
     "a GET lost on a reused connection is retried on a new one (counted "
@@ -900,7 +910,7 @@ def counted_method():
         clients=PAUSING_CLIENTS + BACK_TO_BACK_CLIENTS,
         pausing=PAUSING_CLIENTS, pause=PAUSE_S, back=BACK_TO_BACK_CLIENTS,
         keepalive=configs.KEEPALIVE_TIMEOUT_S, post_bytes=POST_BYTES,
-        closing=CLOSING_CLIENTS, slow=SLOW_S)
+        closing=CLOSING_CLIENTS, slow=SLOW_S, kept=TIMED_KEPT)
 
 
 DEFAULT_TITLE = "Full restarts (issue 24)"
@@ -980,12 +990,16 @@ HEADLINE_WORKLOADS = (("restart-full", "full"),
 
 
 def _lost_per_run(summary):
-    """A point's requests with no answer per run (Connection: close and
-    keep-alive GETs together) and its lost POSTs, as ranges."""
+    """A point's requests with no answer per run (wrk's, the keep-alive
+    GETs' and the counted Connection: close ones' together) and its lost
+    POSTs, as ranges."""
+    runs = len(summary["failed_requests"])
     keepalive = summary.get("keepalive") or {}
-    gets = keepalive.get("gets_failed_per_run") \
-        or [0] * len(summary["failed_requests"])
-    failed = [a + b for a, b in zip(summary["failed_requests"], gets)]
+    gets = keepalive.get("gets_failed_per_run") or [0] * runs
+    closes = (summary.get("closing") or {}).get("failed_per_run") \
+        or [0] * runs
+    failed = [a + b + c for a, b, c
+              in zip(summary["failed_requests"], gets, closes)]
     posts = keepalive.get("posts_lost_per_run")
     return (f"{markdown.per_run_range(failed)} / "
             f"{markdown.per_run_range(posts) if posts else 'n/a'}")

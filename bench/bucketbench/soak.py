@@ -415,7 +415,8 @@ def _losses_text(soak, which):
 def _closing_text(closing):
     if not closing:
         return "–"
-    return f"{closing['requests']:,}, {closing['failed']:,}"
+    return (f"{closing['requests']:,}, {closing['failed']:,}, "
+            f"{closing.get('slow', 0):,}")
 
 
 def _stop_text(stops):
@@ -429,7 +430,8 @@ def soak_table(points):
     header = ["Configuration", "seconds",
               "graceful / Listen added / removed / full / killed",
               "wrk's Connection: close requests, failed",
-              "counted Connection: close requests, failed",
+              f"counted Connection: close requests, failed, over "
+              f"{restart.SLOW_S:g} s",
               "keep-alive GETs, failed, retried",
               "keep-alive POSTs, lost",
               "counted failures after a kill: GETs / POSTs / "

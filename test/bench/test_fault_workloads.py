@@ -170,7 +170,7 @@ def test_faults_quick_run(top, build, tmp_path):
         assert all(re.fullmatch(r"\d+ of \d+", row[10]) for row in emfile)
     for server in ran:
         fault = points[("fault-emfile", server)]["fault"]
-        if server in ("prefork", "bucketed-reuseport"):
+        if catalog.SERVERS[server].one_connection_per_process:
             # One connection per process: the kill leaves a child.
             assert fault["children_before"] > fault["killed_children"]
     conf = (out / "servers" / "native-fault-crash-prefork" /
@@ -243,3 +243,12 @@ def test_the_emfile_kill_gives_up_on_a_server_without_a_spare():
         faults.wait_for_a_spare(count, 4, clock=clock.clock,
                                 sleep=clock.sleep)
     assert clock.now >= faults.SPARE_TIMEOUT_S
+
+
+def test_the_emfile_kill_gives_up_on_a_server_that_exited():
+    clock = FakeClock()
+    count = counts_at(clock, [(0, 0)])
+    with pytest.raises(faults.FaultError, match="exited"):
+        faults.wait_for_a_spare(count, 4, alive=lambda: False,
+                                clock=clock.clock, sleep=clock.sleep)
+    assert clock.now == 0

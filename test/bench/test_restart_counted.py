@@ -96,24 +96,37 @@ def test_counted_summary_and_table():
            "500 | 6 (3/3) | 6 | 500 | 10 (4/6) | 2,000 (3,000), 2 " \
            "children lingered | 200 (300) |" in text
     # Each run's timed failures and slow answers, by restart.
-    assert "- event, run 2: between restarts: 1 GET; restart 1: 1 CLOSE; " \
-           "restart 2: 2 CLOSE slow\n" in text
+    assert "- event, round 2: outside any restart: 1 GET; restart 1: 1 " \
+           "CLOSE; restart 2: 2 CLOSE slow\n" in text
 
 
 def test_timed_requests_go_to_the_restart_they_overlapped():
     windows = [(10.0, 12.0), (20.0, 25.0)]
-    timed = [(24.0, 26.0, "CLOSE slow"),     # in the second restart
-             (9.5, 10.5, "GET"),              # begun before the first
-             (13.0, 14.0, "CLOSE"),           # between them
-             (30.0, 31.0, "POST")]            # after the last
-    assert restart.timed_by_restart(timed, windows, 8.0) == [
-        [1.5, 2.5, "GET", 1], [5.0, 6.0, "CLOSE", 0],
-        [16.0, 18.0, "CLOSE slow", 2], [22.0, 23.0, "POST", 0]]
+    failures = [(9.5, 10.5, "GET"),           # begun before the first
+                (13.0, 14.0, "CLOSE"),        # between them
+                (30.0, 31.0, "POST")]         # after the last
+    slow = [(24.0, 26.0, "CLOSE slow")]       # in the second restart
+    assert restart.timed_by_restart(failures, slow, windows, 8.0) == {
+        "timed": [[1.5, 2.5, "GET", 1], [5.0, 6.0, "CLOSE", 0],
+                  [16.0, 18.0, "CLOSE slow", 2], [22.0, 23.0, "POST", 0]],
+        "timed_dropped": 0}
+
+
+def test_failures_are_kept_before_slow_answers():
+    """Past TIMED_KEPT, a run keeps every failure it can and says how
+    many it left out, however many slow answers came first."""
+    kept = restart.TIMED_KEPT
+    slow = [(float(n), n + 3.0, "CLOSE slow") for n in range(kept)]
+    failures = [(500.0 + n, 501.0 + n, "CLOSE") for n in range(kept + 5)]
+    placed = restart.timed_by_restart(failures, slow, [], 0.0)
+    assert [t[2] for t in placed["timed"]] == ["CLOSE"] * kept
+    assert placed["timed_dropped"] == kept + 5
 
 
 def test_headline_counts_what_each_client_lost_per_run():
     """The results tables' figure: requests with no answer (Connection:
-    close failures and the keep-alive GETs' together: 3 a run here) and
+    close failures, the keep-alive GETs' and the counted Connection: close
+    clients' together: 4 a run here) and
     lost POSTs per run on the full restarts, a bucketed variant under its
     base's name."""
     records = []
@@ -128,7 +141,7 @@ def test_headline_counts_what_each_client_lost_per_run():
     options = {"workloads": ["restart-full"]}
     assert restart.headline(report.summarize(records), options) == (
         "requests with no answer / POSTs lost per run: event model full "
-        "3-65 / 0; stock event full 8 / 1-3; nginx full 3 / 0")
+        "4-66 / 0; stock event full 9 / 1-3; nginx full 4 / 0")
 
 
 def check_counted_record(path):
@@ -146,8 +159,8 @@ def check_counted_record(path):
     assert closing["requests"] > 0, (path.name, closing)
     # Every failure the clients counted is timed (while they fit).
     failed = [t for t in done["timed"] if not t[2].endswith("slow")]
-    if len(done["timed"]) < restart.TIMED_KEPT:
-        assert len(failed) == kept["failed"] + closing["failed"]
+    assert len(failed) == min(kept["failed"] + closing["failed"],
+                              restart.TIMED_KEPT)
     return record
 
 
