@@ -89,8 +89,10 @@ PAUSE_S = 4.0
 CLOSING_CLIENTS = 10
 SLOW_S = 2.0
 # At most this many of a run's timed failures and slow answers are kept,
-# failures first.
+# failures first, and the report lists at most TIMED_LISTED restarts of a
+# run (summary.json has them all).
 TIMED_KEPT = 100
+TIMED_LISTED = 6
 POST_NAME = "post.lua"
 POST_BYTES = 256
 POST_BODY = bytes(range(256)) * (POST_BYTES // 256)
@@ -869,9 +871,11 @@ def timed_lines(points):
                 + ": " + ", ".join(f"{count} {label}" for label, count
                                    in sorted(labels.items()))
                 for number, labels in sorted(by_restart.items())]
-            more = f" (and {dropped} more not kept)" if dropped else ""
+            more = [f"{len(parts) - TIMED_LISTED} more restarts"] \
+                if len(parts) > TIMED_LISTED else []
+            more += [f"{dropped} more requests not kept"] if dropped else []
             lines.append(f"- {p['label']}, round {round_no}: "
-                         f"{'; '.join(parts)}{more}")
+                         f"{'; '.join(parts[:TIMED_LISTED] + more)}")
     if not lines:
         return []
     return ["The counting clients' failures and answers over "
@@ -890,9 +894,10 @@ COUNTED_METHOD = (
     "back, a new connection each, nothing retried. Every counting "
     "client's failure, and each of these answers slower than {slow:g} s "
     "(wrk's default timeout), is timed and put down to the restart it "
-    "overlapped (listed under the table, at most {kept} a run, failures "
-    "first). A client reuses a connection as curl does: a poll that "
-    "does not wait first, and a connection the server closed while idle is "
+    "overlapped (at most {kept} a run, failures first; listed under the "
+    "table, {listed} restarts a run at most). A client reuses a "
+    "connection as curl does: a poll that does not wait first, and a "
+    "connection the server closed while idle is "
     "reopened, no failure. Any error once a request is sent is a failure: "
     "a GET lost on a reused connection is retried on a new one (counted "
     "as failed and as retried), a POST is never retried (lost). Stock "
@@ -910,7 +915,8 @@ def counted_method():
         clients=PAUSING_CLIENTS + BACK_TO_BACK_CLIENTS,
         pausing=PAUSING_CLIENTS, pause=PAUSE_S, back=BACK_TO_BACK_CLIENTS,
         keepalive=configs.KEEPALIVE_TIMEOUT_S, post_bytes=POST_BYTES,
-        closing=CLOSING_CLIENTS, slow=SLOW_S, kept=TIMED_KEPT)
+        closing=CLOSING_CLIENTS, slow=SLOW_S, kept=TIMED_KEPT,
+        listed=TIMED_LISTED)
 
 
 DEFAULT_TITLE = "Full restarts (issue 24)"

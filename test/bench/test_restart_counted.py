@@ -123,6 +123,15 @@ def test_failures_are_kept_before_slow_answers():
     assert placed["timed_dropped"] == kept + 5
 
 
+def test_a_long_list_of_timed_requests_is_cut_short():
+    timed = [[n, n + 1.0, "GET", n] for n in range(1, 10)]
+    point = {"label": "stock event", "restart": {"timed": [(2, timed, 3)]}}
+    listed = ", ".join(f"restart {n}: 1 GET" for n in range(1, 7))
+    assert restart.timed_lines([point])[2] == (
+        f"- stock event, round 2: {listed.replace(', r', '; r')}; 3 more "
+        f"restarts; 3 more requests not kept")
+
+
 def test_headline_counts_what_each_client_lost_per_run():
     """The results tables' figure: requests with no answer (Connection:
     close failures, the keep-alive GETs' and the counted Connection: close
