@@ -53,11 +53,13 @@ LISTEN_EVERY = 2
 SETTLE_S = 30
 SETTLE_STABLE_S = 1.0
 SETTLE_POLL_S = 0.1
-# The counting clients' losses attributed to events (and to "start":
-# before the first one).
+# The counting clients' losses, and their Connection: close answers slower
+# than restart.SLOW_S, attributed to events (and to "start": before the
+# first one).
 LOSS_KEYS = ("gets_failed", "posts_lost", "closes_failed")
+ATTRIBUTED_KEYS = LOSS_KEYS + ("closes_slow",)
 LOSS_KEY_OF = {"GET": "gets_failed", "POST": "posts_lost",
-               "CLOSE": "closes_failed"}
+               "CLOSE": "closes_failed", "CLOSE slow": "closes_slow"}
 START = "start"
 
 GRACEFUL = "graceful"
@@ -103,14 +105,15 @@ def plan_events(soak_s):
 
 
 def attribute_losses(log, failures):
-    """{event kind or START: {gets_failed, posts_lost, closes_failed}} of
-    the counting clients' failures ((begun, failed, "GET", "POST" or
-    "CLOSE")) over the events
+    """{event kind or START: {gets_failed, posts_lost, closes_failed,
+    closes_slow}} of the counting clients' failures and slow answers
+    ((begun, ended, "GET", "POST", "CLOSE" or "CLOSE slow")) over the
+    events
     of log ((began, ended, kind), in order): a failure is a kill's when
     its request was under way while a kill was (from the signal until the
     child was seen gone: the child took it with it), else the last other
     event's that began before it failed (START: none)."""
-    losses = {kind: dict.fromkeys(LOSS_KEYS, 0)
+    losses = {kind: dict.fromkeys(ATTRIBUTED_KEYS, 0)
               for kind in (START,) + EVENT_KINDS}
     for begun, failed, method in failures:
         if any(kind == KILL and begun <= ended and began <= failed
@@ -341,7 +344,8 @@ def measure(server, wrk_command, soak_s, log_dir,
             "failed_requests": restart.failed_requests(result),
             "keepalive": keepalive,
             "closing": counted.closing_counts(),
-            "losses_after": attribute_losses(soak.log, counted.failures()),
+            "losses_after": attribute_losses(
+                soak.log, counted.failures() + counted.slow()),
             "events": [(round(at - began, 3), round(end - began, 3), kind)
                        for at, end, kind in soak.log],
             "settled": settled,
@@ -404,12 +408,15 @@ def _start_end(soak, key):
 
 
 def _losses_text(soak, which):
-    """GETs failed / POSTs lost / Connection: close requests failed
-    after the events which(kind) selects."""
+    """GETs failed / POSTs lost / Connection: close requests failed /
+    slow after the events which(kind) selects ("n/a" for what a run
+    before its counting did not attribute)."""
     after = [losses for kind, losses in soak["losses_after"].items()
              if which(kind)]
-    return " / ".join(f"{sum(one.get(key, 0) for one in after):,}"
-                      for key in LOSS_KEYS)
+    return " / ".join(
+        f"{sum(one[key] for one in after):,}"
+        if all(key in one for one in after) else "n/a"
+        for key in ATTRIBUTED_KEYS)
 
 
 def _closing_text(closing):
@@ -434,10 +441,10 @@ def soak_table(points):
               f"{restart.SLOW_S:g} s",
               "keep-alive GETs, failed, retried",
               "keep-alive POSTs, lost",
-              "counted failures after a kill: GETs / POSTs / "
-              "Connection: close",
-              "after restarts, reloads or none: GETs / POSTs / "
-              "Connection: close",
+              f"counted failures after a kill: GETs / POSTs / "
+              f"Connection: close / its answers over {restart.SLOW_S:g} s",
+              f"after restarts, reloads or none: GETs / POSTs / "
+              f"Connection: close / over {restart.SLOW_S:g} s",
               "graceful stop ms, median (worst)",
               "full stop ms, median (worst)",
               "parent descriptors", "parent RSS kB", "BPF maps",
@@ -492,9 +499,10 @@ def section(points, options, heading="##"):
         f"{restart.POST_BYTES} bytes: see the restarts' method) and "
         f"{restart.CLOSING_CLIENTS} counting Connection: close clients "
         f"(GETs, a new connection each, back to back, nothing retried); the "
-        f"counting clients' failures are put down to the event they "
-        f"followed (a kill's while the killed child was going), wrk's "
-        f"cannot be (wrk gives no times); a "
+        f"counting clients' failures, and the Connection: close ones' "
+        f"answers over {restart.SLOW_S:g} s, are put down to the event "
+        f"they followed (a kill's while the killed child was going), "
+        f"wrk's cannot be (wrk gives no times); a "
         f"graceful restart (SIGUSR1) every "
         f"{GRACEFUL_EVERY_S:g} s, every {LISTEN_EVERY}nd of them a "
         f"reload that adds a Listen address, then one that removes it; a "

@@ -48,16 +48,17 @@ def test_losses_go_to_the_event_that_caused_them():
                 (8.1, 8.15, "GET"),        # begun while it died
                 (8.25, 8.3, "POST"),       # after it: the full restart's
                 (8.5, 9.0, "CLOSE"),       # a new connection, the same
+                (7.0, 9.5, "CLOSE slow"),  # answered late: the kill's
                 (6.0, 6.5, "POST")]        # during the graceful restart
     losses = soak.attribute_losses(log, failures)
     assert losses[soak.START] == {"gets_failed": 1, "posts_lost": 0,
-                                  "closes_failed": 0}
+                                  "closes_failed": 0, "closes_slow": 0}
     assert losses[soak.KILL] == {"gets_failed": 1, "posts_lost": 1,
-                                 "closes_failed": 0}
+                                 "closes_failed": 0, "closes_slow": 1}
     assert losses[soak.FULL] == {"gets_failed": 0, "posts_lost": 1,
-                                 "closes_failed": 1}
+                                 "closes_failed": 1, "closes_slow": 0}
     assert losses[soak.GRACEFUL] == {"gets_failed": 0, "posts_lost": 1,
-                                     "closes_failed": 0}
+                                     "closes_failed": 0, "closes_slow": 0}
 
 
 def test_soak_servers_and_their_churn():
@@ -151,8 +152,9 @@ def test_soak_run(top, build, tmp_path):
         # Every loss is put down to the event it followed; a killed child
         # may take a request in flight with it, nothing else may lose a
         # POST or a new connection's request.
-        made = dict(kept, closes_failed=s["closing"]["failed"])
-        for key in soak.LOSS_KEYS:
+        made = dict(kept, closes_failed=s["closing"]["failed"],
+                    closes_slow=s["closing"]["slow"])
+        for key in soak.ATTRIBUTED_KEYS:
             assert sum(after[key] for after in s["losses_after"].values()) \
                 == made[key]
         not_killed = [after[key] for kind, after
@@ -174,3 +176,17 @@ def test_soak_run(top, build, tmp_path):
     text = (out / "report.md").read_text()
     assert "## The soak (issue 39)" in text
     assert "### soak — native" in text
+
+
+def test_a_soak_from_before_slow_answers_were_attributed_says_so():
+    """A run recorded before the soak put slow answers down to events
+    shows n/a there, not 0."""
+    losses = {"kill": {"gets_failed": 2, "posts_lost": 1,
+                       "closes_failed": 0}}
+    assert soak._losses_text({"losses_after": losses},
+                             lambda kind: kind == soak.KILL) == \
+        "2 / 1 / 0 / n/a"
+    losses["kill"]["closes_slow"] = 7
+    assert soak._losses_text({"losses_after": losses},
+                             lambda kind: kind == soak.KILL) == \
+        "2 / 1 / 0 / 7"
