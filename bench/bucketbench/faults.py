@@ -64,8 +64,8 @@ RECOVERY_LIMIT_S = 30
 # each (they hold all buckets' sockets from fork until they close the
 # others').
 GROUPS_TIMEOUT_S = 10
-# Bound of the wait, before an EMFILE kill, for a prefork-model server to
-# hold a child more than the kill takes (REST_POLL_S apart).
+# Bound of the wait, before an EMFILE kill, for a one-connection-per-process
+# server to hold a child more than the kill takes (REST_POLL_S apart).
 SPARE_TIMEOUT_S = 30
 REST_POLL_S = 0.25
 CRASH_LOG_TEXT = "crashes on purpose"

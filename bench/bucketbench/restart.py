@@ -487,7 +487,7 @@ class CountedClients:
     started at once, for at most seconds."""
 
     def __init__(self, server, seconds, pausing=PAUSING_CLIENTS,
-                 back_to_back=BACK_TO_BACK_CLIENTS, closing=0):
+                 back_to_back=BACK_TO_BACK_CLIENTS, closing=CLOSING_CLIENTS):
         get = ("/" + configs.DOC_NAME, configs.DOC_BODY)
         post = ("/" + POST_NAME, POST_BODY, POST_ANSWER)
         self.loads = [clients.KeepAliveClients(
@@ -556,8 +556,7 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
     bound_s = wrk_bound_s(restarts, interval_s, stop_timeout_s)
     wrk = BackgroundWrk(wrk_command(bound_s),
                os.path.join(log_dir, "wrk-restart.log"))
-    counted = CountedClients(server, bound_s,
-                             closing=CLOSING_CLIENTS).start() \
+    counted = CountedClients(server, bound_s).start() \
         if server.spec.counted else None
     done = []
     windows = []

@@ -301,8 +301,7 @@ def measure(server, wrk_command, soak_s, log_dir,
                   + restart.WRK_WAIT_S) + 1
     wrk = restart.BackgroundWrk(wrk_command(bound_s),
                        os.path.join(log_dir, "wrk-soak.log"))
-    counted = restart.CountedClients(server, bound_s,
-                                     closing=restart.CLOSING_CLIENTS).start()
+    counted = restart.CountedClients(server, bound_s).start()
     began = time.monotonic()
     failure = None
     try:
