@@ -370,3 +370,34 @@ def socket_inodes_of(pid):
         if m:
             inodes.add(int(m.group(1)))
     return inodes
+
+
+# ---------------------------------------------------------------- kernel
+
+# The TcpExt counters (nstat's names without the prefix) that say a
+# connection waited or was dropped: a full accept queue (ListenOverflows,
+# ListenDrops), a client's SYN sent again (TCPSynRetrans: a connect that
+# stalled a second or more), a request that could not move to another
+# socket of its group when one closed (TCPMigrateReqFailure), and resets
+# sent for data that came after a close (TCPAbortOnData).
+TCP_COUNTERS = ("ListenOverflows", "ListenDrops", "TCPSynRetrans",
+                "TCPMigrateReqFailure", "TCPAbortOnData")
+
+
+def tcp_counters(path="/proc/net/netstat"):
+    """The TCP_COUNTERS of the harness's network namespace (every socket
+    in it: loopback's clients and servers alike), as a dict; a counter the
+    kernel does not have (TCPMigrateReq* before 5.14) is left out."""
+    lines = _read(path).splitlines()
+    for names, values in zip(lines[::2], lines[1::2]):
+        if names.startswith("TcpExt:"):
+            found = dict(zip(names.split()[1:], values.split()[1:]))
+            return {name: int(found[name]) for name in TCP_COUNTERS
+                    if name in found}
+    return {}
+
+
+def counter_deltas(before, after):
+    """after - before for each counter both have."""
+    return {name: after[name] - before[name]
+            for name in TCP_COUNTERS if name in before and name in after}

@@ -560,8 +560,10 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
         if server.spec.counted else None
     done = []
     windows = []
+    in_restarts = []
     failure = None
     began = time.monotonic()
+    counters_began = procfs.tcp_counters()
     try:
         time.sleep(LEAD_S)
         for number in range(restarts):
@@ -569,8 +571,11 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
                 time.sleep(interval_s)
             try:
                 windows.append([time.monotonic()])
+                before = procfs.tcp_counters()
                 done.append(server.restart(stop_timeout_s, number))
                 windows[-1].append(time.monotonic())
+                in_restarts.append(procfs.counter_deltas(
+                    before, procfs.tcp_counters()))
             except (ServerError, OSError) as error:
                 failure = f"restart {number + 1} of {restarts}: {error}"
                 break
@@ -581,6 +586,7 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
         result, client_cpu_s = wrk.finish()
     if failure:
         raise RestartError(failure)
+    over_run = procfs.counter_deltas(counters_began, procfs.tcp_counters())
     totals = [r["total_ms"] for r in done]
     result.update({
         "wrk_command": wrk.process.args, "client_cpu_s": client_cpu_s,
@@ -602,10 +608,21 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
             else None,
             "keepalive": keepalive,
             "closing": counted.closing_counts() if counted else None,
+            "kernel": {"run": over_run,
+                       "in_restarts": sum_counters(in_restarts)},
             **timed_by_restart(counted.failures() if counted else [],
                                counted.slow() if counted else [],
                                windows, began)}})
     return result
+
+
+def sum_counters(deltas):
+    """procfs.counter_deltas() results added up, counter by counter."""
+    total = {}
+    for delta in deltas:
+        for name, value in delta.items():
+            total[name] = total.get(name, 0) + value
+    return total
 
 
 def timed_by_restart(failures, slow, windows, began):
@@ -706,6 +723,7 @@ def summarize_runs(records):
         "keepalive": summarize_keepalive(kept) if all(kept) else None,
         "closing": summarize_closing([r["restart"].get("closing")
                                       for r in good]),
+        "kernel": [r["restart"].get("kernel") for r in good],
         "timed": [(r["round"], r["restart"].get("timed") or [],
                    r["restart"].get("timed_dropped", 0)) for r in good],
         "rps": stats.summarize([r["rps"] for r in good]),
@@ -852,6 +870,42 @@ def counted_table(points):
     return markdown.table(header, rows)
 
 
+def kernel_table(points):
+    """One row per server: the kernel's procfs.TCP_COUNTERS over each of
+    its runs, with the part counted while a restart was under way; n/a
+    for a run recorded before they were."""
+    header = ["Configuration"] + [f"{name} per run (in restarts)"
+                                  for name in procfs.TCP_COUNTERS]
+    rows = []
+    for p in points:
+        runs = (p["restart"] or {}).get("kernel") or []
+        row = [_row_label(p)]
+        for name in procfs.TCP_COUNTERS:
+            if not runs or not all(runs) \
+                    or any(name not in k["run"] for k in runs):
+                row.append("n/a")
+                continue
+            during = [k["in_restarts"].get(name, 0) for k in runs]
+            row.append(f"{_per_run([k['run'][name] for k in runs])} "
+                       f"({_per_run(during)})")
+        rows.append(row)
+    return markdown.table(header, rows)
+
+
+def kernel_note(span, bracketed):
+    """The sentence before a table of procfs.TCP_COUNTERS: over each
+    span, in brackets the part counted bracketed."""
+    return (f"The kernel's TCP counters over each {span} (`nstat`'s TcpExt "
+            f"names; the machine's network namespace: every client and "
+            f"server of the {span}, and whatever else the machine did "
+            f"meanwhile), and in brackets the part counted {bracketed}: "
+            f"a full accept queue (ListenOverflows, ListenDrops), a "
+            f"client's SYN sent again (TCPSynRetrans: a connect that "
+            f"waited a second or more), a request left behind by a closing "
+            f"socket of a SO_REUSEPORT group (TCPMigrateReqFailure), a "
+            f"reset for data that came after a close (TCPAbortOnData).")
+
+
 def timed_lines(points):
     """Markdown lines: the counting clients' timed failures and slow
     answers of each round, counted by restart; none without any."""
@@ -983,6 +1037,10 @@ def section(points, options, heading="##", title=DEFAULT_TITLE):
                         lines += ["Every kind of client:", "",
                                   counted_table(group), ""]
                         lines += timed_lines(group)
+                        lines += [kernel_note(
+                            "run", "during its restarts (their stop and "
+                            "start, as timed above)"), "",
+                            kernel_table(group), ""]
     return "\n".join(lines)
 
 

@@ -104,30 +104,50 @@ def plan_events(soak_s):
     return planned
 
 
+def cause_of(log, begun, failed):
+    """The event of log ((began, ended, kind), in order) that a counting
+    client's request begun and failed (or answered late) at those times
+    is put down to, as (kind, the time it began), or (START, None): a
+    kill's when the request was under way while a kill was (from the
+    signal until the child was seen gone: the child took it with it),
+    else the last other event's that began before it failed."""
+    for began, ended, kind in log:
+        if kind == KILL and begun <= ended and began <= failed:
+            return KILL, began
+    cause = (START, None)
+    for began, _, kind in log:
+        if began > failed:
+            break
+        if kind != KILL:
+            cause = (kind, began)
+    return cause
+
+
 def attribute_losses(log, failures):
     """{event kind or START: {gets_failed, posts_lost, closes_failed,
     closes_slow}} of the counting clients' failures and slow answers
     ((begun, ended, "GET", "POST", "CLOSE" or "CLOSE slow")) over the
-    events
-    of log ((began, ended, kind), in order): a failure is a kill's when
-    its request was under way while a kill was (from the signal until the
-    child was seen gone: the child took it with it), else the last other
-    event's that began before it failed (START: none)."""
+    events of log (cause_of)."""
     losses = {kind: dict.fromkeys(ATTRIBUTED_KEYS, 0)
               for kind in (START,) + EVENT_KINDS}
     for begun, failed, method in failures:
-        if any(kind == KILL and begun <= ended and began <= failed
-               for began, ended, kind in log):
-            cause = KILL
-        else:
-            cause = START
-            for began, _, kind in log:
-                if began > failed:
-                    break
-                if kind != KILL:
-                    cause = kind
-        losses[cause][LOSS_KEY_OF[method]] += 1
+        kind, _ = cause_of(log, begun, failed)
+        losses[kind][LOSS_KEY_OF[method]] += 1
     return losses
+
+
+def timed_failures(log, failures, began):
+    """The counting clients' failures ((begun, failed, method)), at most
+    restart.TIMED_KEPT, in time order, as [begun and failed in seconds
+    from began, method, the kind of event it is put down to (cause_of),
+    when that event began (None for START)]."""
+    timed = []
+    for begun, failed, method in sorted(failures)[:restart.TIMED_KEPT]:
+        kind, at = cause_of(log, begun, failed)
+        timed.append([round(begun - began, 3), round(failed - began, 3),
+                      method, kind,
+                      None if at is None else round(at - began, 3)])
+    return timed
 
 
 # ---------------------------------------------------------------- resources
@@ -207,6 +227,9 @@ class _Soak:
         self.forced_stops = 0
         # (monotonic times it began and ended, kind) of every event run.
         self.log = []
+        # (kind, procfs.tcp_counters() as it began) of every event run,
+        # after START's (start_counting; counters_by_event).
+        self.counters = []
 
     def _graceful(self):
         outcome = self.server.graceful_restart(self.stop_timeout_s)
@@ -230,9 +253,13 @@ class _Soak:
                 f"port {port} {'added' if listening else 'removed'}: "
                 f"{status if listening else 'still accepts'}")
 
+    def start_counting(self):
+        self.counters = [(START, procfs.tcp_counters())]
+
     def run_event(self, kind):
         server = self.server
         began = time.monotonic()
+        counters = procfs.tcp_counters()
         if kind == GRACEFUL:
             self._graceful()
         elif kind == LISTEN_ADD:
@@ -263,6 +290,19 @@ class _Soak:
                 time.sleep(SETTLE_POLL_S)
         self.done[kind] += 1
         self.log.append((began, time.monotonic(), kind))
+        self.counters.append((kind, counters))
+
+    def counters_by_event(self):
+        """The kernel's procfs.TCP_COUNTERS from each event's start to the
+        next's (the last's: to now), summed by kind, START's before the
+        first: what followed each kind of event."""
+        marks = self.counters + [(None, procfs.tcp_counters())]
+        deltas = {}
+        for (kind, before), (_, after) in zip(marks, marks[1:]):
+            deltas.setdefault(kind, []).append(
+                procfs.counter_deltas(before, after))
+        return {kind: restart.sum_counters(one)
+                for kind, one in deltas.items()}
 
     def settle(self, processes):
         """Waits (SETTLE_S at most) for the process count to be back at
@@ -303,6 +343,7 @@ def measure(server, wrk_command, soak_s, log_dir,
                        os.path.join(log_dir, "wrk-soak.log"))
     counted = restart.CountedClients(server, bound_s).start()
     began = time.monotonic()
+    soak.start_counting()
     failure = None
     try:
         for at, kind in events:
@@ -324,6 +365,7 @@ def measure(server, wrk_command, soak_s, log_dir,
     if failure:
         raise SoakError(failure)
     seconds = time.monotonic() - began
+    kernel_after = soak.counters_by_event()
     settled = soak.settle(at_start["processes"])
     at_end = resources(server.pid, runtime_dir)
     result.update({
@@ -345,6 +387,8 @@ def measure(server, wrk_command, soak_s, log_dir,
             "closing": counted.closing_counts(),
             "losses_after": attribute_losses(
                 soak.log, counted.failures() + counted.slow()),
+            "timed": timed_failures(soak.log, counted.failures(), began),
+            "kernel_after": kernel_after,
             "events": [(round(at - began, 3), round(end - began, 3), kind)
                        for at, end, kind in soak.log],
             "settled": settled,
@@ -486,6 +530,47 @@ def soak_table(points):
     return markdown.table(header, rows)
 
 
+def kernel_table(points):
+    """One row per soak run: the kernel's procfs.TCP_COUNTERS over it, and
+    the part that followed its kills (n/a for a run recorded before they
+    were)."""
+    header = ["Configuration"] + [f"{name} (after kills)"
+                                  for name in procfs.TCP_COUNTERS]
+    rows = []
+    for p in points:
+        for s in (p["restart"] or {}).get("soaks") or []:
+            after = s.get("kernel_after")
+            row = [p["label"]]
+            for name in procfs.TCP_COUNTERS:
+                if not after or any(name not in one
+                                    for one in after.values()):
+                    row.append("n/a")
+                    continue
+                total = sum(one[name] for one in after.values())
+                row.append(f"{total:,} "
+                           f"({after.get(KILL, {}).get(name, 0):,})")
+            rows.append(row)
+    return markdown.table(header, rows)
+
+
+def timed_lines(points):
+    """Markdown lines: each soak's counted failures (timed_failures), with
+    the event each is put down to; none without any."""
+    lines = []
+    for p in points:
+        for s in (p["restart"] or {}).get("soaks") or []:
+            for begun, failed, method, kind, at in s.get("timed") or []:
+                after = "before any event" if at is None \
+                    else f"after the {kind} at {at:,.1f} s"
+                lines.append(f"- {p['label']}: {method} begun at "
+                             f"{begun:,.3f} s, failed at {failed:,.3f} s, "
+                             f"{after}")
+    if not lines:
+        return []
+    return ["The counting clients' failures, timed from the soak's start, "
+            "with the event each is put down to:", ""] + lines + [""]
+
+
 def section(points, options, heading="##"):
     """Markdown: the soak's method and its table per kernel level."""
     soak_s = options.get("soak_s", DEFAULT_SOAK_S)
@@ -527,7 +612,9 @@ def section(points, options, heading="##"):
         group = [p for p in points if p["kernel_level"] == level]
         if group:
             lines += [f"{heading}# soak — {level}", "", soak_table(group),
-                      ""]
+                      ""] + timed_lines(group) + [restart.kernel_note(
+                          "soak", "from a kill to the next event"), "",
+                      kernel_table(group), ""]
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ and POSTs beside wrk's load, and bucketed must lose no POST (a stopping
 child keeps its keep-alive connections: the fixed behaviour)."""
 import json
 
-from bucketbench import catalog, report, restart
+from bucketbench import catalog, procfs, report, restart
 from test_smoke import bench
 
 SERVERS = ("prefork", "event", "bucketed-reuseport", "bucketed-event",
@@ -74,6 +74,10 @@ def _counted_record(server, round_no, posts_lost):
                               "first_errors": ["lost one"]},
                 "closing": {"requests": 300, "failed": 1, "slow": 2,
                             "first_errors": ["reset"]},
+                "kernel": {
+                    "run": dict.fromkeys(procfs.TCP_COUNTERS, round_no),
+                    "in_restarts": dict.fromkeys(procfs.TCP_COUNTERS,
+                                                 round_no - 1)},
                 "timed": [[3.0, 3.5, "CLOSE", 1],
                           [5.0, 7.5, "CLOSE slow", 2],
                           [6.0, 8.5, "CLOSE slow", 2],
@@ -98,6 +102,17 @@ def test_counted_summary_and_table():
     # Each run's timed failures and slow answers, by restart.
     assert "- event, round 2: outside any restart: 1 GET; restart 1: 1 " \
            "CLOSE; restart 2: 2 CLOSE slow\n" in text
+    # The kernel's counters of each run, and their part in the restarts.
+    assert "| event" + " | 1/2 (0/1)" * len(procfs.TCP_COUNTERS) + " |" \
+        in text
+
+
+def test_runs_from_before_the_kernel_counters_show_n_a():
+    records = [_counted_record("event", 1, 4), _counted_record("event", 2, 6)]
+    del records[1]["restart"]["kernel"]
+    point = report.summarize(records)[0]
+    assert restart.kernel_table([point]).splitlines()[-1] == \
+        "| event" + " | n/a" * len(procfs.TCP_COUNTERS) + " |"
 
 
 def test_timed_requests_go_to_the_restart_they_overlapped():
@@ -170,6 +185,13 @@ def check_counted_record(path):
     failed = [t for t in done["timed"] if not t[2].endswith("slow")]
     assert len(failed) == min(kept["failed"] + closing["failed"],
                               restart.TIMED_KEPT)
+    # The kernel's counters this kernel has, over the run and the part of
+    # them in its restarts.
+    kernel = done["kernel"]
+    assert set(kernel["run"]) == set(procfs.tcp_counters()) \
+        == set(kernel["in_restarts"])
+    assert all(0 <= kernel["in_restarts"][name] <= kernel["run"][name]
+               for name in kernel["run"]), kernel
     return record
 
 

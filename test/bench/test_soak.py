@@ -7,14 +7,15 @@ no POST but to a killed child, and the resources must be reported at the
 start and the end."""
 import json
 
-from bucketbench import catalog, report, restart, soak
+from bucketbench import catalog, procfs, report, restart, soak
 from test_smoke import bench
 
 SOAK_S = 15
 SOAK_KEYS = {"planned_s", "seconds", "events_planned", "events_done",
              "kills_missed", "graceful_stops", "full_stops", "forced_stops",
              "lingering", "listen_probe_failures", "failed_requests",
-             "keepalive", "closing", "settled", "at_start", "at_end"}
+             "keepalive", "closing", "settled", "at_start", "at_end",
+             "kernel_after", "timed"}
 
 
 def test_schedule_of_a_short_and_an_hour_long_soak():
@@ -59,6 +60,29 @@ def test_losses_go_to_the_event_that_caused_them():
                                  "closes_failed": 1, "closes_slow": 0}
     assert losses[soak.GRACEFUL] == {"gets_failed": 0, "posts_lost": 1,
                                      "closes_failed": 0, "closes_slow": 0}
+
+
+def test_each_failure_is_timed_with_its_event():
+    log = [(105.0, 108.0, soak.GRACEFUL), (108.0, 108.2, soak.KILL)]
+    failures = [(108.1, 108.15, "GET"), (101.0, 101.5, "POST"),
+                (109.0, 109.5, "CLOSE")]
+    timed = soak.timed_failures(log, failures, 100.0)
+    assert timed == [[1.0, 1.5, "POST", soak.START, None],
+                     [8.1, 8.15, "GET", soak.KILL, 8.0],
+                     [9.0, 9.5, "CLOSE", soak.GRACEFUL, 5.0]]
+    point = {"label": "bucketed", "restart": {"soaks": [{"timed": timed}]}}
+    lines = soak.timed_lines([point])
+    assert lines[2:5] == [
+        "- bucketed: POST begun at 1.000 s, failed at 1.500 s, before any "
+        "event",
+        "- bucketed: GET begun at 8.100 s, failed at 8.150 s, after the "
+        "kill at 8.0 s",
+        "- bucketed: CLOSE begun at 9.000 s, failed at 9.500 s, after the "
+        "graceful at 5.0 s"]
+    # Past restart.TIMED_KEPT, the first ones.
+    many = [(100.0 + n, 100.5 + n, "GET") for n in range(
+        restart.TIMED_KEPT + 3)]
+    assert len(soak.timed_failures([], many, 100.0)) == restart.TIMED_KEPT
 
 
 def test_soak_servers_and_their_churn():
@@ -157,6 +181,8 @@ def test_soak_run(top, build, tmp_path):
         for key in soak.ATTRIBUTED_KEYS:
             assert sum(after[key] for after in s["losses_after"].values()) \
                 == made[key]
+        assert len(s["timed"]) == min(
+            kept["failed"] + s["closing"]["failed"], restart.TIMED_KEPT)
         not_killed = [after[key] for kind, after
                       in s["losses_after"].items() if kind != soak.KILL
                       for key in ("posts_lost", "closes_failed")]
@@ -173,6 +199,14 @@ def test_soak_run(top, build, tmp_path):
                   for key in SOAK_HELD_KEYS
                   if s["at_start"][key] != s["at_end"][key]}
         assert not leaked, (record["server"], leaked)
+        # The kernel's counters, over the whole soak, by the kind of
+        # event they followed.
+        after = s["kernel_after"]
+        assert set(after) <= {soak.START, *soak.EVENT_KINDS}
+        assert soak.START in after and soak.GRACEFUL in after
+        assert (soak.KILL in after) == bool(s["events_done"][soak.KILL])
+        assert all(set(one) == set(procfs.tcp_counters())
+                   for one in after.values()), after
     text = (out / "report.md").read_text()
     assert "## The soak (issue 39)" in text
     assert "### soak — native" in text
@@ -190,3 +224,41 @@ def test_a_soak_from_before_slow_answers_were_attributed_says_so():
     assert soak._losses_text({"losses_after": losses},
                              lambda kind: kind == soak.KILL) == \
         "2 / 1 / 0 / 7"
+
+
+class _NoChildServer:
+    """A server whose restarts take no time and that has no child to
+    kill."""
+
+    def graceful_restart(self, stop_timeout_s):
+        return {"stop_ms": 1.0, "lingering": 0}
+
+    def kill_child(self, rng):
+        return None
+
+
+def test_kernel_counters_go_to_the_event_they_followed(monkeypatch):
+    """Each event's counters run from its start to the next's; a kill
+    that found no child is no event: its span stays its predecessor's."""
+    readings = iter([{"ListenOverflows": n, "TCPSynRetrans": 2 * n}
+                     for n in (0, 1, 3, 6, 10, 15)])
+    monkeypatch.setattr(procfs, "tcp_counters", lambda: next(readings))
+    events = soak._Soak(_NoChildServer(), stop_timeout_s=1)
+    events.start_counting()                                         # 0
+    events.run_event(soak.GRACEFUL)                                 # 1
+    events.run_event(soak.KILL)                                     # 3
+    assert events.kills_missed == 1
+    # A kill that found its child, as run_event marks it.
+    events.counters.append((soak.KILL, procfs.tcp_counters()))      # 6
+    events.run_event(soak.GRACEFUL)                                 # 10
+    after = events.counters_by_event()                              # 15
+    assert after == {
+        soak.START: {"ListenOverflows": 1, "TCPSynRetrans": 2},
+        soak.GRACEFUL: {"ListenOverflows": 5 + 5, "TCPSynRetrans": 10 + 10},
+        soak.KILL: {"ListenOverflows": 4, "TCPSynRetrans": 8}}
+    point = {"label": "bucketed", "restart": {"soaks": [
+        {"kernel_after": after}, {}]}}
+    rows = soak.kernel_table([point]).splitlines()
+    assert rows[-2] == "| bucketed | 15 (4) | n/a | 30 (8) | n/a | n/a |"
+    assert rows[-1] == "| bucketed" + " | n/a" * len(procfs.TCP_COUNTERS) \
+        + " |"
