@@ -161,6 +161,23 @@ static void test_which_set_up_failures_pass(void **state)
     assert_false(child_setup_failure_passes(EBADF));
 }
 
+static void test_max_connections_lapse_during_a_stop(void **state)
+{
+    (void)state;
+    /* MaxConnectionsPerChild 3: the third connection is the last. */
+    assert_true(child_takes_another(2, 3, 0));
+    assert_false(child_takes_another(3, 3, 0));
+    assert_false(child_takes_another(400, 3, 0));
+    /* No limit. */
+    assert_true(child_takes_another(400, 0, 0));
+    assert_true(child_takes_another(400, -1, 0));
+    /* A stop on held sockets: every child serves on, at any count. */
+    assert_true(child_takes_another(3, 3, 1));
+    assert_true(child_takes_another(400, 3, 1));
+    /* Counts past a signed limit's range. */
+    assert_false(child_takes_another(0x80000000u, 3, 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +189,7 @@ int main(void)
         POOL_TEST(test_crashes_while_serving_cost_no_back_off),
         POOL_TEST(test_back_off_keeps_a_floor_child),
         POOL_TEST(test_which_set_up_failures_pass),
+        POOL_TEST(test_max_connections_lapse_during_a_stop),
     };
 
     return RUN_POOL_TESTS(tests);

@@ -357,7 +357,7 @@ static int may_accept_locked(event_child_ctx *ctx, int idle)
            && (event_may_accept(open, idle, ctx->threads,
                                 ctx->conf->async_factor)
                || (idle > 0 && event_swapping(open, ctx->swap_until)))
-           && child_life_may_serve_more(ctx->served);
+           && child_life_may_serve_more(ctx->retained, ctx->served);
 }
 
 /* A connection about to be accepted is counted first, since workers accept
@@ -375,7 +375,7 @@ static int reserve_locked(event_child_ctx *ctx, apr_pool_t **ptrans)
         return 0;
     }
     ctx->served++;
-    return !child_life_may_serve_more(ctx->served);
+    return !child_life_may_serve_more(ctx->retained, ctx->served);
 }
 
 /* EPOLLEXCLUSIVE wakes the first child in the socket's wait queue that has

@@ -18,6 +18,13 @@ child_exit_kind child_exit_classify(int sick, int signaled, int asked,
     return was_ready ? CHILD_EXIT_CRASH_SERVING : CHILD_EXIT_CRASH;
 }
 
+int child_takes_another(apr_uint32_t served, int max_connections,
+                        int stopping)
+{
+    return max_connections <= 0 || stopping
+           || served < (apr_uint32_t)max_connections;
+}
+
 apr_interval_time_t child_exit_note(bucket_health *health,
                                     child_exit_kind kind, apr_time_t now)
 {

@@ -12,6 +12,7 @@
 #ifndef POLICY_EXIT_H
 #define POLICY_EXIT_H
 
+#include "apr.h"
 #include "apr_time.h"
 
 /* Failures further apart than this do not add up. */
@@ -55,6 +56,15 @@ child_exit_kind child_exit_classify(int sick, int signaled, int asked,
  * parent retries at its pace; anything else cannot pass by waiting, and
  * the child exits APEXIT_CHILDFATAL. */
 int child_setup_failure_passes(int err);
+
+/* Whether a child that has taken `served` connections takes another:
+ * below MaxConnectionsPerChild (max_connections; 0 or less: no limit), or
+ * at any count while a stop on held sockets has every child serve on
+ * (stopping). Then every child goes within KeepAliveTimeout and a
+ * stopping parent starts none, so one that left at its limit would leave
+ * its bucket's queue waiting for the next start. */
+int child_takes_another(apr_uint32_t served, int max_connections,
+                        int stopping);
 
 /* Records an exit in the bucket's health; returns how long the bucket must
  * wait for its next child (0: replace it now). The first crash in a while

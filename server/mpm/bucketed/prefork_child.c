@@ -184,7 +184,7 @@ static int serve(child_life *life, int *clean)
     bucket_alloc = apr_bucket_alloc_create(life->pchild);
 
     while (!CHILD_LIFE_IS(life, leaving)
-           && child_life_may_serve_more(served)) {
+           && child_life_may_serve_more(life->retained, served)) {
         apr_socket_t *csd = NULL;
         conn_rec *c;
 
