@@ -375,11 +375,12 @@ def socket_inodes_of(pid):
 # ---------------------------------------------------------------- kernel
 
 # The TcpExt counters (nstat's names without the prefix) that say a
-# connection waited or was dropped: a full accept queue (ListenOverflows,
-# ListenDrops), a client's SYN sent again (TCPSynRetrans: a connect that
-# stalled a second or more), a request that could not move to another
-# socket of its group when one closed (TCPMigrateReqFailure), and resets
-# sent for data that came after a close (TCPAbortOnData).
+# connection waited or was dropped: a full accept queue (ListenOverflows;
+# ListenDrops counts those and other drops), a SYN or SYN-ACK sent again
+# (TCPSynRetrans, one per retransmission: a handshake that waited a second
+# or more), a request that could not move to another socket of its group
+# when one closed (TCPMigrateReqFailure), and resets sent for a connection
+# closed with data unread or sent data after its close (TCPAbortOnData).
 TCP_COUNTERS = ("ListenOverflows", "ListenDrops", "TCPSynRetrans",
                 "TCPMigrateReqFailure", "TCPAbortOnData")
 
@@ -401,3 +402,12 @@ def counter_deltas(before, after):
     """after - before for each counter both have."""
     return {name: after[name] - before[name]
             for name in TCP_COUNTERS if name in before and name in after}
+
+
+def sum_counters(deltas):
+    """counter_deltas() results added up, counter by counter."""
+    total = {}
+    for delta in deltas:
+        for name, value in delta.items():
+            total[name] = total.get(name, 0) + value
+    return total

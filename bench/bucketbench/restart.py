@@ -560,33 +560,34 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
         if server.spec.counted else None
     done = []
     windows = []
-    in_restarts = []
+    # procfs.tcp_counters() at the start, as each restart began, and at the
+    # end (before the clients stop, which resets what they hold open).
+    readings = [procfs.tcp_counters()]
     failure = None
     began = time.monotonic()
-    counters_began = procfs.tcp_counters()
     try:
         time.sleep(LEAD_S)
         for number in range(restarts):
             if number:
                 time.sleep(interval_s)
+            readings.append(procfs.tcp_counters())
             try:
                 windows.append([time.monotonic()])
-                before = procfs.tcp_counters()
                 done.append(server.restart(stop_timeout_s, number))
                 windows[-1].append(time.monotonic())
-                in_restarts.append(procfs.counter_deltas(
-                    before, procfs.tcp_counters()))
             except (ServerError, OSError) as error:
                 failure = f"restart {number + 1} of {restarts}: {error}"
                 break
         if failure is None:
             time.sleep(TAIL_S)
+            readings.append(procfs.tcp_counters())
     finally:
         keepalive = counted.stop() if counted else None
         result, client_cpu_s = wrk.finish()
     if failure:
         raise RestartError(failure)
-    over_run = procfs.counter_deltas(counters_began, procfs.tcp_counters())
+    spans = [procfs.counter_deltas(before, after)
+             for before, after in zip(readings, readings[1:])]
     totals = [r["total_ms"] for r in done]
     result.update({
         "wrk_command": wrk.process.args, "client_cpu_s": client_cpu_s,
@@ -608,21 +609,12 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
             else None,
             "keepalive": keepalive,
             "closing": counted.closing_counts() if counted else None,
-            "kernel": {"run": over_run,
-                       "in_restarts": sum_counters(in_restarts)},
+            "kernel": {"run": procfs.sum_counters(spans),
+                       "per_restart": spans[1:]},
             **timed_by_restart(counted.failures() if counted else [],
                                counted.slow() if counted else [],
                                windows, began)}})
     return result
-
-
-def sum_counters(deltas):
-    """procfs.counter_deltas() results added up, counter by counter."""
-    total = {}
-    for delta in deltas:
-        for name, value in delta.items():
-            total[name] = total.get(name, 0) + value
-    return total
 
 
 def timed_by_restart(failures, slow, windows, began):
@@ -872,38 +864,42 @@ def counted_table(points):
 
 def kernel_table(points):
     """One row per server: the kernel's procfs.TCP_COUNTERS over each of
-    its runs, with the part counted while a restart was under way; n/a
-    for a run recorded before they were."""
-    header = ["Configuration"] + [f"{name} per run (in restarts)"
+    its runs, and how many of the run's restarts counted any (from a
+    restart's start to the next's, the last's to the run's end); n/a for
+    a run recorded before they were."""
+    header = ["Configuration"] + [f"{name} per run (restarts with any)"
                                   for name in procfs.TCP_COUNTERS]
     rows = []
     for p in points:
         runs = (p["restart"] or {}).get("kernel") or []
         row = [_row_label(p)]
         for name in procfs.TCP_COUNTERS:
-            if not runs or not all(runs) \
+            if not runs or not all(k and "per_restart" in k for k in runs) \
                     or any(name not in k["run"] for k in runs):
                 row.append("n/a")
                 continue
-            during = [k["in_restarts"].get(name, 0) for k in runs]
+            with_any = [sum(1 for one in k["per_restart"] if one.get(name))
+                        for k in runs]
             row.append(f"{_per_run([k['run'][name] for k in runs])} "
-                       f"({_per_run(during)})")
+                       f"({_per_run(with_any)})")
         rows.append(row)
     return markdown.table(header, rows)
 
 
 def kernel_note(span, bracketed):
     """The sentence before a table of procfs.TCP_COUNTERS: over each
-    span, in brackets the part counted bracketed."""
-    return (f"The kernel's TCP counters over each {span} (`nstat`'s TcpExt "
-            f"names; the machine's network namespace: every client and "
-            f"server of the {span}, and whatever else the machine did "
-            f"meanwhile), and in brackets the part counted {bracketed}: "
-            f"a full accept queue (ListenOverflows, ListenDrops), a "
-            f"client's SYN sent again (TCPSynRetrans: a connect that "
-            f"waited a second or more), a request left behind by a closing "
-            f"socket of a SO_REUSEPORT group (TCPMigrateReqFailure), a "
-            f"reset for data that came after a close (TCPAbortOnData).")
+    span (until the clients stop), in brackets what bracketed says."""
+    return (f"The kernel's TCP counters over each {span}, until its "
+            f"clients stop (`nstat`'s TcpExt names; the machine's network "
+            f"namespace: every client and server of the {span}, and "
+            f"whatever else the machine did meanwhile), and in brackets "
+            f"{bracketed}: a full accept queue (ListenOverflows; "
+            f"ListenDrops counts those and other drops), a SYN or SYN-ACK "
+            f"sent again (TCPSynRetrans, one per retransmission: a "
+            f"handshake that waited a second or more), a request left "
+            f"behind by a closing socket of a SO_REUSEPORT group "
+            f"(TCPMigrateReqFailure), a reset for a connection closed with "
+            f"data unread or sent data after its close (TCPAbortOnData).")
 
 
 def timed_lines(points):
@@ -1038,8 +1034,8 @@ def section(points, options, heading="##", title=DEFAULT_TITLE):
                                   counted_table(group), ""]
                         lines += timed_lines(group)
                         lines += [kernel_note(
-                            "run", "during its restarts (their stop and "
-                            "start, as timed above)"), "",
+                            "run", "how many of its restarts counted any "
+                            "(from a restart's start to the next's)"), "",
                             kernel_table(group), ""]
     return "\n".join(lines)
 

@@ -137,17 +137,19 @@ def attribute_losses(log, failures):
 
 
 def timed_failures(log, failures, began):
-    """The counting clients' failures ((begun, failed, method)), at most
-    restart.TIMED_KEPT, in time order, as [begun and failed in seconds
-    from began, method, the kind of event it is put down to (cause_of),
-    when that event began (None for START)]."""
+    """{"timed": the counting clients' failures ((begun, failed, method)),
+    at most restart.TIMED_KEPT, in time order, as [begun and failed in
+    seconds from began, method, the kind of event it is put down to
+    (cause_of), when that event began (None for START)]; "timed_dropped":
+    how many did not fit}."""
     timed = []
     for begun, failed, method in sorted(failures)[:restart.TIMED_KEPT]:
         kind, at = cause_of(log, begun, failed)
         timed.append([round(begun - began, 3), round(failed - began, 3),
                       method, kind,
                       None if at is None else round(at - began, 3)])
-    return timed
+    return {"timed": timed,
+            "timed_dropped": max(0, len(failures) - restart.TIMED_KEPT)}
 
 
 # ---------------------------------------------------------------- resources
@@ -228,8 +230,10 @@ class _Soak:
         # (monotonic times it began and ended, kind) of every event run.
         self.log = []
         # (kind, procfs.tcp_counters() as it began) of every event run,
-        # after START's (start_counting; counters_by_event).
+        # after START's (start_counting), and the reading at the end
+        # (stop_counting; counters_by_event).
         self.counters = []
+        self.counters_ended = None
 
     def _graceful(self):
         outcome = self.server.graceful_restart(self.stop_timeout_s)
@@ -255,6 +259,11 @@ class _Soak:
 
     def start_counting(self):
         self.counters = [(START, procfs.tcp_counters())]
+
+    def stop_counting(self):
+        """Before the clients stop: what they reset as they go is no
+        event's."""
+        self.counters_ended = procfs.tcp_counters()
 
     def run_event(self, kind):
         server = self.server
@@ -294,14 +303,14 @@ class _Soak:
 
     def counters_by_event(self):
         """The kernel's procfs.TCP_COUNTERS from each event's start to the
-        next's (the last's: to now), summed by kind, START's before the
-        first: what followed each kind of event."""
-        marks = self.counters + [(None, procfs.tcp_counters())]
+        next's (the last's: to stop_counting), summed by kind, START's
+        before the first: what followed each kind of event."""
+        marks = self.counters + [(None, self.counters_ended)]
         deltas = {}
         for (kind, before), (_, after) in zip(marks, marks[1:]):
             deltas.setdefault(kind, []).append(
                 procfs.counter_deltas(before, after))
-        return {kind: restart.sum_counters(one)
+        return {kind: procfs.sum_counters(one)
                 for kind, one in deltas.items()}
 
     def settle(self, processes):
@@ -359,6 +368,7 @@ def measure(server, wrk_command, soak_s, log_dir,
             time.sleep(max(0.0, began + soak_s - time.monotonic()))
             if server.extra_port:
                 soak.run_event(LISTEN_REMOVE)
+            soak.stop_counting()
     finally:
         keepalive = counted.stop()
         result, client_cpu_s = wrk.finish()
@@ -387,7 +397,7 @@ def measure(server, wrk_command, soak_s, log_dir,
             "closing": counted.closing_counts(),
             "losses_after": attribute_losses(
                 soak.log, counted.failures() + counted.slow()),
-            "timed": timed_failures(soak.log, counted.failures(), began),
+            **timed_failures(soak.log, counted.failures(), began),
             "kernel_after": kernel_after,
             "events": [(round(at - began, 3), round(end - began, 3), kind)
                        for at, end, kind in soak.log],
@@ -558,13 +568,18 @@ def timed_lines(points):
     the event each is put down to; none without any."""
     lines = []
     for p in points:
-        for s in (p["restart"] or {}).get("soaks") or []:
+        soaks = (p["restart"] or {}).get("soaks") or []
+        for run, s in enumerate(soaks, 1):
+            label = p["label"] + (f", run {run}" if len(soaks) > 1 else "")
             for begun, failed, method, kind, at in s.get("timed") or []:
                 after = "before any event" if at is None \
                     else f"after the {kind} at {at:,.1f} s"
-                lines.append(f"- {p['label']}: {method} begun at "
+                lines.append(f"- {label}: {method} begun at "
                              f"{begun:,.3f} s, failed at {failed:,.3f} s, "
                              f"{after}")
+            if s.get("timed_dropped"):
+                lines.append(f"- {label}: {s['timed_dropped']:,} more not "
+                             f"kept")
     if not lines:
         return []
     return ["The counting clients' failures, timed from the soak's start, "
@@ -613,7 +628,8 @@ def section(points, options, heading="##"):
         if group:
             lines += [f"{heading}# soak — {level}", "", soak_table(group),
                       ""] + timed_lines(group) + [restart.kernel_note(
-                          "soak", "from a kill to the next event"), "",
+                          "soak", "the part counted from a kill to the next "
+                          "event"), "",
                       kernel_table(group), ""]
     return "\n".join(lines)
 

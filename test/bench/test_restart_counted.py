@@ -76,8 +76,9 @@ def _counted_record(server, round_no, posts_lost):
                             "first_errors": ["reset"]},
                 "kernel": {
                     "run": dict.fromkeys(procfs.TCP_COUNTERS, round_no),
-                    "in_restarts": dict.fromkeys(procfs.TCP_COUNTERS,
-                                                 round_no - 1)},
+                    "per_restart": [
+                        dict.fromkeys(procfs.TCP_COUNTERS, round_no - 1),
+                        dict.fromkeys(procfs.TCP_COUNTERS, 0)]},
                 "timed": [[3.0, 3.5, "CLOSE", 1],
                           [5.0, 7.5, "CLOSE slow", 2],
                           [6.0, 8.5, "CLOSE slow", 2],
@@ -102,7 +103,8 @@ def test_counted_summary_and_table():
     # Each run's timed failures and slow answers, by restart.
     assert "- event, round 2: outside any restart: 1 GET; restart 1: 1 " \
            "CLOSE; restart 2: 2 CLOSE slow\n" in text
-    # The kernel's counters of each run, and their part in the restarts.
+    # The kernel's counters of each run, and how many of its restarts
+    # counted any.
     assert "| event" + " | 1/2 (0/1)" * len(procfs.TCP_COUNTERS) + " |" \
         in text
 
@@ -110,6 +112,14 @@ def test_counted_summary_and_table():
 def test_runs_from_before_the_kernel_counters_show_n_a():
     records = [_counted_record("event", 1, 4), _counted_record("event", 2, 6)]
     del records[1]["restart"]["kernel"]
+    point = report.summarize(records)[0]
+    assert restart.kernel_table([point]).splitlines()[-1] == \
+        "| event" + " | n/a" * len(procfs.TCP_COUNTERS) + " |"
+    # Nor one recorded with the sums of the restarts' own windows
+    # (5aca39a), which said less than they seemed to.
+    records = [_counted_record("event", 1, 4)]
+    kernel = records[0]["restart"]["kernel"]
+    kernel["in_restarts"] = kernel.pop("per_restart")[0]
     point = report.summarize(records)[0]
     assert restart.kernel_table([point]).splitlines()[-1] == \
         "| event" + " | n/a" * len(procfs.TCP_COUNTERS) + " |"
@@ -185,13 +195,14 @@ def check_counted_record(path):
     failed = [t for t in done["timed"] if not t[2].endswith("slow")]
     assert len(failed) == min(kept["failed"] + closing["failed"],
                               restart.TIMED_KEPT)
-    # The kernel's counters this kernel has, over the run and the part of
-    # them in its restarts.
+    # The kernel's counters this kernel has, over the run and from each
+    # restart's start to the next's.
     kernel = done["kernel"]
-    assert set(kernel["run"]) == set(procfs.tcp_counters()) \
-        == set(kernel["in_restarts"])
-    assert all(0 <= kernel["in_restarts"][name] <= kernel["run"][name]
-               for name in kernel["run"]), kernel
+    assert len(kernel["per_restart"]) == RESTARTS
+    assert all(set(one) == set(procfs.tcp_counters())
+               for one in [kernel["run"]] + kernel["per_restart"]), kernel
+    assert all(0 <= sum(one[name] for one in kernel["per_restart"])
+               <= kernel["run"][name] for name in kernel["run"]), kernel
     return record
 
 

@@ -6,6 +6,7 @@ happened, every kind of client must have been counted, bucketed must lose
 no POST but to a killed child, and the resources must be reported at the
 start and the end."""
 import json
+import subprocess
 
 from bucketbench import catalog, procfs, report, restart, soak
 from test_smoke import bench
@@ -15,7 +16,7 @@ SOAK_KEYS = {"planned_s", "seconds", "events_planned", "events_done",
              "kills_missed", "graceful_stops", "full_stops", "forced_stops",
              "lingering", "listen_probe_failures", "failed_requests",
              "keepalive", "closing", "settled", "at_start", "at_end",
-             "kernel_after", "timed"}
+             "kernel_after", "timed", "timed_dropped"}
 
 
 def test_schedule_of_a_short_and_an_hour_long_soak():
@@ -67,10 +68,11 @@ def test_each_failure_is_timed_with_its_event():
     failures = [(108.1, 108.15, "GET"), (101.0, 101.5, "POST"),
                 (109.0, 109.5, "CLOSE")]
     timed = soak.timed_failures(log, failures, 100.0)
-    assert timed == [[1.0, 1.5, "POST", soak.START, None],
-                     [8.1, 8.15, "GET", soak.KILL, 8.0],
-                     [9.0, 9.5, "CLOSE", soak.GRACEFUL, 5.0]]
-    point = {"label": "bucketed", "restart": {"soaks": [{"timed": timed}]}}
+    assert timed == {"timed": [[1.0, 1.5, "POST", soak.START, None],
+                               [8.1, 8.15, "GET", soak.KILL, 8.0],
+                               [9.0, 9.5, "CLOSE", soak.GRACEFUL, 5.0]],
+                     "timed_dropped": 0}
+    point = {"label": "bucketed", "restart": {"soaks": [timed]}}
     lines = soak.timed_lines([point])
     assert lines[2:5] == [
         "- bucketed: POST begun at 1.000 s, failed at 1.500 s, before any "
@@ -79,10 +81,17 @@ def test_each_failure_is_timed_with_its_event():
         "kill at 8.0 s",
         "- bucketed: CLOSE begun at 9.000 s, failed at 9.500 s, after the "
         "graceful at 5.0 s"]
-    # Past restart.TIMED_KEPT, the first ones.
+    # Past restart.TIMED_KEPT, the first ones, and how many more; with two
+    # soaks of a point, each says which run it is.
     many = [(100.0 + n, 100.5 + n, "GET") for n in range(
         restart.TIMED_KEPT + 3)]
-    assert len(soak.timed_failures([], many, 100.0)) == restart.TIMED_KEPT
+    cut = soak.timed_failures([], many, 100.0)
+    assert len(cut["timed"]) == restart.TIMED_KEPT
+    assert cut["timed_dropped"] == 3
+    point = {"label": "bucketed", "restart": {"soaks": [timed, cut]}}
+    lines = soak.timed_lines([point])
+    assert lines[2].startswith("- bucketed, run 1: POST begun at 1.000 s")
+    assert lines[-2] == "- bucketed, run 2: 3 more not kept"
 
 
 def test_soak_servers_and_their_churn():
@@ -181,8 +190,8 @@ def test_soak_run(top, build, tmp_path):
         for key in soak.ATTRIBUTED_KEYS:
             assert sum(after[key] for after in s["losses_after"].values()) \
                 == made[key]
-        assert len(s["timed"]) == min(
-            kept["failed"] + s["closing"]["failed"], restart.TIMED_KEPT)
+        assert len(s["timed"]) + s["timed_dropped"] == \
+            kept["failed"] + s["closing"]["failed"]
         not_killed = [after[key] for kind, after
                       in s["losses_after"].items() if kind != soak.KILL
                       for key in ("posts_lost", "closes_failed")]
@@ -226,32 +235,41 @@ def test_a_soak_from_before_slow_answers_were_attributed_says_so():
         "2 / 1 / 0 / 7"
 
 
-class _NoChildServer:
-    """A server whose restarts take no time and that has no child to
-    kill."""
+class _Server:
+    """A server whose restarts take no time and whose child to kill is
+    `child`: None (none found) or the pid of one already gone."""
+
+    def __init__(self):
+        self.child = None
 
     def graceful_restart(self, stop_timeout_s):
         return {"stop_ms": 1.0, "lingering": 0}
 
     def kill_child(self, rng):
-        return None
+        return self.child
 
 
 def test_kernel_counters_go_to_the_event_they_followed(monkeypatch):
-    """Each event's counters run from its start to the next's; a kill
-    that found no child is no event: its span stays its predecessor's."""
+    """Each event's counters run from its start to the next's, the last's
+    to the end of the counting; a kill that found no child is no event:
+    its span stays its predecessor's."""
     readings = iter([{"ListenOverflows": n, "TCPSynRetrans": 2 * n}
                      for n in (0, 1, 3, 6, 10, 15)])
     monkeypatch.setattr(procfs, "tcp_counters", lambda: next(readings))
-    events = soak._Soak(_NoChildServer(), stop_timeout_s=1)
+    server = _Server()
+    events = soak._Soak(server, stop_timeout_s=1)
     events.start_counting()                                         # 0
     events.run_event(soak.GRACEFUL)                                 # 1
     events.run_event(soak.KILL)                                     # 3
     assert events.kills_missed == 1
-    # A kill that found its child, as run_event marks it.
-    events.counters.append((soak.KILL, procfs.tcp_counters()))      # 6
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    server.child = gone.pid
+    events.run_event(soak.KILL)                                     # 6
     events.run_event(soak.GRACEFUL)                                 # 10
-    after = events.counters_by_event()                              # 15
+    events.stop_counting()                                          # 15
+    assert events.done[soak.KILL] == 1
+    after = events.counters_by_event()
     assert after == {
         soak.START: {"ListenOverflows": 1, "TCPSynRetrans": 2},
         soak.GRACEFUL: {"ListenOverflows": 5 + 5, "TCPSynRetrans": 10 + 10},
