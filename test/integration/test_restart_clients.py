@@ -269,6 +269,62 @@ def test_a_stop_on_held_sockets_serves_until_keepalive_ends(
     server.proc = None
 
 
+def test_a_bucket_emptied_just_before_a_stop_gets_a_child(make_httpd,
+                                                         holders,
+                                                         child_model):
+    """A stop on held sockets while children that reached
+    MaxConnectionsPerChild just before it have not been replaced: a
+    stopping parent replaces no exit, so their buckets' queues waited for
+    the next start (the soak's event model: 2 of 9 full restarts held
+    every new connection over 2 s; a prefork-model bucket whose children
+    are all busy gets none from the passes a stop does not make). The
+    parent is stopped (SIGSTOP) while
+    new connections take every child to its limit, so that none is
+    replaced, until one waits unanswered; then the stop begins. That
+    request, and new ones, must be answered while an idle keep-alive
+    connection keeps the stop serving on (KeepAliveTimeout 30)."""
+    port = free_ports(1)[0]
+    holder = holders([listen_socket(LOOPBACK, port)])
+    server = make_httpd(ports=[port], directives=(
+        directives(child_model, 2).replace("KeepAliveTimeout 5",
+                                           "KeepAliveTimeout 30")
+        + "MaxConnectionsPerChild 20\n"))
+    server.start(holder=holder)
+    idle = kept_alive_connection(port)
+    server.signal(signal.SIGSTOP)
+    try:
+        waiting = None
+        for _ in range(500):
+            conn = http.client.HTTPConnection(LOOPBACK, port, timeout=1)
+            conn.request("GET", "/")
+            try:
+                conn.getresponse().read()
+            except TimeoutError:
+                waiting = conn
+                break
+            conn.close()
+        assert waiting is not None, "no child ever reached its limit"
+        server.signal(signal.SIGWINCH)
+    finally:
+        server.signal(signal.SIGCONT)
+    wait_until(lambda: "shutting down gracefully" in server.error_log(), 10,
+               what="the graceful stop begun")
+    # The request that waited is answered, and so are new ones, before
+    # the idle connection's 30 s are up.
+    waiting.sock.settimeout(10)
+    resp = waiting.getresponse()
+    assert (resp.status, resp.read()) == (200, INDEX_BODY)
+    waiting.close()
+    for _ in range(20):
+        assert get_on_a_new_connection(port) == (200, INDEX_BODY, "close")
+    idle.request("GET", "/")
+    resp = idle.getresponse()
+    assert (resp.status, resp.read()) == (200, INDEX_BODY)
+    idle.close()
+    assert server.wait_exit(timeout=10) == 0
+    server.proc = None
+
+
 def test_prefork_children_holding_connections_are_replaced_at_once(
         make_httpd):
     """Prefork model: at a graceful restart a child holding a keep-alive

@@ -166,6 +166,7 @@ static void serve_until_keepalive_ends(parent_context *pc,
      * it and close the sockets while it waits. */
     do {
         reap_within(pc, CLOSING_POLL);
+        parent_start_in_starved_buckets(pc);
     } while (live_children(pc) > 0 && apr_time_now() < until
              && parent_keepalive_held(pc));
 }

@@ -119,6 +119,9 @@ void parent_reap_one(parent_context *pc, apr_proc_t *proc,
  * (in between): see bucket_maint_decide(). Leave requests repeated for
  * children that have not gone yet. */
 void parent_maintain_buckets(parent_context *pc, int rescue_only);
+/* During a stop that lets the children serve on (parent.c): a child for
+ * each bucket with no idle unit, as a rescue pass would start. */
+void parent_start_in_starved_buckets(parent_context *pc);
 struct keepalive_holder *parent_holders_create(apr_pool_t *p, int slots);
 void parent_repeat_leave_requests(parent_context *pc);
 /* The bucket's children of this generation that got through their

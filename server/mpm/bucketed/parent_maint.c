@@ -525,6 +525,36 @@ static void publish_to_steering(parent_context *pc, int fresh)
 /* A full pass (once a second) or a rescue pass (in between): see
  * bucket_maint_decide(), which takes arrays: filled from the bucket
  * records, and the spawn rates written back. */
+/* No child leaves at MaxConnectionsPerChild while a stop serves on, but
+ * one that left just before it (the next pass would have replaced it) or
+ * crashed since is not replaced, since a stopping parent replaces no
+ * exit; and a bucket whose children are all busy gets none from the
+ * passes, which a stop does not make. Its queue would wait for the next
+ * start. Only the rescue's spawn: the stop has put every bucket back in
+ * its groups, and moves or stops now would cost capacity for good. */
+void parent_start_in_starved_buckets(parent_context *pc)
+{
+    apr_time_t now = apr_time_now();
+    int free_slots = take_census(pc, now);
+    int b, slot;
+
+    for (b = 0; b < pc->num_buckets && free_slots > 0; b++) {
+        if (pc->census[b].idle > 0
+            || bucket_health_grow_limit(
+                   &pc->gen->buckets[b].kept->spawning->health,
+                   pc->census[b].children, now) <= 0
+            || (slot = parent_free_slot(pc)) < 0) {
+            continue;
+        }
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, pc->s, BKLOGNO(00261)
+                     "bucketed: stopping: bucket %d has no idle child; "
+                     "starting one to serve it until the stop ends", b);
+        if (parent_spawn_child(pc, slot, b) == 0) {
+            free_slots--;
+        }
+    }
+}
+
 void parent_maintain_buckets(parent_context *pc, int rescue_only)
 {
     bucketed_retained *retained = pc->retained;
