@@ -269,6 +269,29 @@ def test_a_stop_on_held_sockets_serves_until_keepalive_ends(
     server.proc = None
 
 
+def test_sigterm_ends_a_stop_that_serves_on(make_httpd, holders):
+    """A hard stop (SIGTERM) after a graceful one on held sockets, while
+    an idle keep-alive connection keeps the children serving
+    (KeepAliveTimeout 30): the parent stops its children and exits at
+    once, rather than serving on until KeepAliveTimeout."""
+    port = free_ports(1)[0]
+    holder = holders([listen_socket(LOOPBACK, port)])
+    server = make_httpd(ports=[port], directives=(
+        directives("event", 2).replace("KeepAliveTimeout 5",
+                                       "KeepAliveTimeout 30")))
+    server.start(holder=holder)
+    idle = kept_alive_connection(port)
+    server.signal(signal.SIGWINCH)
+    wait_until(lambda: "shutting down gracefully" in server.error_log(), 10,
+               what="the graceful stop begun")
+    assert get_on_a_new_connection(port) == (200, INDEX_BODY, "close")
+    server.signal(signal.SIGTERM)
+    # Well inside the 30 s the idle connection could have kept it.
+    server.wait_exit(timeout=10)
+    server.proc = None
+    idle.close()
+
+
 def test_a_bucket_emptied_just_before_a_stop_gets_a_child(make_httpd,
                                                          holders,
                                                          child_model):
@@ -317,6 +340,9 @@ def test_a_bucket_emptied_just_before_a_stop_gets_a_child(make_httpd,
     waiting.close()
     for _ in range(20):
         assert get_on_a_new_connection(port) == (200, INDEX_BODY, "close")
+    # Served by a child the stop started, not by one that was there (a
+    # request that timed out for another reason would end the loop early).
+    assert "BK00261" in server.error_log()
     idle.request("GET", "/")
     resp = idle.getresponse()
     assert (resp.status, resp.read()) == (200, INDEX_BODY)

@@ -164,11 +164,16 @@ static void serve_until_keepalive_ends(parent_context *pc,
      * promising keep-alive marks its connection idle a moment later (on a
      * busy machine, much later), and a stop that looked at once would miss
      * it and close the sockets while it waits. */
-    do {
+    for (;;) {
         reap_within(pc, CLOSING_POLL);
+        /* SIGTERM, or a child that cannot run at all, ends it. */
+        if (live_children(pc) == 0 || apr_time_now() >= until
+            || !parent_keepalive_held(pc)
+            || pc->retained->mpm->is_ungraceful) {
+            break;
+        }
         parent_start_in_starved_buckets(pc);
-    } while (live_children(pc) > 0 && apr_time_now() < until
-             && parent_keepalive_held(pc));
+    }
 }
 
 /* A kernel that cannot migrate a closing socket's queue (4.19-5.13)

@@ -172,8 +172,11 @@ static slot_view view_slot(const parent_context *pc, int slot,
          * which may not take the signal (its default action ends the
          * process, and with it the requests its threads serve). */
         v.state = cs->replace_into != NO_REPLACEMENT
+                  && !pc->retained->mpm->shutdown_pending
                   ? SLOT_REPLACING : SLOT_LEAVING;
-        v.bucket = cs->replace_into;
+        /* A stopping parent starts no replacement (child_gone()). */
+        v.bucket = v.state == SLOT_REPLACING ? cs->replace_into
+                                             : NO_REPLACEMENT;
         v.reclaimable = v.state == SLOT_REPLACING
                         && cs->taken_over_start == 0
                         && keepalive_reclaimable(keepalive_idle);
@@ -522,21 +525,20 @@ static void publish_to_steering(parent_context *pc, int fresh)
                                   pc->num_buckets);
 }
 
-/* A full pass (once a second) or a rescue pass (in between): see
- * bucket_maint_decide(), which takes arrays: filled from the bucket
- * records, and the spawn rates written back. */
 /* No child leaves at MaxConnectionsPerChild while a stop serves on, but
  * one that left just before it (the next pass would have replaced it) or
- * crashed since is not replaced, since a stopping parent replaces no
- * exit; and a bucket whose children are all busy gets none from the
+ * crashed since is not replaced (child_gone() replaces no exit during a
+ * stop); and a bucket whose children are all busy gets none from the
  * passes, which a stop does not make. Its queue would wait for the next
  * start. Only the rescue's spawn: the stop has put every bucket back in
  * its groups, and moves or stops now would cost capacity for good. */
 void parent_start_in_starved_buckets(parent_context *pc)
 {
     apr_time_t now = apr_time_now();
-    int free_slots = take_census(pc, now);
-    int b, slot;
+    int free_slots, b, slot;
+
+    adopted_slots_check(pc);
+    free_slots = take_census(pc, now);
 
     for (b = 0; b < pc->num_buckets && free_slots > 0; b++) {
         if (pc->census[b].idle > 0
@@ -555,6 +557,9 @@ void parent_start_in_starved_buckets(parent_context *pc)
     }
 }
 
+/* A full pass (once a second) or a rescue pass (in between): see
+ * bucket_maint_decide(), which takes arrays: filled from the bucket
+ * records, and the spawn rates written back. */
 void parent_maintain_buckets(parent_context *pc, int rescue_only)
 {
     bucketed_retained *retained = pc->retained;

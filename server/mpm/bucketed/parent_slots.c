@@ -373,6 +373,15 @@ static void mark_slot_dead(parent_context *pc, int slot)
     }
     ap_get_scoreboard_process(slot)->not_accepting = 0;
     ap_get_scoreboard_process(slot)->connections = 0;
+    /* Nor its connection counts: a stop that serves on reads keep_alive
+     * (parent_keepalive_held()) before the slot's next child writes it. */
+    ap_get_scoreboard_process(slot)->keep_alive = 0;
+    ap_get_scoreboard_process(slot)->write_completion = 0;
+    ap_get_scoreboard_process(slot)->lingering_close = 0;
+    ap_get_scoreboard_process(slot)->suspended = 0;
+#ifdef AP_MPMQ_CAN_WAITIO   /* httpd 2.4.63 and later */
+    ap_get_scoreboard_process(slot)->wait_io = 0;
+#endif
 }
 
 /* Children the bucket has (running, starting or on their way in), from

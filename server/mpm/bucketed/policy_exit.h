@@ -61,8 +61,8 @@ int child_setup_failure_passes(int err);
  * below MaxConnectionsPerChild (max_connections; 0 or less: no limit), or
  * at any count while a stop on held sockets has every child serve on
  * (stopping). Then every child goes within KeepAliveTimeout and a
- * stopping parent starts none, so one that left at its limit would leave
- * its bucket's queue waiting for the next start. */
+ * stopping parent replaces no exit, so one that left at its limit would
+ * leave its bucket's queue waiting for the next start. */
 int child_takes_another(apr_uint32_t served, int max_connections,
                         int stopping);
 
