@@ -357,7 +357,8 @@ static int may_accept_locked(event_child_ctx *ctx, int idle)
            && (event_may_accept(open, idle, ctx->threads,
                                 ctx->conf->async_factor)
                || (idle > 0 && event_swapping(open, ctx->swap_until)))
-           && child_life_may_serve_more(ctx->retained, ctx->served);
+           && child_takes_another(ctx->served, ap_max_requests_per_child,
+                                  ctx->server_closing);
 }
 
 /* A connection about to be accepted is counted first, since workers accept
@@ -375,7 +376,8 @@ static int reserve_locked(event_child_ctx *ctx, apr_pool_t **ptrans)
         return 0;
     }
     ctx->served++;
-    return !child_life_may_serve_more(ctx->retained, ctx->served);
+    return !child_takes_another(ctx->served, ap_max_requests_per_child,
+                                ctx->server_closing);
 }
 
 /* EPOLLEXCLUSIVE wakes the first child in the socket's wait queue that has

@@ -204,6 +204,11 @@ typedef struct event_child_ctx {
                                       * 0 = not swapping */
     apr_uint32_t served;             /* accepted, when MaxConnectionsPer
                                       * Child counts them */
+    int server_closing;              /* the keeper's copy of
+                                      * bucket_stats_closing(): a stop on
+                                      * held sockets lets the children
+                                      * serve on, past their limit
+                                      * (child_takes_another) */
     apr_pool_t *callback_pool;       /* ev_callback records come from here */
     ev_callback *timed;              /* registered, in order of time */
     ev_callback *due_head, *due_tail;  /* due, each with a work unit */

@@ -284,6 +284,10 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
     int wait_ms = -1, extra = 0;
 
     ev_lock(ctx);
+    /* Read here, a tick at most late, rather than at every accept: a child
+     * that reaches its limit meanwhile is replaced by the stop
+     * (parent_start_in_starved_buckets()). */
+    ctx->server_closing = bucket_stats_closing(ctx->retained);
     if (child_life_slot_quiescing(ctx->life)) {
         CHILD_LIFE_SET(ctx->life, leaving);
     }
