@@ -51,14 +51,16 @@ def started(make_httpd, tmp_path, mpm, transport):
     bucketed's model, serving plaintext or TLS."""
     tls_port = None
     extra = ""
+    # Both ports in one pick: two picks can return the same free port.
+    plain_port, other_port = free_ports(2)
     if transport == "tls":
-        (tls_port,) = free_ports(1)
+        tls_port = other_port
         (tmp_path / mpm).mkdir()
         cert, extra = tls_vhost(tmp_path / mpm, tls_port)
     directives = SERVERS + extra
     if mpm == "bucketed":
         directives = "ChildModel prefork\n" + directives
-    server = make_httpd(directives=directives, mpm=mpm)
+    server = make_httpd(ports=[plain_port], directives=directives, mpm=mpm)
     server.start()
     port = tls_port or server.ports[0]
 
