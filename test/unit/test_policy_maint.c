@@ -433,6 +433,40 @@ static void test_rescue_pass(void **state)
     assert_int_equal(p.d[2].spawn, 1);
 }
 
+static void test_rescue_pass_without_moves(void **state)
+{
+    static const int idle[] = { 0, 1, 0, 20 }, busy[] = { 9, 9, 9, 0 };
+    bucket_maint_input in;
+    pass_t p;
+    int b, free_slots;
+
+    (void)state;
+    /* A stop that serves on: buckets with no idle child get one from a
+     * free slot while there is one, never a child moved from another. */
+    for (free_slots = 0; free_slots <= 3; free_slots++) {
+        setup_pass(&p, 4, idle, busy);
+        p.grow_limit[2] = free_slots == 3 ? 0 : BUCKET_MAX_SPAWN_RATE;
+        memset(&in, 0, sizeof(in));
+        in.num_buckets = 4;
+        in.unit = 1;
+        in.census = p.census;
+        in.grow_limit = p.grow_limit;
+        in.min_spare = 8;
+        in.max_spare = 12;
+        in.free_slots = free_slots;
+        in.rescue_only = 1;
+        assert_int_equal(bucket_maint_decide(&in, p.rate, p.d, p.moves, 0),
+                         0);
+        assert_int_equal(p.d[0].spawn, free_slots >= 1);
+        assert_int_equal(p.d[2].spawn, free_slots == 2);
+        for (b = 0; b < 4; b++) {
+            assert_int_equal(p.d[b].moved_in + p.d[b].moved_out
+                             + p.d[b].stop, 0);
+        }
+        assert_int_equal(p.d[1].spawn + p.d[3].spawn, 0);
+    }
+}
+
 /* Random passes: what every decision must respect. */
 static void test_decide_properties(void **state)
 {
@@ -1037,6 +1071,7 @@ int main(void)
         POOL_TEST(test_held_bucket_gets_nothing),
         POOL_TEST(test_slots_before_moves),
         POOL_TEST(test_rescue_pass),
+        POOL_TEST(test_rescue_pass_without_moves),
         POOL_TEST(test_decide_properties),
         POOL_TEST(test_skewed_load_simulation),
         POOL_TEST(test_census_tally),

@@ -149,13 +149,6 @@ int child_life_slot_quiescing(const child_life *life)
     return ap_get_scoreboard_process(life->slot)->quiescing;
 }
 
-int child_life_may_serve_more(const bucketed_retained *retained,
-                              apr_uint32_t served)
-{
-    return child_takes_another(served, ap_max_requests_per_child,
-                               bucket_stats_closing(retained));
-}
-
 /* A parent that dies without stopping its children (killed, crashed)
  * must not leave them serving an orphaned configuration: on Linux they
  * are asked to leave when it goes. After the identity change, which

@@ -83,11 +83,6 @@ void child_life_exit(child_life *life, int code, int clean)
  * (policy_handover.h) serve until they are asked. */
 int child_life_slot_quiescing(const child_life *life);
 
-/* Whether a child that has taken `served` connections may take another
- * (MaxConnectionsPerChild; child_takes_another()). */
-int child_life_may_serve_more(const bucketed_retained *retained,
-                              apr_uint32_t served);
-
 #define CHILD_LIFE_SET(life, flag) apr_atomic_set32(&(life)->flag, 1)
 #define CHILD_LIFE_IS(life, flag) (apr_atomic_read32(&(life)->flag) != 0)
 

@@ -33,6 +33,7 @@
  *   parent.c              the parent: generations, stop, restarts
  *   parent_slots.c        its slot table: spawning, leaving, reaping
  *   parent_maint.c        its maintenance passes
+ *   parent_stalls.c       their watch of the accept queues
  *   parent_takeover.c     after a restart onto an incompatible build
  *   parent_record.c       what every build leaves for such a restart
  *   parent_adopted.c      the children it took: checked before each use

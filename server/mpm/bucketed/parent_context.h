@@ -3,6 +3,7 @@
  * parent_context.h: the family header of the parent's files (parent.c
  * runs the parent, parent_slots.c starts and reaps children,
  * parent_maint.c keeps every bucket supplied with idle children,
+ * parent_stalls.c watches their accept queues for stalls,
  * parent_handover.c hands a graceful restart's buckets over,
  * parent_takeover.c takes over what an incompatible build left): the
  * parent's context and the functions one of them calls in another. It
@@ -122,11 +123,16 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only);
 /* During a stop that lets the children serve on (parent.c): a child for
  * each bucket with no idle unit, as a rescue pass would start. */
 void parent_start_in_starved_buckets(parent_context *pc);
-struct keepalive_holder *parent_holders_create(apr_pool_t *p, int slots);
 void parent_repeat_leave_requests(parent_context *pc);
 /* The bucket's children of this generation that got through their
  * set-up. */
 int parent_ready_children(const parent_context *pc, int bucket);
+
+/* parent_stalls.c: at each pass, after the census: buckets whose queued
+ * connections nobody accepts get stall_remedy_decide()'s remedy (their
+ * census marked stalled when they need a child). */
+void parent_note_stalls(parent_context *pc, apr_time_t now);
+struct keepalive_holder *parent_holders_create(apr_pool_t *p, int slots);
 
 /* parent_handover.c: a graceful restart's handover (policy_handover.h).
  * Whether an idle old child in slot keeps accepting, its replacement for

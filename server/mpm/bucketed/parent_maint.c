@@ -2,13 +2,12 @@
 /*
  * parent_maint.c: the parent's maintenance passes, once a second and the
  * quick rescue passes between them: the census of every bucket's idle and
- * busy units from the slot table and the scoreboard, the stall check of
- * each bucket's accept queue, then policy_maint.c's decision carried out
- * (spawns, moves, surplus stops).
+ * busy units from the slot table and the scoreboard, the stall check
+ * (parent_stalls.c), then policy_maint.c's decision carried out (spawns,
+ * moves, surplus stops).
  */
 #include "parent_context.h"
 
-#include <stdlib.h>
 
 #include "http_log.h"
 #include "http_main.h"
@@ -19,9 +18,6 @@
 #include "stats.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
-
-/* At most one stall warning per bucket this often. */
-#define STALL_LOG_INTERVAL apr_time_from_sec(10)
 
 /* The units a child brings: threads per child in ChildModel event. */
 static int child_units(const parent_context *pc)
@@ -275,112 +271,6 @@ static void carry_out(parent_context *pc, int bucket,
     }
 }
 
-/* A child holding a reclaimable keep-alive connection, and since when. */
-struct keepalive_holder {
-    apr_time_t since;
-    int slot;
-};
-
-struct keepalive_holder *parent_holders_create(apr_pool_t *p, int slots)
-{
-    return apr_pcalloc(p, sizeof(struct keepalive_holder) * slots);
-}
-
-static int longest_idle_first(const void *a, const void *b)
-{
-    const struct keepalive_holder *x = a, *y = b;
-
-    return x->since < y->since ? -1 : x->since > y->since;
-}
-
-/* A stalled prefork bucket at the limit: up to `count` of its children
- * whose keep-alive connection has waited longest (and long enough) for
- * its next request are asked to close it and take a waiting connection,
- * or, leaving, to make room for their replacement in the bucket
- * (stall_remedy_decide). One scan of the slots, then a sort. Returns how
- * many were asked. */
-static int ask_give_ups(parent_context *pc, int bucket, int count,
-                        apr_time_t now)
-{
-    int slot, i, found = 0;
-
-    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
-        if (pc->slot_views[slot].reclaimable
-            && pc->slot_views[slot].bucket == bucket) {
-            pc->holders[found].since = pc->keepalive_since[slot];
-            pc->holders[found].slot = slot;
-            found++;
-        }
-    }
-    qsort(pc->holders, found, sizeof(*pc->holders), longest_idle_first);
-    for (i = 0; i < found && i < count; i++) {
-        slot = pc->holders[i].slot;
-        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, pc->s, BKLOGNO(00186)
-                     "bucketed: child %" APR_PID_T_FMT " of bucket %d is "
-                     "asked to close its keep-alive connection, idle for %"
-                     APR_TIME_T_FMT " ms, for a waiting client",
-                     pc->retained->slots[slot].pid, bucket,
-                     apr_time_as_msec(now - pc->holders[i].since));
-        parent_ask_to_give_up(pc, slot);
-        pc->slot_views[slot].reclaimable = 0;
-    }
-    return i;
-}
-
-/* Buckets whose queued connections nobody accepts (policy_stall.h) get
- * what stall_remedy_decide() says: their idle keep-alive holders make
- * room, or they count as having no idle child, so that this pass gives
- * them one. The watch goes by the accept queues the parent reads itself,
- * which also go into the census (what steering is told). */
-static void note_stalls(parent_context *pc, apr_time_t now)
-{
-    int b;
-
-    bucket_queue_sample(pc->s, pc->gen);
-    for (b = 0; b < pc->num_buckets; b++) {
-        bucket_rec *bk = &pc->gen->buckets[b];
-        const bucket_census *c = &pc->census[b];
-        int units = c->idle + c->busy;
-        stall_verdict v = stall_watch_update(
-            &bk->stall, bk->queued, units > 0 && c->serving >= units, now,
-            stall_watch_after(bk->can_grow, c->reclaimable));
-        stall_remedy remedy = stall_remedy_decide(
-            v, stall_watch_stalled_for(&bk->stall, now), bk->queued,
-            bk->can_grow, c->reclaimable);
-
-        pc->census[b].queued = (int)bk->queued;
-        if (remedy.give_ups > 0
-            && ask_give_ups(pc, b, remedy.give_ups, now) < remedy.give_ups) {
-            remedy.needs_child = 1;
-        }
-        if (remedy.needs_child) {
-            bucket_census_stalled(&pc->census[b]);
-        }
-        if (v == STALL_BEGAN
-            && now - bk->stall_logged >= STALL_LOG_INTERVAL) {
-            bk->stall_logged = now;
-            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, BKLOGNO(00108)
-                                                              "bucketed: "
-                         "bucket %d stalled: %u connection(s) wait in its "
-                         "accept queue, which has not gone down for %"
-                         APR_TIME_T_FMT " ms (its children are hung, at "
-                         "their connection limit, or hold idle keep-alive "
-                         "connections); %s", b, bk->queued,
-                         apr_time_as_msec(stall_watch_stalled_for(&bk->stall,
-                                                                  now)),
-                         remedy.needs_child ? "giving it another child"
-                         : "its idle keep-alive connections make room");
-        }
-        else if (v == STALL_ENDED) {
-            ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00109)
-                                                           "bucketed: "
-                         "bucket %d accepts again after a stall of %"
-                         APR_TIME_T_FMT " ms", b,
-                         apr_time_as_msec(bk->stall.lasted));
-        }
-    }
-}
-
 /* Processes holding bucket's sockets, from the parent's own table: its
  * children of any generation, and those on their way in (the replacement
  * of a child asked to leave, or kept for the handover). */
@@ -525,34 +415,58 @@ static void publish_to_steering(parent_context *pc, int fresh)
                                   pc->num_buckets);
 }
 
+/* The decision's input as of now: this pass's census and free slots,
+ * each bucket's grow limit and spawn rate; no child taken over that is
+ * no longer counts. A full pass's, not steered to idle, until the caller
+ * says otherwise. */
+static void take_maint_input(parent_context *pc, bucket_maint_input *in,
+                             apr_time_t now)
+{
+    int b;
+
+    adopted_slots_check(pc);
+    in->num_buckets = pc->num_buckets;
+    in->unit = child_units(pc);
+    in->census = pc->census;
+    in->grow_limit = pc->grow_limit;
+    in->min_spare = pc->limits->min_spare;
+    in->max_spare = pc->limits->max_spare;
+    in->free_slots = take_census(pc, now);
+    in->rescue_only = 0;
+    in->covers = pc->covers;
+    in->steered_to_idle = 0;
+    for (b = 0; b < pc->num_buckets; b++) {
+        bucket_rec *bk = &pc->gen->buckets[b];
+
+        pc->grow_limit[b] = bucket_health_grow_limit(
+            &bk->kept->spawning->health, pc->census[b].children, now);
+        bk->can_grow = in->free_slots > 0 && pc->grow_limit[b] > 0;
+        pc->spawn_rate[b] = bk->kept->spawning->spawn_rate;
+    }
+}
+
 /* No child leaves at MaxConnectionsPerChild while a stop serves on, but
  * one that left just before it (the next pass would have replaced it) or
  * crashed since is not replaced (child_gone() replaces no exit during a
  * stop); and a bucket whose children are all busy gets none from the
  * passes, which a stop does not make. Its queue would wait for the next
- * start. Only the rescue's spawn: the stop has put every bucket back in
- * its groups, and moves or stops now would cost capacity for good. */
+ * start. A rescue pass allowed no move: the stop has put every bucket
+ * back in its groups, and moves or stops now would cost capacity for
+ * good. */
 void parent_start_in_starved_buckets(parent_context *pc)
 {
-    apr_time_t now = apr_time_now();
-    int free_slots, b, slot;
+    bucket_maint_input in;
+    int b;
 
-    adopted_slots_check(pc);
-    free_slots = take_census(pc, now);
-
-    for (b = 0; b < pc->num_buckets && free_slots > 0; b++) {
-        if (pc->census[b].idle > 0
-            || bucket_health_grow_limit(
-                   &pc->gen->buckets[b].kept->spawning->health,
-                   pc->census[b].children, now) <= 0
-            || (slot = parent_free_slot(pc)) < 0) {
-            continue;
-        }
-        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, pc->s, BKLOGNO(00261)
-                     "bucketed: stopping: bucket %d has no idle child; "
-                     "starting one to serve it until the stop ends", b);
-        if (parent_spawn_child(pc, slot, b) == 0) {
-            free_slots--;
+    take_maint_input(pc, &in, apr_time_now());
+    in.rescue_only = 1;
+    bucket_maint_decide(&in, pc->spawn_rate, pc->decisions, pc->moves, 0);
+    for (b = 0; b < pc->num_buckets; b++) {
+        if (pc->decisions[b].spawn > 0) {
+            ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, pc->s, BKLOGNO(00261)
+                         "bucketed: stopping: bucket %d has no idle child; "
+                         "starting one to serve it until the stop ends", b);
+            carry_out(pc, b, &pc->decisions[b]);
         }
     }
 }
@@ -567,27 +481,10 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
     apr_time_t now = apr_time_now();
     int b, i, num_moves, starved = 0, moved = 0;
 
-    /* Nothing counted below is a child taken over that is no longer. */
-    adopted_slots_check(pc);
-    in.num_buckets = pc->num_buckets;
-    in.unit = child_units(pc);
-    in.census = pc->census;
-    in.grow_limit = pc->grow_limit;
-    in.min_spare = pc->limits->min_spare;
-    in.max_spare = pc->limits->max_spare;
-    in.free_slots = take_census(pc, now);
-    for (b = 0; b < pc->num_buckets; b++) {
-        bucket_rec *bk = &pc->gen->buckets[b];
-
-        pc->grow_limit[b] = bucket_health_grow_limit(
-            &bk->kept->spawning->health, pc->census[b].children, now);
-        bk->can_grow = in.free_slots > 0 && pc->grow_limit[b] > 0;
-        pc->spawn_rate[b] = bk->kept->spawning->spawn_rate;
-    }
-    note_stalls(pc, now);
+    take_maint_input(pc, &in, now);
+    parent_note_stalls(pc, now);
     note_absences(pc);
     in.rescue_only = rescue_only;
-    in.covers = pc->covers;
     in.steered_to_idle = bucket_listeners_steer_to_idle(pc->conf, retained);
     bucket_stats_publish_census(pc->gen, pc->census, now);
     publish_to_steering(pc, 0);

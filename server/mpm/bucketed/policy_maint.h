@@ -195,7 +195,8 @@ bucket_spare_limits bucket_spare_share(int min_spare, int max_spare,
  * bucket's spare maximum is kept at least one child's units above its minimum,
  * so that stopping a child never makes a bucket short. spawn_rate (per bucket,
  * in and out) starts at 1. In a rescue pass, a bucket with no idle child gains
- * one the same way, and nothing else happens. decisions has num_buckets
+ * one the same way, and nothing else happens; with max_moves 0, only from a
+ * free slot (a stop that serves on). decisions has num_buckets
  * entries; moves room for max_moves. Returns the number of moves written.
  */
 int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,

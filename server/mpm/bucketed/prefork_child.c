@@ -33,6 +33,7 @@
 #include "child_accept.h"
 #include "child_life.h"
 #include "listen_sockets.h"
+#include "policy_exit.h"
 #include "prefork_keepalive.h"
 #include "stats.h"
 
@@ -184,7 +185,8 @@ static int serve(child_life *life, int *clean)
     bucket_alloc = apr_bucket_alloc_create(life->pchild);
 
     while (!CHILD_LIFE_IS(life, leaving)
-           && child_life_may_serve_more(life->retained, served)) {
+           && child_takes_another(served, ap_max_requests_per_child,
+                                  bucket_stats_closing(life->retained))) {
         apr_socket_t *csd = NULL;
         conn_rec *c;
 

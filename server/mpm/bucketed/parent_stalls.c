@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * parent_stalls.c: the stall watch of each bucket's accept queue, at each
+ * maintenance pass (policy_stall.h decides): a stall logged, and its
+ * remedy carried out, prefork-model children at the limit asked to give
+ * up an idle keep-alive connection for a waiting client, or the bucket
+ * counted as having no idle child so that the pass gives it one.
+ */
+#include "parent_context.h"
+
+#include <stdlib.h>
+
+#include "http_log.h"
+#include "stats.h"
+
+APLOG_USE_MODULE(mpm_bucketed);
+
+/* At most one stall warning per bucket this often. */
+#define STALL_LOG_INTERVAL apr_time_from_sec(10)
+
+/* A child holding a reclaimable keep-alive connection, and since when. */
+struct keepalive_holder {
+    apr_time_t since;
+    int slot;
+};
+
+struct keepalive_holder *parent_holders_create(apr_pool_t *p, int slots)
+{
+    return apr_pcalloc(p, sizeof(struct keepalive_holder) * slots);
+}
+
+static int longest_idle_first(const void *a, const void *b)
+{
+    const struct keepalive_holder *x = a, *y = b;
+
+    return x->since < y->since ? -1 : x->since > y->since;
+}
+
+/* A stalled prefork bucket at the limit: up to `count` of its children
+ * whose keep-alive connection has waited longest (and long enough) for
+ * its next request are asked to close it and take a waiting connection,
+ * or, leaving, to make room for their replacement in the bucket
+ * (stall_remedy_decide). One scan of the slots, then a sort. Returns how
+ * many were asked. */
+static int ask_give_ups(parent_context *pc, int bucket, int count,
+                        apr_time_t now)
+{
+    int slot, i, found = 0;
+
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        if (pc->slot_views[slot].reclaimable
+            && pc->slot_views[slot].bucket == bucket) {
+            pc->holders[found].since = pc->keepalive_since[slot];
+            pc->holders[found].slot = slot;
+            found++;
+        }
+    }
+    qsort(pc->holders, found, sizeof(*pc->holders), longest_idle_first);
+    for (i = 0; i < found && i < count; i++) {
+        slot = pc->holders[i].slot;
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, pc->s, BKLOGNO(00186)
+                     "bucketed: child %" APR_PID_T_FMT " of bucket %d is "
+                     "asked to close its keep-alive connection, idle for %"
+                     APR_TIME_T_FMT " ms, for a waiting client",
+                     pc->retained->slots[slot].pid, bucket,
+                     apr_time_as_msec(now - pc->holders[i].since));
+        parent_ask_to_give_up(pc, slot);
+        pc->slot_views[slot].reclaimable = 0;
+    }
+    return i;
+}
+
+/* Buckets whose queued connections nobody accepts (policy_stall.h) get
+ * what stall_remedy_decide() says: their idle keep-alive holders make
+ * room, or they count as having no idle child, so that this pass gives
+ * them one. The watch goes by the accept queues the parent reads itself,
+ * which also go into the census (what steering is told). */
+void parent_note_stalls(parent_context *pc, apr_time_t now)
+{
+    int b;
+
+    bucket_queue_sample(pc->s, pc->gen);
+    for (b = 0; b < pc->num_buckets; b++) {
+        bucket_rec *bk = &pc->gen->buckets[b];
+        const bucket_census *c = &pc->census[b];
+        int units = c->idle + c->busy;
+        stall_verdict v = stall_watch_update(
+            &bk->stall, bk->queued, units > 0 && c->serving >= units, now,
+            stall_watch_after(bk->can_grow, c->reclaimable));
+        stall_remedy remedy = stall_remedy_decide(
+            v, stall_watch_stalled_for(&bk->stall, now), bk->queued,
+            bk->can_grow, c->reclaimable);
+
+        pc->census[b].queued = (int)bk->queued;
+        if (remedy.give_ups > 0
+            && ask_give_ups(pc, b, remedy.give_ups, now) < remedy.give_ups) {
+            remedy.needs_child = 1;
+        }
+        if (remedy.needs_child) {
+            bucket_census_stalled(&pc->census[b]);
+        }
+        if (v == STALL_BEGAN
+            && now - bk->stall_logged >= STALL_LOG_INTERVAL) {
+            bk->stall_logged = now;
+            ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, BKLOGNO(00108)
+                                                              "bucketed: "
+                         "bucket %d stalled: %u connection(s) wait in its "
+                         "accept queue, which has not gone down for %"
+                         APR_TIME_T_FMT " ms (its children are hung, at "
+                         "their connection limit, or hold idle keep-alive "
+                         "connections); %s", b, bk->queued,
+                         apr_time_as_msec(stall_watch_stalled_for(&bk->stall,
+                                                                  now)),
+                         remedy.needs_child ? "giving it another child"
+                         : "its idle keep-alive connections make room");
+        }
+        else if (v == STALL_ENDED) {
+            ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00109)
+                                                           "bucketed: "
+                         "bucket %d accepts again after a stall of %"
+                         APR_TIME_T_FMT " ms", b,
+                         apr_time_as_msec(bk->stall.lasted));
+        }
+    }
+}
