@@ -700,6 +700,7 @@ def summarize_runs(records):
         "requests_median": stats.median([r["requests"] for r in good]),
         "failed_requests": failed, "failed_total": sum(failed),
         "failed_median": stats.median(failed),
+        "timeouts_per_run": [r["errors"]["timeout"] for r in good],
         "errors": {kind: sum(r["errors"][kind] for r in good)
                    for kind in good[0]["errors"]},
         "slowest_ms": slowest, "slowest_median_ms": stats.median(
@@ -1010,7 +1011,11 @@ def section(points, options, heading="##", title=DEFAULT_TITLE):
         f"replaced = the loaded mod_mpm_bucketed.so renamed over by a "
         f"second build, then the first, between every stop and start. "
         f"Failed requests: wrk's connect, read and write errors, timeouts "
-        f"and non-2xx answers. Medians and ranges over the "
+        f"and non-2xx answers. A wrk timeout is an answer slower than the "
+        f"timeout, which wrk then leaves out of its latencies, or a request "
+        f"still unanswered at one of its checks (every 2 s, again at each "
+        f"while it waits): a slow answer, not necessarily a lost one. "
+        f"Medians and ranges over the "
         f"{options['runs']} interleaved rounds; ratios are medians of "
         f"same-round ratios (range over rounds).", ""]
     swap = options.get("swap_module")
@@ -1049,25 +1054,32 @@ HEADLINE_WORKLOADS = (("restart-full", "full"),
 
 
 def _lost_per_run(summary):
-    """A point's requests with no answer per run (wrk's, the keep-alive
-    GETs' and the counted Connection: close ones' together) and its lost
-    POSTs, as ranges."""
+    """A point's figures per run, as ranges: requests that failed (wrk's
+    errors but its timeouts, the keep-alive GETs' and the counted
+    Connection: close ones'), requests not answered within SLOW_S (wrk's
+    timeouts, the counted Connection: close clients' slow answers) and
+    lost POSTs."""
     runs = len(summary["failed_requests"])
     keepalive = summary.get("keepalive") or {}
     gets = keepalive.get("gets_failed_per_run") or [0] * runs
-    closes = (summary.get("closing") or {}).get("failed_per_run") \
-        or [0] * runs
-    failed = [a + b + c for a, b, c
-              in zip(summary["failed_requests"], gets, closes)]
+    closing = summary.get("closing") or {}
+    closes = closing.get("failed_per_run") or [0] * runs
+    slow = closing.get("slow_per_run") or [0] * runs
+    timeouts = summary["timeouts_per_run"]
+    failed = [wrk - late + got + closed for wrk, late, got, closed
+              in zip(summary["failed_requests"], timeouts, gets, closes)]
+    unanswered = [late + counted for late, counted in zip(timeouts, slow)]
     posts = keepalive.get("posts_lost_per_run")
     return (f"{markdown.per_run_range(failed)} / "
+            f"{markdown.per_run_range(unanswered)} / "
             f"{markdown.per_run_range(posts) if posts else 'n/a'}")
 
 
 def headline(points, options):
     """The counted restarts' figure: per server, on the full and on the
-    graceful restarts, what its clients lost per run: requests with no
-    answer and lost POSTs (their range over the rounds)."""
+    graceful restarts, what its clients lost per run: requests failed,
+    requests not answered within SLOW_S and lost POSTs (their range over
+    the rounds)."""
     parts = []
     for server in HEADLINE_SERVERS:
         cells = []
@@ -1080,5 +1092,6 @@ def headline(points, options):
                 cells.append(f"{kind} {_lost_per_run(point['restart'])}")
         if cells:
             parts.append(f"{SHORT_NAMES[server]} {', '.join(cells)}")
-    return ("requests with no answer / POSTs lost per run: "
+    return (f"requests failed / not answered within {SLOW_S:g} s / POSTs "
+            f"lost per run: "
             f"{'; '.join(parts) or 'no point'}")

@@ -49,8 +49,8 @@ static void setup_pass(pass_t *p, int nb, const int *idle, const int *busy)
     }
 }
 
-static void run_any_pass(pass_t *p, int min_spare, int max_spare,
-                         int free_slots, int rescue_only)
+static void run_pass_moving(pass_t *p, int min_spare, int max_spare,
+                            int free_slots, int rescue_only, int max_moves)
 {
     bucket_maint_input in;
 
@@ -65,7 +65,14 @@ static void run_any_pass(pass_t *p, int min_spare, int max_spare,
     in.covers = p->covers;
     in.steered_to_idle = p->steered_to_idle;
     p->num_moves = bucket_maint_decide(&in, p->rate, p->d, p->moves,
-                                       MAX_B * BUCKET_MAX_SPAWN_RATE);
+                                       max_moves);
+}
+
+static void run_any_pass(pass_t *p, int min_spare, int max_spare,
+                         int free_slots, int rescue_only)
+{
+    run_pass_moving(p, min_spare, max_spare, free_slots, rescue_only,
+                    MAX_B * BUCKET_MAX_SPAWN_RATE);
 }
 
 static void run_pass(pass_t *p, int min_spare, int max_spare, int free_slots)
@@ -436,35 +443,31 @@ static void test_rescue_pass(void **state)
 static void test_rescue_pass_without_moves(void **state)
 {
     static const int idle[] = { 0, 1, 0, 20 }, busy[] = { 9, 9, 9, 0 };
-    bucket_maint_input in;
     pass_t p;
     int b, free_slots;
 
     (void)state;
     /* A stop that serves on: buckets with no idle child get one from a
-     * free slot while there is one, never a child moved from another. */
+     * free slot while there is one (bucket 0 first), and nothing else:
+     * bucket 1, short, gets none; bucket 3's surplus is not stopped;
+     * nothing is reported. */
     for (free_slots = 0; free_slots <= 3; free_slots++) {
         setup_pass(&p, 4, idle, busy);
-        p.grow_limit[2] = free_slots == 3 ? 0 : BUCKET_MAX_SPAWN_RATE;
-        memset(&in, 0, sizeof(in));
-        in.num_buckets = 4;
-        in.unit = 1;
-        in.census = p.census;
-        in.grow_limit = p.grow_limit;
-        in.min_spare = 8;
-        in.max_spare = 12;
-        in.free_slots = free_slots;
-        in.rescue_only = 1;
-        assert_int_equal(bucket_maint_decide(&in, p.rate, p.d, p.moves, 0),
-                         0);
+        run_pass_moving(&p, 8, 12, free_slots, 1, 0);
         assert_int_equal(p.d[0].spawn, free_slots >= 1);
-        assert_int_equal(p.d[2].spawn, free_slots == 2);
-        for (b = 0; b < 4; b++) {
-            assert_int_equal(p.d[b].moved_in + p.d[b].moved_out
-                             + p.d[b].stop, 0);
-        }
+        assert_int_equal(p.d[2].spawn, free_slots >= 2);
         assert_int_equal(p.d[1].spawn + p.d[3].spawn, 0);
+        for (b = 0; b < 4; b++) {
+            assert_int_equal(p.d[b].stop + p.d[b].report_busy
+                             + p.d[b].starved, 0);
+        }
     }
+    /* A held bucket gets none, the slot or not. */
+    setup_pass(&p, 4, idle, busy);
+    p.grow_limit[2] = 0;
+    run_pass_moving(&p, 8, 12, 3, 1, 0);
+    assert_int_equal(p.d[0].spawn, 1);
+    assert_int_equal(p.d[2].spawn, 0);
 }
 
 /* Random passes: what every decision must respect. */

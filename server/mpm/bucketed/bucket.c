@@ -4,8 +4,8 @@
  * restarts, and one generation's buckets over them. The files that own
  * each part fill it in: listen_sockets.c its sockets and accept mutex,
  * event_child.c its eventfd, stats_counters.c its counters and published
- * census, parent_slots.c its spawning state, parent_maint.c its census and
- * stall watch. This file calls none of them.
+ * census, parent_slots.c its spawning state, parent_maint.c its census,
+ * parent_stalls.c its stall watch. This file calls none of them.
  */
 #include "bucket.h"
 

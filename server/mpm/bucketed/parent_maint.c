@@ -8,7 +8,6 @@
  */
 #include "parent_context.h"
 
-
 #include "http_log.h"
 #include "http_main.h"
 #include "mpm_common.h"
@@ -452,7 +451,8 @@ static void take_maint_input(parent_context *pc, bucket_maint_input *in,
  * passes, which a stop does not make. Its queue would wait for the next
  * start. A rescue pass allowed no move: the stop has put every bucket
  * back in its groups, and moves or stops now would cost capacity for
- * good. */
+ * good. The slots are shared out before any fork: one that fails leaves
+ * its slot to the next poll, 100 ms on. */
 void parent_start_in_starved_buckets(parent_context *pc)
 {
     bucket_maint_input in;
