@@ -3,7 +3,9 @@
 """Fails when a log line of the MPM has no stable tag, when two log calls
 share one, or when docs/log-messages.md and the code disagree (a tag not
 listed, a listed tag no call has, or a call whose levels, the APLOG_ names
-of its level argument, are not the levels the list's Level column names).
+of its level argument, are not the levels the list's Level column names),
+or when a call has a tag the list names as retired (its line "Retired,
+never to be reused: ..."): a tag is never given to another message.
 A tag is BKLOGNO(nnnnn) right before
 the format string of an ap_log_error/perror/cerror/rerror call, as httpd's
 own APLOGNO; an operator greps the log for it and looks it up.
@@ -23,6 +25,8 @@ CALL = re.compile(r"\bap_log_(?:error|perror|cerror|rerror)\s*\(")
 TAGGED = re.compile(r'\s*BKLOGNO\((\d{5})\)\s*(?:[A-Z][A-Z0-9_]*\s*)?"')
 # A row of the list: the tag, then its Level column.
 LISTED = re.compile(r"^\|\s*`?BK(\d{5})`?\s*\|([^|\n]*)", re.M)
+# The list's line of tags whose messages are no longer written.
+RETIRED = re.compile(r"^Retired, never to be reused:(.*)$", re.M)
 # httpd's levels, as LogLevel spells them; APLOG_<upper case> in the code.
 LEVELS = ("emerg", "alert", "crit", "err", "warning", "notice", "info",
           "debug") + tuple(f"trace{n}" for n in range(1, 9))
@@ -78,7 +82,10 @@ def words(levels):
 
 def problems(directory, doc):
     found = tags_in_code(directory)
-    rows = LISTED.findall(doc.read_text()) if doc.exists() else []
+    text = doc.read_text() if doc.exists() else ""
+    rows = LISTED.findall(text)
+    retired = {tag for line in RETIRED.findall(text)
+               for tag in re.findall(r"BK(\d{5})", line)}
     listed = [tag for tag, _ in rows]
     doc_levels = {tag: set(DOC_LEVEL.findall(level)) for tag, level in rows}
     out = []
@@ -90,7 +97,10 @@ def problems(directory, doc):
         if tag in seen:
             out.append(f"{name}:{line}: BK{tag} already used at {seen[tag]}")
         seen.setdefault(tag, f"{name}:{line}")
-        if tag not in listed:
+        if tag in retired:
+            out.append(f"{name}:{line}: BK{tag} is retired in {doc}: "
+                       "give the message a new tag")
+        elif tag not in listed:
             out.append(f"{name}:{line}: BK{tag} is not in {doc}")
         elif levels != doc_levels[tag]:
             out.append(f"{name}:{line}: BK{tag} is logged at "

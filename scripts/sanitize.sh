@@ -83,6 +83,9 @@ fi
 if [ ! -f Makefile ]; then
     ./configure --enable-werror CFLAGS="-g -O1 $SAN" LDFLAGS="$SAN" >/dev/null
 fi
+# Brought up to date first (automake reruns when Makefile.am changed since
+# the last copy): its messages would otherwise end up in the flags below.
+make -s Makefile >/dev/null
 # The apxs builds get the sanitizer flags on top of the Makefile's own.
 apxs_cflags=$(printf 'print-apxs-cflags:\n\t@echo $(APXS_CFLAGS)\n' \
               | make -s -f Makefile -f - print-apxs-cflags)

@@ -228,6 +228,25 @@ def test_log_tag_checker_finds_what_is_wrong(tmp_path):
     assert check_log_tags(src, doc).returncode == 0
 
 
+def test_log_tag_checker_refuses_a_retired_tag(tmp_path):
+    # A tag whose message is gone is never given to another: an operator's
+    # notes and searches still mean the old message by it.
+    code = ("void a(void)\n{\n"
+            "    ap_log_error(APLOG_MARK, APLOG_ERR, 0, s,\n"
+            "                 BKLOGNO(00003) \"new message\");\n}\n")
+    src, doc = log_tag_case(
+        tmp_path, code,
+        "Retired, never to be reused: BK00003 (gone).\n\n"
+        "| BK00003 | err |\n")
+    out = check_log_tags(src, doc)
+    assert out.returncode == 1, out.stdout
+    assert "a.c:3: BK00003 is retired in" in out.stdout
+    doc.write_text("Retired, never to be reused: BK00003 (gone).\n\n"
+                   "| BK00004 | err |\n")
+    (src / "a.c").write_text(code.replace("00003", "00004"))
+    assert check_log_tags(src, doc).returncode == 0
+
+
 def test_log_tag_checker_compares_levels(tmp_path):
     # The level a call logs at must be the one the list gives: an operator
     # who raises LogLevel to see a line must find it there.

@@ -170,7 +170,7 @@ static void test_a_keepalive_connection_idle_long_enough_is_reclaimable(
     assert_true(keepalive_reclaimable(apr_time_from_sec(30)));
 }
 
-static void test_an_asked_holder_gives_up_only_if_idle_and_needed(
+static void test_an_asked_holder_gives_up_only_if_idle_needed_and_staying(
     void **state)
 {
     (void)state;
@@ -180,9 +180,10 @@ static void test_an_asked_holder_gives_up_only_if_idle_and_needed(
     assert_false(keepalive_gives_up(0, 1, 1));
     /* The queue is empty again: nothing to make room for. */
     assert_false(keepalive_gives_up(apr_time_from_sec(10), 0, 0));
-    /* Leaving: the waiting client is in the queue of the bucket its
-     * replacement is for, which may not be its own. */
-    assert_true(keepalive_gives_up(apr_time_from_sec(10), 0, 1));
+    /* Leaving since the ask was sent: a stopping child keeps its
+     * connection, however long idle and whoever waits. */
+    assert_false(keepalive_gives_up(apr_time_from_sec(10), 0, 1));
+    assert_false(keepalive_gives_up(apr_time_from_sec(10), 1, 1));
 }
 
 static void test_no_stall_no_remedy(void **state)
@@ -280,7 +281,7 @@ int main(void)
         cmocka_unit_test(
             test_a_keepalive_connection_idle_long_enough_is_reclaimable),
         cmocka_unit_test(
-            test_an_asked_holder_gives_up_only_if_idle_and_needed),
+            test_an_asked_holder_gives_up_only_if_idle_needed_and_staying),
         cmocka_unit_test(test_no_stall_no_remedy),
         cmocka_unit_test(test_a_bucket_that_can_grow_gets_a_child),
         cmocka_unit_test(test_at_the_limit_holders_give_up_one_per_waiting),

@@ -146,11 +146,12 @@ struct takeover_candidate;
  * signals its children take: a new number for every change to either, so
  * that a graceful restart onto a build with another layout does not read
  * one as the other (bucketed_data.c, policy_upgrade.h), and signals only
- * children that take what it sends (6: event children take
- * BUCKETED_SIG_GIVE_UP). Settable at build time only to build a second
- * layout for the tests. */
+ * children that take what it sends (7: only current prefork-model
+ * children are sent BUCKETED_SIG_GIVE_UP; a layout-6 parent sends it to
+ * leaving event children, which layout 7's would die of). Settable at
+ * build time only to build a second layout for the tests. */
 #ifndef BUCKETED_RETAINED_LAYOUT
-#define BUCKETED_RETAINED_LAYOUT 6
+#define BUCKETED_RETAINED_LAYOUT 7
 #endif
 
 /* Survives the DSO unload/reload of every restart. */

@@ -10,10 +10,9 @@
  * Signals: every thread blocks the stop signals; the main thread takes
  * them with sigtimedwait(). A leave request (AP_SIG_GRACEFUL, as for the
  * prefork model) stops accepting and lets requests in flight and idle
- * keep-alive connections finish (event_keeper.c); the parent's ask for a
- * leaving child's slot (BUCKETED_SIG_GIVE_UP) closes those idle ones;
- * SIGTERM/SIGHUP close what waits and end the process once the workers
- * are done, or after a short grace.
+ * keep-alive connections finish (event_keeper.c); SIGTERM/SIGHUP close
+ * what waits and end the process once the workers are done, or after a
+ * short grace.
  */
 #include <errno.h>
 #include <signal.h>
@@ -176,9 +175,6 @@ static void wait_for_signals(event_child_ctx *ctx)
         if (sig == SIGTERM || sig == SIGHUP) {
             CHILD_LIFE_SET(ctx->life, dying);
         }
-        else if (sig == BUCKETED_SIG_GIVE_UP) {
-            SET(ctx, give_up_asked);
-        }
         else {
             CHILD_LIFE_SET(ctx->life, leaving);
         }
@@ -187,15 +183,13 @@ static void wait_for_signals(event_child_ctx *ctx)
 }
 
 /* Before any thread starts: they all inherit this mask, and the main
- * thread takes the stop signals with sigtimedwait(), and the parent's ask
- * for a leaving child's slot (parent_ask_to_give_up()). */
+ * thread takes the stop signals with sigtimedwait(). */
 static void take_signals(child_life *life)
 {
     event_child_ctx *ctx = life->model;
 
     ctx->life = life;
     child_signal_set(&ctx->stop_signals, 1);
-    sigaddset(&ctx->stop_signals, BUCKETED_SIG_GIVE_UP);
     child_signal_mask(&ctx->stop_signals);
 }
 

@@ -220,10 +220,6 @@ typedef struct event_child_ctx {
     /* Flags any thread may read, set with SET() and read with IS(). */
     apr_uint32_t sick;               /* accept() broke: exit CHILDSICK */
     apr_uint32_t keeper_done;        /* the keeper thread has finished */
-    apr_uint32_t give_up_asked;      /* the parent asked a leaving child
-                                      * for its slot (BUCKETED_SIG_GIVE_
-                                      * UP): the keeper closes its idle
-                                      * keep-alive connections */
     apr_uint32_t accepted;           /* connections accepted (atomic) */
 } event_child_ctx;
 
@@ -343,13 +339,6 @@ int ev_keepalive_request_waiting_locked(event_child_ctx *ctx);
  * worker its entry wakes closes it cleanly (a FIN, never a reset); they
  * no longer count for the accept rule meanwhile. Returns how many. */
 int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want);
-
-/* A leaving child the parent asked for its slot, which its replacement
- * waits for while a client waits in that replacement's bucket: closes its
- * keep-alive connections idle long enough, the same way, so it can exit;
- * one that served a request just now is asked again on the parent's next
- * pass. Under mutex; returns how many. */
-int ev_give_up_keepalive_locked(event_child_ctx *ctx);
 
 /* Takes an owned connection out of its timeout list, closes the socket (a
  * cleanup of its pool) and frees everything of it. */

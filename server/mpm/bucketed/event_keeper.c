@@ -305,11 +305,6 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
             ks->stopping = 1;
             ap_get_scoreboard_process(ctx->slot)->quiescing = 1;
         }
-        /* The parent asks only children it asked to leave; a child
-         * that has not yet taken the leave signal ignores it. */
-        if (apr_atomic_xchg32(&ctx->give_up_asked, 0) && ks->stopping) {
-            ev_give_up_keepalive_locked(ctx);
-        }
         expire_locked(ctx, now);
         ev_hand_out_due_callbacks_locked(ctx, now);
         to_close = take_lingering_locked(ctx, now, 0);

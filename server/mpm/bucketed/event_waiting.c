@@ -271,18 +271,4 @@ int ev_reclaim_keepalive_locked(event_child_ctx *ctx, int want)
     return done;
 }
 
-int ev_give_up_keepalive_locked(event_child_ctx *ctx)
-{
-    int done = close_idle_keepalive_locked(ctx, ctx->connections,
-                                           apr_time_now());
-
-    bucket_stats_count_reclaimed(ctx->retained, ctx->bucket, done);
-    ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, ctx->s, BKLOGNO(00257)
-                 "bucketed: leaving child %" APR_PID_T_FMT " closes %d of "
-                 "its %d idle keep-alive connection(s) for a client waiting "
-                 "for its slot", getpid(), done,
-                 done + ctx->timeouts[WAIT_KEEPALIVE].count);
-    return done;
-}
-
 #endif /* BUCKETED_HAS_EVENT_MODEL */

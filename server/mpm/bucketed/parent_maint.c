@@ -81,20 +81,19 @@ apr_uint32_t parent_connections_of(const parent_context *pc, int slot)
            > SERVER_READY;
 }
 
-/* Whether a child waits on idle keep-alive connections, as the
- * scoreboard says: a prefork-model child's one worker; an event child
- * only when outgoing, by the count its keeper writes (a current one
- * reclaims by itself, event_keeper.c; a leaving one is asked for its
- * slot). Read, never trusted: a child that writes it only gets asked to
- * close its own connections. */
+/* Whether a current prefork-model child waits for a keep-alive
+ * connection's next request, as the scoreboard says. An event child
+ * reclaims by itself (event_keeper.c); a leaving child of either model
+ * keeps its idle connections until their next request or
+ * KeepAliveTimeout, as it would without the stop (a client sending its
+ * next request as the connection closes loses it). Read, never trusted:
+ * a child that writes it only gets asked to close its own connection. */
 static int waits_on_keepalive(const parent_context *pc, int slot,
                               int outgoing)
 {
-    if (pc->conf->child_model == CHILD_MODEL_EVENT) {
-        return outgoing && ap_get_scoreboard_process(slot)->keep_alive > 0;
-    }
-    return ap_get_scoreboard_worker_from_indexes(slot, 0)->status
-           == SERVER_BUSY_KEEPALIVE;
+    return pc->conf->child_model == CHILD_MODEL_PREFORK && !outgoing
+           && ap_get_scoreboard_worker_from_indexes(slot, 0)->status
+              == SERVER_BUSY_KEEPALIVE;
 }
 
 /* How long a child has waited, as far as the parent has seen, on idle
@@ -161,20 +160,13 @@ static slot_view view_slot(const parent_context *pc, int slot,
         /* Leaving, or an old child kept for the handover: its slot's next
          * child counts, if it has one. A leaving child waiting on idle
          * keep-alive connections keeps that child out until the clients'
-         * next requests or KeepAliveTimeout; at MaxRequestWorkers it is
-         * asked to give them up for a client waiting in the bucket its
-         * replacement is for; never one taken over from another build,
-         * which may not take the signal (its default action ends the
-         * process, and with it the requests its threads serve). */
+         * next requests or KeepAliveTimeout (waits_on_keepalive()). */
         v.state = cs->replace_into != NO_REPLACEMENT
                   && !pc->retained->mpm->shutdown_pending
                   ? SLOT_REPLACING : SLOT_LEAVING;
         /* A stopping parent starts no replacement (child_gone()). */
         v.bucket = v.state == SLOT_REPLACING ? cs->replace_into
                                              : NO_REPLACEMENT;
-        v.reclaimable = v.state == SLOT_REPLACING
-                        && cs->taken_over_start == 0
-                        && keepalive_reclaimable(keepalive_idle);
     }
     else if (ap_get_scoreboard_process(slot)->quiescing) {
         /* An event child leaving on its own (MaxConnectionsPerChild, a

@@ -309,7 +309,12 @@ void parent_ask_to_give_up(parent_context *pc, int slot)
 {
     child_slot *cs = &pc->retained->slots[slot];
 
-    if (!adopted_slot_still_ours(pc, slot)) {
+    /* Only a current prefork-model child takes the signal; any other
+     * would die of its default action (event children do not block it),
+     * and a leaving one keeps its connections. */
+    if (pc->conf->child_model != CHILD_MODEL_PREFORK
+        || parent_child_outgoing(pc, cs)
+        || !adopted_slot_still_ours(pc, slot)) {
         return;
     }
     if (kill(cs->pid, BUCKETED_SIG_GIVE_UP) < 0 && errno != ESRCH) {

@@ -38,8 +38,7 @@ static int longest_idle_first(const void *a, const void *b)
 
 /* A stalled prefork bucket at the limit: up to `count` of its children
  * whose keep-alive connection has waited longest (and long enough) for
- * its next request are asked to close it and take a waiting connection,
- * or, leaving, to make room for their replacement in the bucket
+ * its next request are asked to close it and take a waiting connection
  * (stall_remedy_decide). One scan of the slots, then a sort. Returns how
  * many were asked. */
 static int ask_give_ups(parent_context *pc, int bucket, int count,

@@ -95,7 +95,6 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
                 census[v->bucket].idle += unit;
                 census[v->bucket].arriving += unit;
                 census[v->bucket].children++;
-                census[v->bucket].reclaimable += v->reclaimable;
             }
             break;
         case SLOT_IDLE:

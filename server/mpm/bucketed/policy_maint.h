@@ -37,11 +37,10 @@ typedef struct {
                        * take what waits in a stalled bucket */
     int queued;       /* connections in its accept queues when the parent
                        * last read them: each will take an idle unit */
-    int reclaimable;  /* ChildModel prefork: children whose keep-alive
-                       * connection has waited long enough for its next
-                       * request to be closed for a waiting client
-                       * (policy_stall.h); leaving ones, of either model,
-                       * count in the bucket their replacement is for */
+    int reclaimable;  /* ChildModel prefork: current children whose
+                       * keep-alive connection has waited long enough for
+                       * its next request to be closed for a waiting
+                       * client (policy_stall.h) */
 } bucket_census;
 
 /* What the parent's slot table says of one slot. */
@@ -65,11 +64,10 @@ typedef struct {
     int serving_units;     /* IDLE, BUSY: units serving a request */
     int starting_units;    /* IDLE: of the idle units, those not yet
                             * accepting (the child is starting) */
-    int reclaimable;       /* BUSY, ChildModel prefork, or REPLACING:
-                            * its keep-alive connections may be closed
-                            * for a waiting client (keepalive_
-                            * reclaimable), to serve it, or, leaving, to
-                            * make room for the replacement that will */
+    int reclaimable;       /* BUSY, ChildModel prefork: its keep-alive
+                            * connection may be closed for a waiting
+                            * client (keepalive_reclaimable), to serve
+                            * it */
 } slot_view;
 
 typedef struct {

@@ -59,7 +59,7 @@ int keepalive_reclaimable(apr_interval_time_t idle_for)
 int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting,
                        int leaving)
 {
-    return (waiting > 0 || leaving) && keepalive_reclaimable(idle_for);
+    return !leaving && waiting > 0 && keepalive_reclaimable(idle_for);
 }
 
 apr_interval_time_t stall_watch_after(int can_grow, int reclaimable)

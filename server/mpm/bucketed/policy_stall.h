@@ -83,10 +83,10 @@ int keepalive_reclaimable(apr_interval_time_t idle_for);
  * queues at the parent's last pass: an ask that waited, blocked, through
  * a request arrives at the start of the next wait, too soon, and one that
  * comes when the queue is empty again is stale. A `leaving` child (asked
- * to leave at a graceful restart, its replacement waiting for its slot)
- * is asked for its slot, not its socket: the client that waits may be in
- * another bucket's queue (one the restart added), so its own queue says
- * nothing. */
+ * to leave since the ask was sent) never does: a stopping child keeps its
+ * idle keep-alive connections until their next request or
+ * KeepAliveTimeout, as it would without the stop, since a client sending
+ * its next request as the connection closes loses it. */
 int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting,
                        int leaving);
 
@@ -105,10 +105,10 @@ apr_interval_time_t stall_watch_after(int can_grow, int reclaimable);
 
 /* What a stalled bucket gets. */
 typedef struct {
-    int give_ups;     /* children holding idle keep-alive connections
-                       * to ask to close them and take a waiting
-                       * connection instead (ChildModel prefork), or,
-                       * leaving, to free their replacement's slot */
+    int give_ups;     /* current children holding idle keep-alive
+                       * connections to ask to close them and take a
+                       * waiting connection instead (ChildModel
+                       * prefork) */
     int needs_child;  /* counted as having no idle child, so maintenance
                        * gives it one (a new child, or at the limit one
                        * moved from another bucket: an exit and a fork) */
@@ -118,13 +118,13 @@ typedef struct {
  * What verdict v brings to a bucket stalled for stalled_for, with `queued`
  * connections waiting, that could get a new child now (can_grow) or not,
  * with `reclaimable` children holding keep-alive connections idle long
- * enough (keepalive_reclaimable; current event children reclaim by
- * themselves and count none here, leaving ones do). A bucket that can
- * grow gets a child, as ever. At the limit, its own keep-alive holders
- * give up one connection per waiting one: a client served at once, where
- * a move makes it wait for an exit and a fork, and a child started that
- * stock prefork, whose one queue the next free child serves, would not
- * start. A move still comes for what they cannot
+ * enough (keepalive_reclaimable; current prefork-model children only:
+ * event children reclaim by themselves, and leaving ones keep theirs). A
+ * bucket that can grow gets a child, as ever. At the limit, its own
+ * keep-alive holders give up one connection per waiting one: a client
+ * served at once, where a move makes it wait for an exit and a fork, and
+ * a child started that stock prefork, whose one queue the next free child
+ * serves, would not start. A move still comes for what they cannot
  * cover, and once the stall has gone on for STALL_RECLAIM_FALLBACK (a
  * holder may have served a request meanwhile, and not be idle enough).
  */

@@ -17,7 +17,8 @@
  * Making room: at MaxRequestWorkers the parent asks a child waiting for a
  * keep-alive connection's next request to close it for a client waiting in
  * the bucket's accept queue, with BUCKETED_SIG_GIVE_UP; that signal is
- * blocked except in that wait (prefork_keepalive.c).
+ * blocked except in that wait (prefork_keepalive.c). A leaving child keeps
+ * the connection (keepalive_gives_up()), as it would without the stop.
  */
 #include <errno.h>
 #include <signal.h>
