@@ -62,6 +62,11 @@ int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting,
     return !leaving && waiting > 0 && keepalive_reclaimable(idle_for);
 }
 
+int stall_holders_to_ask(int reclaimable, int arriving)
+{
+    return arriving > 0 ? 0 : reclaimable;
+}
+
 apr_interval_time_t stall_watch_after(int can_grow, int reclaimable)
 {
     return !can_grow && reclaimable > 0 ? STALL_AFTER_RECLAIMING
