@@ -250,18 +250,21 @@ static void test_a_stall_that_goes_on_gets_a_move_too(void **state)
 static void test_holders_are_asked_only_with_nothing_arriving(void **state)
 {
     (void)state;
-    assert_int_equal(stall_holders_to_ask(3, 0), 3);
-    assert_int_equal(stall_holders_to_ask(0, 0), 0);
+    assert_int_equal(stall_holders_to_ask(3, 0, 0), 3);
+    assert_int_equal(stall_holders_to_ask(0, 0, 0), 0);
     /* A child starting, or a replacement promised a leaving child's slot
      * (a graceful restart at the limit): the bucket waits for it, asks
      * nobody, and is watched at the usual period; a stall that outlasts
      * it gets a child moved in, as without holders. */
-    assert_int_equal(stall_holders_to_ask(3, 1), 0);
-    assert_int_equal(stall_watch_after(0, stall_holders_to_ask(3, 1)),
+    assert_int_equal(stall_holders_to_ask(3, 1, 0), 0);
+    assert_int_equal(stall_watch_after(0, stall_holders_to_ask(3, 1, 0)),
                      STALL_AFTER);
     assert_int_equal(stall_remedy_decide(STALL_BEGAN, MS(200), 2, 0,
-                                         stall_holders_to_ask(3, 1))
+                                         stall_holders_to_ask(3, 1, 0))
                      .give_ups, 0);
+    /* Old children still holding slots, their replacements started
+     * elsewhere: the limit lasts only as long as their connections. */
+    assert_int_equal(stall_holders_to_ask(3, 0, 1), 0);
 }
 
 static void test_a_bucket_with_holders_to_ask_is_watched_closer(

@@ -69,6 +69,19 @@ static int ask_give_ups(parent_context *pc, int bucket, int count,
     return i;
 }
 
+/* Slots held by children asked to leave (a graceful restart's old
+ * generation, a child moved or stopped): each frees as its child exits. */
+static int slots_leaving(const parent_context *pc)
+{
+    int slot, n = 0;
+
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        n += pc->slot_views[slot].state == SLOT_LEAVING
+             || pc->slot_views[slot].state == SLOT_REPLACING;
+    }
+    return n;
+}
+
 /* Buckets whose queued connections nobody accepts (policy_stall.h) get
  * what stall_remedy_decide() says: their idle keep-alive holders make
  * room, or they count as having no idle child, so that this pass gives
@@ -76,14 +89,15 @@ static int ask_give_ups(parent_context *pc, int bucket, int count,
  * which also go into the census (what steering is told). */
 void parent_note_stalls(parent_context *pc, apr_time_t now)
 {
-    int b;
+    int b, leaving = slots_leaving(pc);
 
     bucket_queue_sample(pc->s, pc->gen);
     for (b = 0; b < pc->num_buckets; b++) {
         bucket_rec *bk = &pc->gen->buckets[b];
         const bucket_census *c = &pc->census[b];
         int units = c->idle + c->busy;
-        int holders = stall_holders_to_ask(c->reclaimable, c->arriving);
+        int holders = stall_holders_to_ask(c->reclaimable, c->arriving,
+                                           leaving);
         stall_verdict v = stall_watch_update(
             &bk->stall, bk->queued, units > 0 && c->serving >= units, now,
             stall_watch_after(bk->can_grow, holders));

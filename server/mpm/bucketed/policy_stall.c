@@ -62,9 +62,9 @@ int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting,
     return !leaving && waiting > 0 && keepalive_reclaimable(idle_for);
 }
 
-int stall_holders_to_ask(int reclaimable, int arriving)
+int stall_holders_to_ask(int reclaimable, int arriving, int leaving_slots)
 {
-    return arriving > 0 ? 0 : reclaimable;
+    return arriving > 0 || leaving_slots > 0 ? 0 : reclaimable;
 }
 
 apr_interval_time_t stall_watch_after(int can_grow, int reclaimable)

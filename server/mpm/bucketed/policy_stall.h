@@ -92,13 +92,14 @@ int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting,
 
 /* Of a stalled bucket's `reclaimable` keep-alive holders, how many may
  * be asked to give up a connection with `arriving` units on their way to
- * it (children starting, or promised the slot of a leaving one): none
- * then. The stall is theirs to end, and at a graceful restart it is the
- * old generation's slots that make the limit, for as long as its
- * connections last; a connection closed for it would cost its client
- * what a restart must not (one that sends its next request as it closes
- * loses it). */
-int stall_holders_to_ask(int reclaimable, int arriving);
+ * it (children starting, or promised the slot of a leaving one) and
+ * `leaving_slots` slots of the server held by children asked to leave:
+ * none while either lasts. The stall is theirs to end (a slot freed is a
+ * child for the bucket), and at a graceful restart it is the old
+ * generation's slots that make the limit, for as long as its connections
+ * last; a connection closed for it would cost its client what a restart
+ * must not (one that sends its next request as it closes loses it). */
+int stall_holders_to_ask(int reclaimable, int arriving, int leaving_slots);
 
 /* The watch's period for a bucket that cannot get a new child now
  * (can_grow 0) and has `reclaimable` keep-alive holders to ask: a stall
