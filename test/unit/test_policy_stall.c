@@ -247,24 +247,30 @@ static void test_a_stall_that_goes_on_gets_a_move_too(void **state)
     assert_int_equal(r.needs_child, 1);
 }
 
-static void test_holders_are_asked_only_with_nothing_arriving(void **state)
+static void test_holders_wait_for_idle_units_and_leaving_slots(
+    void **state)
 {
     (void)state;
-    assert_int_equal(stall_holders_to_ask(3, 0, 0), 3);
-    assert_int_equal(stall_holders_to_ask(0, 0, 0), 0);
-    /* A child starting, or a replacement promised a leaving child's slot
-     * (a graceful restart at the limit): the bucket waits for it, asks
-     * nobody, and is watched at the usual period; a stall that outlasts
-     * it gets a child moved in, as without holders. */
-    assert_int_equal(stall_holders_to_ask(3, 1, 0), 0);
-    assert_int_equal(stall_watch_after(0, stall_holders_to_ask(3, 1, 0)),
+    assert_int_equal(stall_holders_to_ask(3, 0, 0, 0), 3);
+    assert_int_equal(stall_holders_to_ask(0, 0, 0, 0), 0);
+    /* An idle unit: a child ready but starved of CPU, one starting, or a
+     * replacement promised a leaving child's slot: the bucket waits for
+     * it, asks nobody, and is watched at the usual period... */
+    assert_int_equal(stall_holders_to_ask(3, 1, 0, 0), 0);
+    assert_int_equal(stall_watch_after(0, stall_holders_to_ask(3, 1, 0, 0)),
                      STALL_AFTER);
     assert_int_equal(stall_remedy_decide(STALL_BEGAN, MS(200), 2, 0,
-                                         stall_holders_to_ask(3, 1, 0))
+                                         stall_holders_to_ask(3, 1, 0, 0))
                      .give_ups, 0);
-    /* Old children still holding slots, their replacements started
-     * elsewhere: the limit lasts only as long as their connections. */
-    assert_int_equal(stall_holders_to_ask(3, 0, 1), 0);
+    assert_int_equal(stall_holders_to_ask(3, 1, 0,
+                                          STALL_IDLE_PATIENCE - 1), 0);
+    /* ...until it has waited long enough for that child to be hung. */
+    assert_int_equal(stall_holders_to_ask(3, 1, 0, STALL_IDLE_PATIENCE), 3);
+    /* Old children holding slots (a graceful restart): the limit lasts
+     * only as long as their connections, however long the stall. */
+    assert_int_equal(stall_holders_to_ask(3, 0, 1, 0), 0);
+    assert_int_equal(stall_holders_to_ask(3, 0, 1, apr_time_from_sec(60)),
+                     0);
 }
 
 static void test_a_bucket_with_holders_to_ask_is_watched_closer(
@@ -308,7 +314,7 @@ int main(void)
         cmocka_unit_test(test_a_stall_that_goes_on_gets_a_move_too),
         cmocka_unit_test(
             test_a_bucket_with_holders_to_ask_is_watched_closer),
-        cmocka_unit_test(test_holders_are_asked_only_with_nothing_arriving),
+        cmocka_unit_test(test_holders_wait_for_idle_units_and_leaving_slots),
     };
 
     return RUN_POOL_TESTS(tests);

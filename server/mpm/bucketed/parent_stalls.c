@@ -96,8 +96,9 @@ void parent_note_stalls(parent_context *pc, apr_time_t now)
         bucket_rec *bk = &pc->gen->buckets[b];
         const bucket_census *c = &pc->census[b];
         int units = c->idle + c->busy;
-        int holders = stall_holders_to_ask(c->reclaimable, c->arriving,
-                                           leaving);
+        int holders = stall_holders_to_ask(
+            c->reclaimable, c->idle, leaving,
+            stall_watch_stalled_for(&bk->stall, now));
         stall_verdict v = stall_watch_update(
             &bk->stall, bk->queued, units > 0 && c->serving >= units, now,
             stall_watch_after(bk->can_grow, holders));

@@ -62,9 +62,14 @@ int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting,
     return !leaving && waiting > 0 && keepalive_reclaimable(idle_for);
 }
 
-int stall_holders_to_ask(int reclaimable, int arriving, int leaving_slots)
+int stall_holders_to_ask(int reclaimable, int idle, int leaving_slots,
+                         apr_interval_time_t stalled_for)
 {
-    return arriving > 0 || leaving_slots > 0 ? 0 : reclaimable;
+    if (leaving_slots > 0
+        || (idle > 0 && stalled_for < STALL_IDLE_PATIENCE)) {
+        return 0;
+    }
+    return reclaimable;
 }
 
 apr_interval_time_t stall_watch_after(int can_grow, int reclaimable)

@@ -90,16 +90,27 @@ int keepalive_reclaimable(apr_interval_time_t idle_for);
 int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting,
                        int leaving);
 
-/* Of a stalled bucket's `reclaimable` keep-alive holders, how many may
- * be asked to give up a connection with `arriving` units on their way to
- * it (children starting, or promised the slot of a leaving one) and
- * `leaving_slots` slots of the server held by children asked to leave:
- * none while either lasts. The stall is theirs to end (a slot freed is a
- * child for the bucket), and at a graceful restart it is the old
- * generation's slots that make the limit, for as long as its connections
- * last; a connection closed for it would cost its client what a restart
- * must not (one that sends its next request as it closes loses it). */
-int stall_holders_to_ask(int reclaimable, int arriving, int leaving_slots);
+/* How long a stalled bucket with idle units waits for them before its
+ * keep-alive holders are asked all the same: a child ready that has not
+ * accepted for that long is hung rather than starved of CPU. */
+#define STALL_IDLE_PATIENCE apr_time_from_sec(2)
+
+/* Of a bucket's `reclaimable` keep-alive holders, how many may be asked
+ * to give up a connection, stalled for stalled_for with `idle` units in
+ * it (children ready, starting, or promised the slot of a leaving one)
+ * and `leaving_slots` slots of the server held by children asked to
+ * leave. None while a slot is held so: a slot freed is a child for the
+ * bucket, and at a graceful restart it is the old generation's slots
+ * that make the limit, for as long as its connections last. None, for
+ * STALL_IDLE_PATIENCE, while the bucket has idle units: a ready child
+ * that has not accepted yet is most often starved of CPU (after a
+ * graceful restart on two cores the new generation's forks starve the
+ * children for seconds), which a closed connection does not mend. A
+ * connection closed then would cost its client what the limit does not
+ * make necessary (one that sends its next request as it closes loses
+ * it). */
+int stall_holders_to_ask(int reclaimable, int idle, int leaving_slots,
+                         apr_interval_time_t stalled_for);
 
 /* The watch's period for a bucket that cannot get a new child now
  * (can_grow 0) and has `reclaimable` keep-alive holders to ask: a stall
