@@ -7,15 +7,19 @@ queue (stock prefork) the free child takes each; with buckets, the kernel's
 hash may send a client to a bucket whose children all hold keep-alive
 connections, where it would wait out the KeepAliveTimeout. BucketSteering
 auto (load steering) sends it to the bucket that has the free child."""
+import os
+import re
 import shutil
+import signal
 import socket
 import ssl
 
 import pytest
 
+from bucketbench.procfs import established_inodes, socket_inodes_of
 from event_server import tls_vhost
-from httpd_fixture import (CHILD_MODELS, LOOPBACK, free_ports, per_bucket,
-                           read_response, wait_until)
+from httpd_fixture import (CHILD_MODELS, LOOPBACK, children_of, free_ports,
+                           per_bucket, read_response, wait_until)
 from steering_maps import idle_counts, idle_map_of
 
 KEEPALIVE_TIMEOUT = 30
@@ -165,6 +169,45 @@ def test_at_the_limit_an_idle_keepalive_connection_makes_room(
     # Each was one the MPM gave up, and no bucket gave up two.
     assert sum(given_up) == states.count("closed"), (given_up, states)
     assert max(given_up) == 1, given_up
+
+
+def logged_at(log, tag):
+    """The time (seconds of the day) of the first error-log line with
+    `tag`."""
+    line = next(line for line in log.splitlines() if tag in line)
+    clock = re.search(r"(\d\d):(\d\d):(\d\d\.\d+) \d{4}\]", line)
+    hours, minutes, seconds = clock.groups()
+    return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+
+
+def test_at_the_limit_a_ready_child_that_does_not_accept_is_waited_for(
+        make_httpd):
+    """Prefork model, 2 children in 1 bucket: one holds an idle keep-alive
+    connection, the other is ready but stopped (SIGSTOP). A new client's
+    bucket stalls with a ready child that does not accept, which is most
+    often one starved of CPU (the seconds after a graceful restart's forks
+    on two cores): the holder is not asked at once, since a client that
+    sends its next request as its connection closes loses it, but once the
+    stall has lasted 2 s (STALL_IDLE_PATIENCE) the ready child counts as
+    hung and the holder gives its connection up for the client, which is
+    answered. So the ask (BK00186) comes at least a second after the stall
+    was seen (BK00108); before, in the same pass."""
+    server = at_the_limit(make_httpd, "prefork", 2, 1)
+    port = server.ports[0]
+    held = keepalive_connection(port)
+    holding = established_inodes(port)
+    ready = [pid for pid in children_of(server.pid)
+             if not socket_inodes_of(pid) & holding]
+    assert len(ready) == 1, ready
+    os.kill(ready[0], signal.SIGSTOP)
+    try:
+        assert probe(port) == b"HTTP/1.1 200"
+        assert held_state(held) == "closed"
+    finally:
+        os.kill(ready[0], signal.SIGCONT)
+        held.close()
+    log = server.error_log()
+    assert logged_at(log, "BK00186") - logged_at(log, "BK00108") >= 1.0, log
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")

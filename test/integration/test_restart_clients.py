@@ -389,6 +389,21 @@ def test_prefork_children_holding_connections_are_replaced_at_once(
         conn.close()
 
 
+def started_prefork(make_httpd, limit, start, extra):
+    """A started prefork-model server of one bucket, ServerLimit and
+    MaxRequestWorkers `limit`, once its `start` children are up: (the
+    server, its port, their pids)."""
+    server = make_httpd(directives=(
+        CHILD_MODELS["prefork"] + f"ServerLimit {limit}\n"
+        f"MaxRequestWorkers {limit}\nStartServers {start}\n"
+        f"MinSpareServers 1\nMaxSpareServers {limit}\nBucketCount 1\n"
+        + extra))
+    server.start()
+    wait_until(lambda: len(children_of(server.pid)) == start, 20,
+               what=f"{start} children")
+    return server, server.ports[0], set(children_of(server.pid))
+
+
 def test_idle_old_children_serve_until_new_ones_are_ready(make_httpd):
     """Prefork model, every slot taken, new children that take 3 s to set
     up (a module's slow child_init): after a graceful restart, half of
@@ -399,15 +414,8 @@ def test_idle_old_children_serve_until_new_ones_are_ready(make_httpd):
     child's set-up (under load on two cores, 0.4-0.9 s with nothing
     accepted at every restart, and 2 s client timeouts)."""
     need_build(FAULT_SO)
-    server = make_httpd(directives=(
-        CHILD_MODELS["prefork"] + "ServerLimit 4\nMaxRequestWorkers 4\n"
-        "StartServers 4\nMinSpareServers 1\nMaxSpareServers 4\n"
-        f"BucketCount 1\nLoadModule test_fault_module {FAULT_SO}\n"))
-    server.start()
-    port = server.ports[0]
-    wait_until(lambda: len(children_of(server.pid)) == 4, 20,
-               what="4 children")
-    old = set(children_of(server.pid))
+    server, port, old = started_prefork(
+        make_httpd, 4, 4, f"LoadModule test_fault_module {FAULT_SO}\n")
     generation = server.status()["generation"]
     (server.root / "slow-start").write_text("3000")
     server.signal(signal.SIGUSR1)
@@ -456,15 +464,8 @@ def test_a_restart_at_the_limit_closes_no_new_childs_connection(
     asked, once idle 500 ms (1 POST in 385,118 and then 1 in 130,241 lost
     so in the restart benchmark). Every held connection serves on, and
     then the client is answered."""
-    server = make_httpd(directives=(
-        CHILD_MODELS["prefork"] + f"ServerLimit {slots}\n"
-        f"MaxRequestWorkers {slots}\nStartServers 2\nMinSpareServers 1\n"
-        f"MaxSpareServers {slots}\nBucketCount 1\nKeepAliveTimeout 30\n"))
-    server.start()
-    port = server.ports[0]
-    wait_until(lambda: len(children_of(server.pid)) == 2, 20,
-               what="2 children")
-    old = set(children_of(server.pid))
+    server, port, old = started_prefork(make_httpd, slots, 2,
+                                        "KeepAliveTimeout 30\n")
     held_by_old = open_keepalive(port, 1)
     held_by_new = []
     try:
