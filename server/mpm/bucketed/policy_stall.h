@@ -99,9 +99,11 @@ int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting,
  * to give up a connection, stalled for stalled_for with `idle` units in
  * it (children ready, starting, or promised the slot of a leaving one)
  * and `leaving_slots` slots of the server held by children asked to
- * leave. None while a slot is held so: a slot freed is a child for the
- * bucket, and at a graceful restart it is the old generation's slots
- * that make the limit, for as long as its connections last. None, for
+ * leave. None while a slot is held so: a slot freed is most often a
+ * child for the bucket, and at a graceful restart it is the old
+ * generation's slots that make the limit, for as long as its
+ * connections last (a cost: one leaving child serving a long request
+ * holds every bucket's asks back that long). None, for
  * STALL_IDLE_PATIENCE, while the bucket has idle units: a ready child
  * that has not accepted yet is most often starved of CPU (after a
  * graceful restart on two cores the new generation's forks starve the
