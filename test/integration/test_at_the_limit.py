@@ -57,6 +57,12 @@ def keepalive_connection(port):
     return c
 
 
+def process_state(pid):
+    """The state letter of /proc/PID/stat (T: stopped)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def probe(port):
     with socket.create_connection((LOOPBACK, port), PROBE_TIMEOUT) as c:
         c.settimeout(PROBE_TIMEOUT)
@@ -201,6 +207,10 @@ def test_at_the_limit_a_ready_child_that_does_not_accept_is_waited_for(
     assert len(ready) == 1, ready
     logged_before = len(server.error_log())
     os.kill(ready[0], signal.SIGSTOP)
+    # Probed only once it has stopped: a child woken by the SIGSTOP with
+    # the probe already queued accepts it before it stops.
+    wait_until(lambda: process_state(ready[0]) == "T", 10,
+               what="the other child to stop")
     try:
         assert probe(port) == b"HTTP/1.1 200"
         assert held_state(held) == "closed"
