@@ -64,10 +64,16 @@ def _process_table():
     return table
 
 
+def state(pid):
+    """The state letter of /proc/<pid>/stat (R, S, T: stopped, Z: zombie,
+    ...); None when the process is gone."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields is not None else None
+
+
 def alive(pid):
     """The process exists and is not a zombie."""
-    fields = _stat_fields(pid)
-    return fields is not None and fields[0] != "Z"
+    return state(pid) not in (None, "Z")
 
 
 def children_of(parent_pid):

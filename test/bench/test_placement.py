@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from bucketbench import cores, netns, placement
+from bucketbench import cores, netns, placement, procfs
 from bucketbench.net import wait_until
 
 from test_smoke import bench
@@ -40,12 +40,7 @@ def in_namespace(namespace):
     found = []
     for name in os.listdir("/proc"):
         if name.isdigit() and netns.namespace_of(name) == namespace:
-            try:
-                with open(f"/proc/{name}/stat") as stat:
-                    state = stat.read().rsplit(")", 1)[1].split()[0]
-            except FileNotFoundError:
-                continue
-            if state != "Z":
+            if procfs.alive(int(name)):
                 found.append(int(name))
     return found
 

@@ -16,7 +16,7 @@ import ssl
 
 import pytest
 
-from bucketbench.procfs import established_inodes, socket_inodes_of
+from bucketbench.procfs import established_inodes, socket_inodes_of, state
 from event_server import tls_vhost
 from httpd_fixture import (CHILD_MODELS, LOOPBACK, children_of, free_ports,
                            per_bucket, read_response, wait_until)
@@ -55,12 +55,6 @@ def keepalive_connection(port):
     c.sendall(KEEPALIVE_GET)
     assert c.recv(4096).startswith(b"HTTP/1.1 200")
     return c
-
-
-def process_state(pid):
-    """The state letter of /proc/PID/stat (T: stopped)."""
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 def probe(port):
@@ -209,7 +203,7 @@ def test_at_the_limit_a_ready_child_that_does_not_accept_is_waited_for(
     os.kill(ready[0], signal.SIGSTOP)
     # Probed only once it has stopped: a child woken by the SIGSTOP with
     # the probe already queued accepts it before it stops.
-    wait_until(lambda: process_state(ready[0]) == "T", 10,
+    wait_until(lambda: state(ready[0]) == "T", 10,
                what="the other child to stop")
     try:
         assert probe(port) == b"HTTP/1.1 200"

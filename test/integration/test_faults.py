@@ -17,10 +17,10 @@ import signal
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
+from bucketbench import procfs
 from httpd_fixture import (BUILD, FAULT_SO, INDEX_BODY, bucket_sockets,
                            children_of, http_get, listening_inodes,
                            need_build, wait_until)
@@ -179,12 +179,6 @@ def test_children_crashing_at_exit_cost_no_client(make_httpd, child_model):
     assert probes.errors == [], probes
 
 
-def stopped(pid):
-    """Whether the process has stopped (state T in /proc/PID/stat)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat[stat.rindex(")") + 2] == "T"
-
-
 def stopped_bucket(server):
     """SIGSTOPs every child of one bucket (the one most children hold) and
     waits until they have stopped; returns their pids. Until then a child
@@ -198,7 +192,7 @@ def stopped_bucket(server):
     victims = max(held.values(), key=len)
     for pid in victims:
         os.kill(pid, signal.SIGSTOP)
-    wait_until(lambda: all(stopped(pid) for pid in victims), 10,
+    wait_until(lambda: all(procfs.state(pid) == "T" for pid in victims), 10,
                what="the bucket's children to stop")
     return victims
 

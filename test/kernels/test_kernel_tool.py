@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from bucketbench.procfs import alive
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
@@ -58,14 +60,6 @@ def fake_qemu(tmp_path, monkeypatch):
     return set_mode
 
 
-def pid_alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_a_hanging_guest_is_killed_at_its_deadline_and_fails(fake_qemu):
     tmp = fake_qemu("hang")
     started = time.monotonic()
@@ -73,7 +67,7 @@ def test_a_hanging_guest_is_killed_at_its_deadline_and_fails(fake_qemu):
     assert time.monotonic() - started < 30
     assert run.outcome == "timeout"
     pid = int((tmp / "pid").read_text())
-    assert not pid_alive(pid)
+    assert not alive(pid)
     assert report.judge("x", run).verdict == report.FAIL
 
 
