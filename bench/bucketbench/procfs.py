@@ -71,6 +71,13 @@ def state(pid):
     return fields[0] if fields is not None else None
 
 
+def cpu_ticks(pid):
+    """User and system time the process has had, in clock ticks; 0 when
+    it is gone."""
+    fields = _stat_fields(pid)
+    return int(fields[11]) + int(fields[12]) if fields is not None else 0
+
+
 def alive(pid):
     """The process exists and is not a zombie."""
     return state(pid) not in (None, "Z")
