@@ -43,7 +43,7 @@ from .catalog import (CRASH, CRASH_EXIT, CRASH_EXIT_MCPC, CRASH_RATE, EMFILE,
                       EMFILE_BUCKET, EMFILE_KINDS, FAULT_BUCKETS,
                       FAULT_TITLES, HANG, LIMIT_KINDS, NATIVE,
                       SHORT_NAMES)
-from .net import http_get, wait_until
+from .net import http_get
 
 PROBE_TIMEOUT_S = 5
 # A probe slower than this counts as slow (issue 25's bar: none over 1 s).
@@ -366,13 +366,8 @@ def _hang(ctx):
     baseline = _wrk(ctx, seconds, "wrk-before-hang.log")
     victims = bucket_victims(server)
     probes = Probes(server.ports[0])
-    signal_all(victims, signal.SIGSTOP)
     try:
-        # Loaded only once they have stopped: a child woken in accept()
-        # by the signal takes a connection already queued before it stops.
-        wait_until(lambda: all(procfs.state(pid) in ("T", None)
-                               for pid in victims), 10,
-                   what="the hung bucket's children stopped")
+        procfs.sigstop(victims)
         loaded = Background(_wrk, ctx, seconds, "wrk-hang.log")
         probes.until(lambda: not loaded.running(),
                      time.monotonic() + seconds + load.WRK_GRACE_S)

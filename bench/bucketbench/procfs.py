@@ -71,13 +71,6 @@ def state(pid):
     return fields[0] if fields is not None else None
 
 
-def cpu_ticks(pid):
-    """User and system time the process has had, in clock ticks; 0 when
-    it is gone."""
-    fields = _stat_fields(pid)
-    return int(fields[11]) + int(fields[12]) if fields is not None else 0
-
-
 def alive(pid):
     """The process exists and is not a zombie."""
     return state(pid) not in (None, "Z")
@@ -180,6 +173,20 @@ def autogroup(pid):
         return _read(f"/proc/{pid}/autogroup").split()[0]
     except (FileNotFoundError, IndexError):
         return None
+
+
+def sigstop(pids, timeout=10):
+    """SIGSTOPs each of pids (the ones gone skipped) and waits until each
+    has stopped or is gone. Until then a process woken in accept() by the
+    signal still takes a connection already queued, and holds it while
+    stopped."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+    wait_until(lambda: all(state(pid) in ("T", None) for pid in pids),
+               timeout, what=f"{len(pids)} process(es) to stop")
 
 
 def stop_process(process, timeout):

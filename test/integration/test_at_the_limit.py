@@ -16,7 +16,7 @@ import ssl
 
 import pytest
 
-from bucketbench.procfs import established_inodes, socket_inodes_of, state
+from bucketbench.procfs import established_inodes, sigstop, socket_inodes_of
 from event_server import tls_vhost
 from httpd_fixture import (CHILD_MODELS, LOOPBACK, children_of, free_ports,
                            per_bucket, read_response, wait_until)
@@ -200,11 +200,9 @@ def test_at_the_limit_a_ready_child_that_does_not_accept_is_waited_for(
              if not socket_inodes_of(pid) & holding]
     assert len(ready) == 1, ready
     logged_before = len(server.error_log())
-    os.kill(ready[0], signal.SIGSTOP)
     # Probed only once it has stopped: a child woken by the SIGSTOP with
     # the probe already queued accepts it before it stops.
-    wait_until(lambda: state(ready[0]) == "T", 10,
-               what="the other child to stop")
+    sigstop(ready)
     try:
         assert probe(port) == b"HTTP/1.1 200"
         assert held_state(held) == "closed"

@@ -193,10 +193,7 @@ def stopped_bucket(server):
     held = wait_until(lambda: bucket_sockets(server), 20,
                       what="every child to hold one bucket's socket")
     victims = max(held.values(), key=len)
-    for pid in victims:
-        os.kill(pid, signal.SIGSTOP)
-    wait_until(lambda: all(procfs.state(pid) == "T" for pid in victims), 10,
-               what="the bucket's children to stop")
+    procfs.sigstop(victims)
     return victims
 
 
@@ -421,9 +418,9 @@ def hog(cpu):
         "os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))\n"
         "while True: pass\n")])
     try:
-        wait_until(lambda: procfs.state(proc.pid) == "R"
-                   and procfs.cpu_ticks(proc.pid) > 0
-                   and os.sched_getscheduler(proc.pid) == os.SCHED_FIFO,
+        # Real-time on `cpu` from then on: running, as nothing else there
+        # can run before it.
+        wait_until(lambda: os.sched_getscheduler(proc.pid) == os.SCHED_FIFO,
                    10, what="the busy loop running")
     except BaseException:
         proc.kill()
