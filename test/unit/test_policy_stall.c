@@ -297,6 +297,29 @@ static void test_a_bucket_with_holders_to_ask_is_watched_closer(
                      STALL_BEGAN);
 }
 
+static void test_a_stall_asks_ready_children_to_look(void **state)
+{
+    (void)state;
+    /* Prefork model: one child per waiting connection, as many as are
+     * ready. */
+    assert_int_equal(stall_looks_to_ask(STALL_BEGAN, 2, 5,
+                                        LOOK_REACHES_CHILD), 2);
+    assert_int_equal(stall_looks_to_ask(STALL_GOES_ON, 9, 3,
+                                        LOOK_REACHES_CHILD), 3);
+    /* Event model: one child wakes them all. */
+    assert_int_equal(stall_looks_to_ask(STALL_BEGAN, 9, 3,
+                                        LOOK_REACHES_BUCKET), 1);
+    /* Nobody ready, children a look cannot reach, no stall. */
+    assert_int_equal(stall_looks_to_ask(STALL_BEGAN, 2, 0,
+                                        LOOK_REACHES_CHILD), 0);
+    assert_int_equal(stall_looks_to_ask(STALL_BEGAN, 2, 5,
+                                        LOOK_REACHES_NONE), 0);
+    assert_int_equal(stall_looks_to_ask(STALL_NONE, 2, 5,
+                                        LOOK_REACHES_CHILD), 0);
+    assert_int_equal(stall_looks_to_ask(STALL_ENDED, 2, 5,
+                                        LOOK_REACHES_BUCKET), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +343,7 @@ int main(void)
         cmocka_unit_test(
             test_a_bucket_with_holders_to_ask_is_watched_closer),
         cmocka_unit_test(test_holders_wait_for_idle_units_and_leaving_slots),
+        cmocka_unit_test(test_a_stall_asks_ready_children_to_look),
     };
 
     return RUN_POOL_TESTS(tests);

@@ -45,6 +45,14 @@
  * modules it hosts (mod_php's timeouts, log rotation) use the classic
  * ones. The child keeps it blocked except in that wait. */
 #define BUCKETED_SIG_GIVE_UP (SIGRTMIN + 2)
+/* A ready child of a stalled bucket is asked with this one to look at the
+ * bucket's sockets: it may have slept through its connection's wake-up,
+ * which the kernel gave a sibling killed before it could run again
+ * (child_accept.c). A prefork-model child keeps it blocked except in its
+ * epoll wait; an event child's main thread takes it and wakes the
+ * bucket's children (event_child.c). Realtime, as the one above: it
+ * queues, so the parent sends it to a child once per stall at most. */
+#define BUCKETED_SIG_LOOK (SIGRTMIN + 3)
 /* How long a hard stop or restart waits for children before SIGKILL. */
 #define BUCKETED_REAP_TIMEOUT_SEC 5
 
@@ -151,7 +159,7 @@ struct takeover_candidate;
  * leaving event children, which layout 7's would die of). Settable at
  * build time only to build a second layout for the tests. */
 #ifndef BUCKETED_RETAINED_LAYOUT
-#define BUCKETED_RETAINED_LAYOUT 7
+#define BUCKETED_RETAINED_LAYOUT 8
 #endif
 
 /* Survives the DSO unload/reload of every restart. */

@@ -9,6 +9,13 @@
  * opens the leave signals atomically with the wait. Kernels before 4.5
  * lack EPOLLEXCLUSIVE: there the bucket's children take turns under its
  * accept mutex, as prefork's do.
+ *
+ * The kernel gives a connection's wake-up to the first waiter on the
+ * socket, and a waiter SIGKILLed stays there until it runs again to die. A
+ * connection that comes meanwhile is taken to its grave from a blocked
+ * accept(), which nothing here can give back; from epoll it stays queued
+ * while the other children sleep on, until the parent's stall watch asks
+ * them to look (BUCKETED_SIG_LOOK, parent_stalls.c).
  */
 #include <errno.h>
 #include <string.h>
@@ -25,6 +32,7 @@
 #include "unixd.h"
 
 #include "child_accept.h"
+#include "bucketed.h"
 #include "bucketed_log.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
@@ -105,6 +113,7 @@ static apr_status_t epoll_init(accept_waiter *w, apr_pool_t *pchild)
     sigdelset(&w->wait_mask, AP_SIG_GRACEFUL);
     sigdelset(&w->wait_mask, AP_SIG_GRACEFUL_STOP);
     sigdelset(&w->wait_mask, SIGINT);
+    sigdelset(&w->wait_mask, BUCKETED_SIG_LOOK);
     return APR_SUCCESS;
 }
 
@@ -125,6 +134,23 @@ static int leave_pending(accept_waiter *w)
     return !sigisemptyset(&leave);
 }
 
+/* Every socket tried once, for a look: epoll reports none of this
+ * child's sockets ready when their wake-up went to another. */
+static apr_status_t accept_from_any(accept_waiter *w, apr_socket_t **csd,
+                                    apr_pool_t *ptrans)
+{
+    apr_status_t rv = APR_EAGAIN;
+    ap_listen_rec *lr;
+
+    for (lr = w->listeners; lr; lr = lr->next) {
+        rv = child_accept_on(lr, csd, ptrans);
+        if (rv == APR_SUCCESS || rv == APR_EGENERAL) {
+            break;
+        }
+    }
+    return rv;
+}
+
 static apr_status_t wait_epoll(accept_waiter *w, apr_socket_t **csd,
                                apr_pool_t *ptrans)
 {
@@ -141,13 +167,13 @@ static apr_status_t wait_epoll(accept_waiter *w, apr_socket_t **csd,
                         &w->wait_mask);
         if (n < 0) {
             int err = errno;
-            if (err == EINTR) {
-                continue;
+            if (err != EINTR) {
+                ap_log_error(APLOG_MARK, APLOG_ERR, err, w->s,
+                             BKLOGNO(00006)
+                             "bucketed: epoll_pwait in bucket %d", w->bucket);
+                return APR_EGENERAL;
             }
-            ap_log_error(APLOG_MARK, APLOG_ERR, err, w->s,
-                         BKLOGNO(00006)
-                         "bucketed: epoll_pwait in bucket %d", w->bucket);
-            return APR_EGENERAL;
+            n = 0;
         }
         /* Linux runs the handlers of the signals epoll_pwait() opened
          * only when they interrupt the wait: one that finds connections
@@ -172,6 +198,12 @@ static apr_status_t wait_epoll(accept_waiter *w, apr_socket_t **csd,
             }
         }
         w->next_ready++;
+        /* A leaving child leaves the look to the others. */
+        if (rv != APR_SUCCESS && rv != APR_EGENERAL && w->asked_to_look
+            && !*w->leaving) {
+            w->asked_to_look = 0;
+            rv = accept_from_any(w, csd, ptrans);
+        }
         if (rv == APR_SUCCESS || rv == APR_EGENERAL) {
             return rv;
         }
@@ -313,6 +345,7 @@ apr_status_t accept_waiter_init(accept_waiter *w, apr_pool_t *pchild)
         w->num_sockets++;
     }
     w->next_ready = 0;
+    w->asked_to_look = 0;
     w->epoll_fd = -1;
     w->pchild = pchild;
     switch (w->mode) {

@@ -7,7 +7,9 @@
  *
  * The leave signals (prefork_child.c) stay blocked except while waiting, so
  * that request processing never sees EINTR from them; a wait returns APR_EINTR
- * once *leaving is set.
+ * once *leaving is set. The look signal (BUCKETED_SIG_LOOK) is open only in
+ * the epoll wait: its handler sets asked_to_look (ACCEPT_WAITER_LOOK), and
+ * the child tries every socket once.
  */
 #ifndef CHILD_ACCEPT_H
 #define CHILD_ACCEPT_H
@@ -39,9 +41,13 @@ typedef struct {
     sigset_t wait_mask;              /* BUCKET_WAIT_EPOLL: the signal mask
                                       * while waiting, leave signals open */
     volatile apr_uint32_t *leaving;
+    volatile sig_atomic_t asked_to_look;
     apr_pool_t *pchild;              /* BUCKET_WAIT_ACCEPT: for the epoll
                                       * set it may switch to */
 } accept_waiter;
+
+/* For the look signal's handler. */
+#define ACCEPT_WAITER_LOOK(w) ((w)->asked_to_look = 1)
 
 /* Sets up the waiter's mode in the child (pchild owns what it creates).
  * The caller has filled s, bucket, listeners, mode, accept_mutex,

@@ -12,7 +12,10 @@
  * prefork model) stops accepting and lets requests in flight and idle
  * keep-alive connections finish (event_keeper.c); SIGTERM/SIGHUP close
  * what waits and end the process once the workers are done, or after a
- * short grace.
+ * short grace. A look (BUCKETED_SIG_LOOK: the parent saw connections wait
+ * in the bucket's accept queue while its children were ready) wakes the
+ * bucket's children, if connections wait still: a wake-up may have gone to
+ * a child killed before it could run again (child_accept.c).
  */
 #include <errno.h>
 #include <signal.h>
@@ -162,7 +165,7 @@ static void wait_for_signals(event_child_ctx *ctx)
 
         ts.tv_sec = 0;
         ts.tv_nsec = 200 * 1000 * 1000;
-        sig = sigtimedwait(&ctx->stop_signals, NULL, &ts);
+        sig = sigtimedwait(&ctx->taken_signals, NULL, &ts);
         if (sig < 0) {
             int err = errno;
             if (err != EAGAIN && err != EINTR) {
@@ -170,6 +173,10 @@ static void wait_for_signals(event_child_ctx *ctx)
                              BKLOGNO(00029)
                              "bucketed: sigtimedwait in an event child");
             }
+            continue;
+        }
+        if (sig == BUCKETED_SIG_LOOK) {
+            ev_nudge_if_waiting(ctx);
             continue;
         }
         if (sig == SIGTERM || sig == SIGHUP) {
@@ -189,8 +196,9 @@ static void take_signals(child_life *life)
     event_child_ctx *ctx = life->model;
 
     ctx->life = life;
-    child_signal_set(&ctx->stop_signals, 1);
-    child_signal_mask(&ctx->stop_signals);
+    child_signal_set(&ctx->taken_signals, 1);
+    sigaddset(&ctx->taken_signals, BUCKETED_SIG_LOOK);
+    child_signal_mask(&ctx->taken_signals);
 }
 
 /* What the threads share: the epoll set, the keeper's set and wake-ups,

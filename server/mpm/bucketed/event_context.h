@@ -132,7 +132,8 @@ typedef struct {
 
 typedef struct event_child_ctx {
     struct child_life *life;         /* leaving, dying: CHILD_LIFE_IS() */
-    sigset_t stop_signals;           /* blocked in every thread; the main
+    sigset_t taken_signals;          /* the stop signals and the look:
+                                      * blocked in every thread; the main
                                       * thread takes them */
     server_rec *s;
     bucketed_config *conf;

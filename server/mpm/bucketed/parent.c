@@ -362,6 +362,8 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     pc.keepalive_since = apr_pcalloc(pconf, sizeof(apr_time_t)
                                             * retained->first_server_limit);
     pc.holders = parent_holders_create(pconf, retained->first_server_limit);
+    pc.looked_in = apr_pcalloc(pconf, sizeof(apr_time_t)
+                                      * retained->first_server_limit);
     pc.absence = apr_pcalloc(pconf, sizeof(bucket_absence) * pc.num_buckets);
     pc.handover_kept = apr_pcalloc(pconf, sizeof(int) * pc.num_buckets);
     pc.handover_deadline = 0;

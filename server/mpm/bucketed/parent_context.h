@@ -56,6 +56,9 @@ typedef struct {
                                       * next request; 0 = not waiting */
     struct keepalive_holder *holders; /* room for every slot: a stalled
                                        * bucket's holders, to be sorted */
+    apr_time_t *looked_in;           /* per slot: the start of the stall
+                                      * its child was last asked to look
+                                      * in (parent_stalls.c); 0 = never */
     bucket_absence *absence;         /* per bucket: out of its reuseport
                                       * groups while it has no child */
     apr_time_t handover_deadline;    /* when old children kept accepting
@@ -111,6 +114,9 @@ void parent_ask_again(parent_context *pc, int slot);
  * take a waiting one (BUCKETED_SIG_GIVE_UP); it decides whether it still
  * may (prefork_keepalive.c). */
 void parent_ask_to_give_up(parent_context *pc, int slot);
+/* A ready child of a stalled bucket asked to look at the bucket's
+ * sockets (BUCKETED_SIG_LOOK). */
+void parent_ask_to_look(parent_context *pc, int slot);
 /* An exit reaped: its slot freed (or refilled), its bucket's health noted. */
 int parent_slot_was_ready(const parent_context *pc, int slot);
 void parent_reap_one(parent_context *pc, apr_proc_t *proc,

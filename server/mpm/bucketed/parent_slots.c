@@ -325,6 +325,23 @@ void parent_ask_to_give_up(parent_context *pc, int slot)
     }
 }
 
+void parent_ask_to_look(parent_context *pc, int slot)
+{
+    child_slot *cs = &pc->retained->slots[slot];
+
+    /* Only a current child takes the signal: one that is not ours, or of
+     * another build, might die of it. A leaving one takes no more. */
+    if (parent_child_outgoing(pc, cs) || !adopted_slot_still_ours(pc, slot)) {
+        return;
+    }
+    if (kill(cs->pid, BUCKETED_SIG_LOOK) < 0 && errno != ESRCH) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_WARNING, err, pc->s, BKLOGNO(00262)
+                                                            "bucketed: "
+                     "kill(%" APR_PID_T_FMT ", SIGRTMIN+3)", cs->pid);
+    }
+}
+
 /* The asked child exits; asking again (see repeat_leave_requests) keeps
  * its replacement. */
 void parent_ask_again(parent_context *pc, int slot)

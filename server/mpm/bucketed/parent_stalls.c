@@ -4,13 +4,16 @@
  * maintenance pass (policy_stall.h decides): a stall logged, and its
  * remedy carried out, prefork-model children at the limit asked to give
  * up an idle keep-alive connection for a waiting client, or the bucket
- * counted as having no idle child so that the pass gives it one.
+ * counted as having no idle child so that the pass gives it one; and its
+ * ready children asked to look at its sockets, in case the kernel woke a
+ * killed sibling in their place.
  */
 #include "parent_context.h"
 
 #include <stdlib.h>
 
 #include "http_log.h"
+#include "listen_sockets.h"
 #include "stats.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
@@ -69,6 +72,44 @@ static int ask_give_ups(parent_context *pc, int bucket, int count,
     return i;
 }
 
+/* Where a look sent to a child of bucket b gets to (policy_stall.h). */
+static look_reach bucket_look_reach(const parent_context *pc, int b)
+{
+    const bucket_rec *bk = &pc->gen->buckets[b];
+
+    if (pc->conf->child_model == CHILD_MODEL_EVENT) {
+        return LOOK_REACHES_BUCKET;
+    }
+    return bucket_wait_mode(bucket_listeners_count(bk),
+                            pc->conf->kernel.epoll_exclusive)
+           == BUCKET_WAIT_EPOLL ? LOOK_REACHES_CHILD : LOOK_REACHES_NONE;
+}
+
+/* Up to `count` ready children of a bucket stalled since stalled_since,
+ * not asked to look in this stall yet, are asked. A child that started in
+ * the stall needs none: the kernel reports the queued connections to a
+ * new epoll set. Returns how many were asked. */
+static int ask_looks(parent_context *pc, int bucket, int count,
+                     apr_time_t stalled_since)
+{
+    int slot, asked = 0;
+
+    for (slot = 0; slot < pc->retained->max_daemons_limit && asked < count;
+         slot++) {
+        const slot_view *view = &pc->slot_views[slot];
+
+        if ((view->state == SLOT_IDLE || view->state == SLOT_BUSY)
+            && view->bucket == bucket
+            && view->idle_units > view->starting_units
+            && pc->looked_in[slot] != stalled_since) {
+            pc->looked_in[slot] = stalled_since;
+            parent_ask_to_look(pc, slot);
+            asked++;
+        }
+    }
+    return asked;
+}
+
 /* Slots held by children asked to leave (a graceful restart's old
  * generation, a child moved or stopped): each frees as its child exits. */
 static int slots_leaving(const parent_context *pc)
@@ -105,6 +146,8 @@ void parent_note_stalls(parent_context *pc, apr_time_t now)
         stall_remedy remedy = stall_remedy_decide(
             v, stall_watch_stalled_for(&bk->stall, now), bk->queued,
             bk->can_grow, holders);
+        int looks = stall_looks_to_ask(v, bk->queued, c->idle,
+                                       bucket_look_reach(pc, b));
 
         pc->census[b].queued = (int)bk->queued;
         if (remedy.give_ups > 0
@@ -114,6 +157,9 @@ void parent_note_stalls(parent_context *pc, apr_time_t now)
         if (remedy.needs_child) {
             bucket_census_stalled(&pc->census[b]);
         }
+        if (looks > 0) {
+            looks = ask_looks(pc, b, looks, bk->stall.stalled_since);
+        }
         if (v == STALL_BEGAN
             && now - bk->stall_logged >= STALL_LOG_INTERVAL) {
             bk->stall_logged = now;
@@ -122,10 +168,12 @@ void parent_note_stalls(parent_context *pc, apr_time_t now)
                          "bucket %d stalled: %u connection(s) wait in its "
                          "accept queue, which has not gone down for %"
                          APR_TIME_T_FMT " ms (its children are hung, at "
-                         "their connection limit, or hold idle keep-alive "
-                         "connections); %s", b, bk->queued,
+                         "their connection limit, hold idle keep-alive "
+                         "connections, or missed a wake-up); %d ready "
+                         "child(ren) asked to look, %s", b, bk->queued,
                          apr_time_as_msec(stall_watch_stalled_for(&bk->stall,
                                                                   now)),
+                         looks,
                          remedy.needs_child ? "giving it another child"
                          : "its idle keep-alive connections make room");
         }

@@ -72,6 +72,22 @@ int stall_holders_to_ask(int reclaimable, int idle, int leaving_slots,
     return reclaimable;
 }
 
+int stall_looks_to_ask(stall_verdict v, apr_uint32_t queued, int ready,
+                       look_reach reach)
+{
+    if ((v != STALL_BEGAN && v != STALL_GOES_ON) || ready <= 0) {
+        return 0;
+    }
+    switch (reach) {
+    case LOOK_REACHES_CHILD:
+        return queued < (apr_uint32_t)ready ? (int)queued : ready;
+    case LOOK_REACHES_BUCKET:
+        return queued > 0;
+    default:
+        return 0;
+    }
+}
+
 apr_interval_time_t stall_watch_after(int can_grow, int reclaimable)
 {
     return !can_grow && reclaimable > 0 ? STALL_AFTER_RECLAIMING

@@ -114,6 +114,30 @@ int keepalive_gives_up(apr_interval_time_t idle_for, apr_uint32_t waiting,
 int stall_holders_to_ask(int reclaimable, int idle, int leaving_slots,
                          apr_interval_time_t stalled_for);
 
+/* Where a look (BUCKETED_SIG_LOOK) sent to one ready child of a bucket
+ * gets to. The kernel gives a connection's wake-up to the first child
+ * waiting on the socket, and a child SIGKILLed there stays first until it
+ * runs again to die: a connection that comes meanwhile wakes it alone and
+ * waits while its siblings sleep on (with epoll), or is taken to its
+ * grave (from a blocked accept(), where nothing can give it back). */
+typedef enum {
+    LOOK_REACHES_NONE,     /* its children block in accept(), or take
+                            * turns under the accept mutex */
+    LOOK_REACHES_CHILD,    /* that child (prefork model, epoll): it tries
+                            * the sockets once */
+    LOOK_REACHES_BUCKET    /* every child of the bucket (event model: the
+                            * child wakes them with the bucket's eventfd) */
+} look_reach;
+
+/* How many of a bucket's `ready` children (idle, accepting) verdict v asks
+ * to look, beside the remedy below, with `queued` connections waiting: a
+ * new child would find them, but one cannot always start (no descriptors,
+ * a back-off), and a look costs a wake-up per child. Each child is asked
+ * once per stall (the signal queues), so a stall that goes on asks the
+ * next ones: an asked child may be the killed one. */
+int stall_looks_to_ask(stall_verdict v, apr_uint32_t queued, int ready,
+                       look_reach reach);
+
 /* The watch's period for a bucket that cannot get a new child now
  * (can_grow 0) and has `reclaimable` keep-alive holders to ask: a stall
  * there costs no fork, only idle clients' connections, which a client

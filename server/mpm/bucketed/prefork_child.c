@@ -19,6 +19,10 @@
  * the bucket's accept queue, with BUCKETED_SIG_GIVE_UP; that signal is
  * blocked except in that wait (prefork_keepalive.c). A leaving child keeps
  * the connection (keepalive_gives_up()), as it would without the stop.
+ *
+ * Looking: the parent asks a ready child of a stalled bucket to try its
+ * sockets with BUCKETED_SIG_LOOK, open only in the epoll wait
+ * (child_accept.c).
  */
 #include <errno.h>
 #include <signal.h>
@@ -62,6 +66,12 @@ static void on_give_up_signal(int sig)
 {
     (void)sig;
     KEEPALIVE_WAITER_ASKED(&this_child->keepalive);
+}
+
+static void on_look_signal(int sig)
+{
+    (void)sig;
+    ACCEPT_WAITER_LOOK(&this_child->waiter);
 }
 
 /*
@@ -123,6 +133,7 @@ static void take_signals(child_life *life)
     child_signal_set(leave, 0);
     child_signal_set(&all, 1);
     sigaddset(&all, BUCKETED_SIG_GIVE_UP);
+    sigaddset(&all, BUCKETED_SIG_LOOK);
     /* Blocked while the handlers go in (forked children have every signal
      * blocked already; a -X parent does not). */
     child_signal_mask(&all);
@@ -132,12 +143,15 @@ static void take_signals(child_life *life)
     install_handler(SIGTERM, on_die_signal, &all);
     install_handler(SIGHUP, on_die_signal, &all);
     install_handler(BUCKETED_SIG_GIVE_UP, on_give_up_signal, &all);
+    install_handler(BUCKETED_SIG_LOOK, on_look_signal, &all);
 
     /* The parent forked with every signal blocked; from here on only the
-     * leave signals stay blocked (see child_accept.c), and the give-up
-     * signal, open only in the keep-alive wait (prefork_keepalive.c). */
+     * leave signals stay blocked (see child_accept.c), the give-up
+     * signal, open only in the keep-alive wait (prefork_keepalive.c), and
+     * the look signal, open only in the epoll wait (child_accept.c). */
     child_signal_set(&all, 0);
     sigaddset(&all, BUCKETED_SIG_GIVE_UP);
+    sigaddset(&all, BUCKETED_SIG_LOOK);
     child_signal_mask(&all);
 }
 
