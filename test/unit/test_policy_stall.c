@@ -299,25 +299,34 @@ static void test_a_bucket_with_holders_to_ask_is_watched_closer(
 
 static void test_a_stall_asks_ready_children_to_look(void **state)
 {
+    static const struct {
+        stall_verdict v;
+        apr_uint32_t queued;
+        int idle_units;
+        look_reach reach;
+        int asked;
+    } cases[] = {
+        /* Prefork model: one child per waiting connection, as many as
+         * are idle. */
+        { STALL_BEGAN, 2, 5, LOOK_REACHES_CHILD, 2 },
+        { STALL_GOES_ON, 9, 3, LOOK_REACHES_CHILD, 3 },
+        /* Event model: one child wakes them all. */
+        { STALL_BEGAN, 9, 3, LOOK_REACHES_BUCKET, 1 },
+        /* Nobody idle, children a look cannot reach, no stall. */
+        { STALL_BEGAN, 2, 0, LOOK_REACHES_CHILD, 0 },
+        { STALL_BEGAN, 2, 5, LOOK_REACHES_NONE, 0 },
+        { STALL_NONE, 2, 5, LOOK_REACHES_CHILD, 0 },
+        { STALL_ENDED, 2, 5, LOOK_REACHES_BUCKET, 0 },
+    };
+    size_t i;
+
     (void)state;
-    /* Prefork model: one child per waiting connection, as many as are
-     * ready. */
-    assert_int_equal(stall_looks_to_ask(STALL_BEGAN, 2, 5,
-                                        LOOK_REACHES_CHILD), 2);
-    assert_int_equal(stall_looks_to_ask(STALL_GOES_ON, 9, 3,
-                                        LOOK_REACHES_CHILD), 3);
-    /* Event model: one child wakes them all. */
-    assert_int_equal(stall_looks_to_ask(STALL_BEGAN, 9, 3,
-                                        LOOK_REACHES_BUCKET), 1);
-    /* Nobody ready, children a look cannot reach, no stall. */
-    assert_int_equal(stall_looks_to_ask(STALL_BEGAN, 2, 0,
-                                        LOOK_REACHES_CHILD), 0);
-    assert_int_equal(stall_looks_to_ask(STALL_BEGAN, 2, 5,
-                                        LOOK_REACHES_NONE), 0);
-    assert_int_equal(stall_looks_to_ask(STALL_NONE, 2, 5,
-                                        LOOK_REACHES_CHILD), 0);
-    assert_int_equal(stall_looks_to_ask(STALL_ENDED, 2, 5,
-                                        LOOK_REACHES_BUCKET), 0);
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(stall_looks_to_ask(cases[i].v, cases[i].queued,
+                                            cases[i].idle_units,
+                                            cases[i].reach),
+                         cases[i].asked);
+    }
 }
 
 int main(void)

@@ -156,8 +156,9 @@ struct takeover_candidate;
  * one as the other (bucketed_data.c, policy_upgrade.h), and signals only
  * children that take what it sends (7: only current prefork-model
  * children are sent BUCKETED_SIG_GIVE_UP; a layout-6 parent sends it to
- * leaving event children, which layout 7's would die of). Settable at
- * build time only to build a second layout for the tests. */
+ * leaving event children, which layout 7's would die of; 8: current
+ * children take BUCKETED_SIG_LOOK, which layout 7's would die of).
+ * Settable at build time only to build a second layout for the tests. */
 #ifndef BUCKETED_RETAINED_LAYOUT
 #define BUCKETED_RETAINED_LAYOUT 8
 #endif

@@ -6,9 +6,9 @@
  * connection. Several sockets (one per Listen address): each child has its
  * own epoll set holding them with EPOLLEXCLUSIVE, so a connection wakes
  * one idle child, not all of them, and no lock is needed; epoll_pwait()
- * opens the leave signals atomically with the wait. Kernels before 4.5
- * lack EPOLLEXCLUSIVE: there the bucket's children take turns under its
- * accept mutex, as prefork's do.
+ * opens the leave signals and the look atomically with the wait. Kernels
+ * before 4.5 lack EPOLLEXCLUSIVE: there the bucket's children take turns
+ * under its accept mutex, as prefork's do.
  *
  * The kernel gives a connection's wake-up to the first waiter on the
  * socket, and a waiter SIGKILLed stays there until it runs again to die. A
@@ -135,14 +135,22 @@ static int leave_pending(accept_waiter *w)
 }
 
 /* Every socket tried once, for a look: epoll reports none of this
- * child's sockets ready when their wake-up went to another. */
+ * child's sockets ready when their wake-up went to another. From a
+ * different one each time, so that a busy address cannot keep a look
+ * from a quiet one's stranded connection. */
 static apr_status_t accept_from_any(accept_waiter *w, apr_socket_t **csd,
                                     apr_pool_t *ptrans)
 {
     apr_status_t rv = APR_EAGAIN;
-    ap_listen_rec *lr;
+    int i;
 
-    for (lr = w->listeners; lr; lr = lr->next) {
+    for (i = 0; i < w->num_sockets; i++) {
+        ap_listen_rec *lr = w->listeners;
+        int skip = bucket_ready_index(w->next_ready, i, w->num_sockets);
+
+        while (skip-- > 0) {
+            lr = lr->next;
+        }
         rv = child_accept_on(lr, csd, ptrans);
         if (rv == APR_SUCCESS || rv == APR_EGENERAL) {
             break;
@@ -207,7 +215,8 @@ static apr_status_t wait_epoll(accept_waiter *w, apr_socket_t **csd,
         if (rv == APR_SUCCESS || rv == APR_EGENERAL) {
             return rv;
         }
-        /* EAGAIN: another child was woken too and took it. */
+        /* EAGAIN: another child was woken too and took it; EINTR; or a
+         * look that found nothing. */
     }
 }
 #endif /* __linux__ */

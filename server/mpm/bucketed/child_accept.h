@@ -39,9 +39,11 @@ typedef struct {
                                       * tried (bucket_ready_index) */
     sigset_t leave_signals;
     sigset_t wait_mask;              /* BUCKET_WAIT_EPOLL: the signal mask
-                                      * while waiting, leave signals open */
+                                      * while waiting, leave signals and
+                                      * the look open */
     volatile apr_uint32_t *leaving;
-    volatile sig_atomic_t asked_to_look;
+    volatile sig_atomic_t asked_to_look; /* BUCKETED_SIG_LOOK came: try
+                                          * every socket once */
     apr_pool_t *pchild;              /* BUCKET_WAIT_ACCEPT: for the epoll
                                       * set it may switch to */
 } accept_waiter;

@@ -55,6 +55,22 @@ void child_signal_mask(const sigset_t *set)
     }
 }
 
+void child_signal_handle(int sig, void (*handler)(int), const sigset_t *mask,
+                         int flags)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = handler;
+    sa.sa_mask = *mask;
+    sa.sa_flags = flags;
+    if (sigaction(sig, &sa, NULL) < 0) {
+        int err = errno;
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, ap_server_conf,
+                     BKLOGNO(00121) "bucketed: sigaction(%d) in child", sig);
+    }
+}
+
 int child_setup_exit_code(server_rec *s, int bucket, apr_status_t rv)
 {
     if (child_setup_failure_passes(rv)) {

@@ -95,6 +95,11 @@ void child_signal_set(sigset_t *set, int stop);
  * one open. A failure is logged. */
 void child_signal_mask(const sigset_t *set);
 
+/* handler for sig, with mask blocked while it runs and sa_flags `flags`.
+ * A failure is logged. */
+void child_signal_handle(int sig, void (*handler)(int), const sigset_t *mask,
+                         int flags);
+
 /* The exit code of a child whose set-up failed with rv: APEXIT_CHILDSICK
  * (logged) when the failure can pass (policy_exit: a shortage), else
  * APEXIT_CHILDFATAL. */

@@ -13,9 +13,10 @@
  * keep-alive connections finish (event_keeper.c); SIGTERM/SIGHUP close
  * what waits and end the process once the workers are done, or after a
  * short grace. A look (BUCKETED_SIG_LOOK: the parent saw connections wait
- * in the bucket's accept queue while its children were ready) wakes the
- * bucket's children, if connections wait still: a wake-up may have gone to
- * a child killed before it could run again (child_accept.c).
+ * in the bucket's accept queue while its children were ready) is passed to
+ * the keeper, which wakes the bucket's children if connections wait still
+ * (event_keeper.c): a wake-up may have gone to a child killed before it
+ * could run again (child_accept.c).
  */
 #include <errno.h>
 #include <signal.h>
@@ -176,7 +177,11 @@ static void wait_for_signals(event_child_ctx *ctx)
             continue;
         }
         if (sig == BUCKETED_SIG_LOOK) {
-            ev_nudge_if_waiting(ctx);
+            /* The keeper writes the bucket's eventfd, which siblings
+             * share: a write a sibling made block must not stop the
+             * thread that takes the stop signals. */
+            SET(ctx, asked_to_look);
+            ev_wake_keeper(ctx);
             continue;
         }
         if (sig == SIGTERM || sig == SIGHUP) {
@@ -189,8 +194,16 @@ static void wait_for_signals(event_child_ctx *ctx)
     }
 }
 
+/* Does nothing: see take_signals(). */
+static void on_look_elsewhere(int sig)
+{
+    (void)sig;
+}
+
 /* Before any thread starts: they all inherit this mask, and the main
- * thread takes the stop signals with sigtimedwait(). */
+ * thread takes the stop signals and the look with sigtimedwait(). The look
+ * has a handler that does nothing as well: its default action ends the
+ * process, and a thread a module starts might open it. */
 static void take_signals(child_life *life)
 {
     event_child_ctx *ctx = life->model;
@@ -199,6 +212,8 @@ static void take_signals(child_life *life)
     child_signal_set(&ctx->taken_signals, 1);
     sigaddset(&ctx->taken_signals, BUCKETED_SIG_LOOK);
     child_signal_mask(&ctx->taken_signals);
+    child_signal_handle(BUCKETED_SIG_LOOK, on_look_elsewhere,
+                        &ctx->taken_signals, SA_RESTART);
 }
 
 /* What the threads share: the epoll set, the keeper's set and wake-ups,

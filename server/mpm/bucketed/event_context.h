@@ -222,6 +222,10 @@ typedef struct event_child_ctx {
     apr_uint32_t sick;               /* accept() broke: exit CHILDSICK */
     apr_uint32_t keeper_done;        /* the keeper thread has finished */
     apr_uint32_t accepted;           /* connections accepted (atomic) */
+    apr_uint32_t asked_to_look;      /* the parent sent BUCKETED_SIG_LOOK:
+                                      * the keeper wakes the bucket if
+                                      * connections wait (taken with
+                                      * apr_atomic_xchg32) */
 } event_child_ctx;
 
 static inline void ev_lock(event_child_ctx *ctx)

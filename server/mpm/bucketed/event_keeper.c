@@ -292,6 +292,9 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
         CHILD_LIFE_SET(ctx->life, leaving);
     }
     ev_update_listening_locked(ctx);
+    if (apr_atomic_xchg32(&ctx->asked_to_look, 0) && !ev_closing_down(ctx)) {
+        ev_nudge_if_waiting(ctx);
+    }
     /* Out of the set once leaving or dying: close this child's copies. */
     if (ev_closing_down(ctx)) {
         ev_close_listeners_locked(ctx);

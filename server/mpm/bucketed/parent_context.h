@@ -115,8 +115,8 @@ void parent_ask_again(parent_context *pc, int slot);
  * may (prefork_keepalive.c). */
 void parent_ask_to_give_up(parent_context *pc, int slot);
 /* A ready child of a stalled bucket asked to look at the bucket's
- * sockets (BUCKETED_SIG_LOOK). */
-void parent_ask_to_look(parent_context *pc, int slot);
+ * sockets (BUCKETED_SIG_LOOK): whether the signal went. */
+int parent_ask_to_look(parent_context *pc, int slot);
 /* An exit reaped: its slot freed (or refilled), its bucket's health noted. */
 int parent_slot_was_ready(const parent_context *pc, int slot);
 void parent_reap_one(parent_context *pc, apr_proc_t *proc,

@@ -19,6 +19,7 @@
 
 #include "child_life.h"
 #include "listen_absence.h"
+#include "sys_proc.h"
 
 APLOG_USE_MODULE(mpm_bucketed);
 
@@ -325,21 +326,29 @@ void parent_ask_to_give_up(parent_context *pc, int slot)
     }
 }
 
-void parent_ask_to_look(parent_context *pc, int slot)
+int parent_ask_to_look(parent_context *pc, int slot)
 {
     child_slot *cs = &pc->retained->slots[slot];
 
     /* Only a current child takes the signal: one that is not ours, or of
-     * another build, might die of it. A leaving one takes no more. */
-    if (parent_child_outgoing(pc, cs) || !adopted_slot_still_ours(pc, slot)) {
-        return;
+     * another build, might die of it. A leaving one takes no more. One
+     * that has not taken the last yet (stopped, or serving) gets no more:
+     * realtime signals queue, charged to its user's RLIMIT_SIGPENDING. */
+    if (parent_child_outgoing(pc, cs) || !adopted_slot_still_ours(pc, slot)
+        || proc_signal_pending(cs->pid, BUCKETED_SIG_LOOK)) {
+        return 0;
     }
-    if (kill(cs->pid, BUCKETED_SIG_LOOK) < 0 && errno != ESRCH) {
+    if (kill(cs->pid, BUCKETED_SIG_LOOK) < 0) {
         int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_WARNING, err, pc->s, BKLOGNO(00262)
-                                                            "bucketed: "
-                     "kill(%" APR_PID_T_FMT ", SIGRTMIN+3)", cs->pid);
+        if (err != ESRCH) {
+            ap_log_error(APLOG_MARK, APLOG_WARNING, err, pc->s,
+                         BKLOGNO(00262)
+                         "bucketed: kill(%" APR_PID_T_FMT ", SIGRTMIN+3)",
+                         cs->pid);
+        }
+        return 0;
     }
+    return 1;
 }
 
 /* The asked child exits; asking again (see repeat_leave_requests) keeps

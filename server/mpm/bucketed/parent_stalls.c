@@ -12,6 +12,8 @@
 
 #include <stdlib.h>
 
+#include "apr_strings.h"
+
 #include "http_log.h"
 #include "listen_sockets.h"
 #include "stats.h"
@@ -98,14 +100,20 @@ static int ask_looks(parent_context *pc, int bucket, int count,
          slot++) {
         const slot_view *view = &pc->slot_views[slot];
 
-        if ((view->state == SLOT_IDLE || view->state == SLOT_BUSY)
-            && view->bucket == bucket
-            && view->idle_units > view->starting_units
-            && pc->looked_in[slot] != stalled_since) {
-            pc->looked_in[slot] = stalled_since;
-            parent_ask_to_look(pc, slot);
-            asked++;
+        if (view->state != SLOT_IDLE || view->bucket != bucket
+            || view->idle_units <= view->starting_units
+            || pc->looked_in[slot] == stalled_since
+            || !parent_ask_to_look(pc, slot)) {
+            continue;
         }
+        pc->looked_in[slot] = stalled_since;
+        asked++;
+        ap_log_error(APLOG_MARK, APLOG_DEBUG, 0, pc->s, BKLOGNO(00263)
+                     "bucketed: child %" APR_PID_T_FMT " of bucket %d is "
+                     "asked to look at its sockets, stalled for %"
+                     APR_TIME_T_FMT " ms", pc->retained->slots[slot].pid,
+                     bucket, apr_time_as_msec(apr_time_now()
+                                              - stalled_since));
     }
     return asked;
 }
@@ -146,8 +154,8 @@ void parent_note_stalls(parent_context *pc, apr_time_t now)
         stall_remedy remedy = stall_remedy_decide(
             v, stall_watch_stalled_for(&bk->stall, now), bk->queued,
             bk->can_grow, holders);
-        int looks = stall_looks_to_ask(v, bk->queued, c->idle,
-                                       bucket_look_reach(pc, b));
+        look_reach reach = bucket_look_reach(pc, b);
+        int looks = stall_looks_to_ask(v, bk->queued, c->idle, reach);
 
         pc->census[b].queued = (int)bk->queued;
         if (remedy.give_ups > 0
@@ -162,6 +170,12 @@ void parent_note_stalls(parent_context *pc, apr_time_t now)
         }
         if (v == STALL_BEGAN
             && now - bk->stall_logged >= STALL_LOG_INTERVAL) {
+            char asked[64] = "";
+
+            if (reach != LOOK_REACHES_NONE) {
+                apr_snprintf(asked, sizeof(asked),
+                             "%d child(ren) asked to look, ", looks);
+            }
             bk->stall_logged = now;
             ap_log_error(APLOG_MARK, APLOG_WARNING, 0, pc->s, BKLOGNO(00108)
                                                               "bucketed: "
@@ -169,11 +183,11 @@ void parent_note_stalls(parent_context *pc, apr_time_t now)
                          "accept queue, which has not gone down for %"
                          APR_TIME_T_FMT " ms (its children are hung, at "
                          "their connection limit, hold idle keep-alive "
-                         "connections, or missed a wake-up); %d ready "
-                         "child(ren) asked to look, %s", b, bk->queued,
+                         "connections, or missed a wake-up); %s%s", b,
+                         bk->queued,
                          apr_time_as_msec(stall_watch_stalled_for(&bk->stall,
                                                                   now)),
-                         looks,
+                         asked,
                          remedy.needs_child ? "giving it another child"
                          : "its idle keep-alive connections make room");
         }

@@ -72,17 +72,17 @@ int stall_holders_to_ask(int reclaimable, int idle, int leaving_slots,
     return reclaimable;
 }
 
-int stall_looks_to_ask(stall_verdict v, apr_uint32_t queued, int ready,
+int stall_looks_to_ask(stall_verdict v, apr_uint32_t queued, int idle_units,
                        look_reach reach)
 {
-    if ((v != STALL_BEGAN && v != STALL_GOES_ON) || ready <= 0) {
+    if ((v != STALL_BEGAN && v != STALL_GOES_ON) || idle_units <= 0) {
         return 0;
     }
     switch (reach) {
     case LOOK_REACHES_CHILD:
-        return queued < (apr_uint32_t)ready ? (int)queued : ready;
+        return queued < (apr_uint32_t)idle_units ? (int)queued : idle_units;
     case LOOK_REACHES_BUCKET:
-        return queued > 0;
+        return 1;
     default:
         return 0;
     }

@@ -11,7 +11,9 @@
  * from. Connections that wait while the queue never goes down for a while
  * mean that nobody accepts from that socket: children hung (a debugger,
  * SIGSTOP), event children at their connection limit, children that look
- * idle and are not, children holding idle keep-alive connections. Unless
+ * idle and are not, children holding idle keep-alive connections,
+ * children asleep beside a connection whose wake-up the kernel gave a
+ * killed sibling (stall_looks_to_ask). Unless
  * every unit of the bucket serves a request: a queue can stay as long as
  * it was because connections come as fast as busy children take them (a
  * client reconnects as soon as it is answered), and such a bucket is
@@ -129,13 +131,14 @@ typedef enum {
                             * child wakes them with the bucket's eventfd) */
 } look_reach;
 
-/* How many of a bucket's `ready` children (idle, accepting) verdict v asks
- * to look, beside the remedy below, with `queued` connections waiting: a
- * new child would find them, but one cannot always start (no descriptors,
- * a back-off), and a look costs a wake-up per child. Each child is asked
- * once per stall (the signal queues), so a stall that goes on asks the
- * next ones: an asked child may be the killed one. */
-int stall_looks_to_ask(stall_verdict v, apr_uint32_t queued, int ready,
+/* How many children of a bucket verdict v asks to look, beside the
+ * remedy below, with `queued` connections waiting and `idle_units` idle
+ * units (an upper bound: the parent asks only children ready to accept,
+ * and each once per stall): a new child would find the connections, but
+ * one cannot always start (no descriptors, a back-off), and a look costs
+ * a wake-up per child. A stall that goes on asks the next ones: an asked
+ * child may be the killed one. */
+int stall_looks_to_ask(stall_verdict v, apr_uint32_t queued, int idle_units,
                        look_reach reach);
 
 /* The watch's period for a bucket that cannot get a new child now

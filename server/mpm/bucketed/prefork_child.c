@@ -26,7 +26,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <string.h>
 
 #include "httpd.h"
 #include "http_connection.h"
@@ -106,22 +105,6 @@ static void on_die_signal(int sig)
     child_life_exit(pc->life, 0, 1);
 }
 
-static void install_handler(int sig, void (*handler)(int),
-                            const sigset_t *mask)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = handler;
-    sa.sa_mask = *mask;
-    sa.sa_flags = 0;     /* no SA_RESTART: interrupt accept() and poll() */
-    if (sigaction(sig, &sa, NULL) < 0) {
-        int err = errno;
-        ap_log_error(APLOG_MARK, APLOG_ERR, err, ap_server_conf,
-                     BKLOGNO(00121) "bucketed: sigaction(%d) in child", sig);
-    }
-}
-
 static void take_signals(child_life *life)
 {
     prefork_child *pc = life->model;
@@ -137,13 +120,17 @@ static void take_signals(child_life *life)
     /* Blocked while the handlers go in (forked children have every signal
      * blocked already; a -X parent does not). */
     child_signal_mask(&all);
-    install_handler(AP_SIG_GRACEFUL, on_leave_signal, &all);
-    install_handler(AP_SIG_GRACEFUL_STOP, on_leave_signal, &all);
-    install_handler(SIGINT, on_leave_signal, &all);
-    install_handler(SIGTERM, on_die_signal, &all);
-    install_handler(SIGHUP, on_die_signal, &all);
-    install_handler(BUCKETED_SIG_GIVE_UP, on_give_up_signal, &all);
-    install_handler(BUCKETED_SIG_LOOK, on_look_signal, &all);
+    /* No SA_RESTART: they interrupt accept() and poll(). The look
+     * interrupts the epoll wait all the same (signal(7)); should a module
+     * open it elsewhere, it restarts what it lands in. */
+    child_signal_handle(AP_SIG_GRACEFUL, on_leave_signal, &all, 0);
+    child_signal_handle(AP_SIG_GRACEFUL_STOP, on_leave_signal, &all, 0);
+    child_signal_handle(SIGINT, on_leave_signal, &all, 0);
+    child_signal_handle(SIGTERM, on_die_signal, &all, 0);
+    child_signal_handle(SIGHUP, on_die_signal, &all, 0);
+    child_signal_handle(BUCKETED_SIG_GIVE_UP, on_give_up_signal, &all, 0);
+    child_signal_handle(BUCKETED_SIG_LOOK, on_look_signal, &all,
+                        SA_RESTART);
 
     /* The parent forked with every signal blocked; from here on only the
      * leave signals stay blocked (see child_accept.c), the give-up

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sys_proc.c: a process's parent, start time and user from /proc, the
- * sockets it holds from /proc/<pid>/fd, a descriptor's socket inode
- * (sys_proc.h).
+ * sockets it holds from /proc/<pid>/fd, the signals waiting for it, a
+ * descriptor's socket inode (sys_proc.h).
  */
 #include "sys_proc.h"
 
@@ -48,11 +48,13 @@ static int read_stat(pid_t pid, process_facts *f)
     return 1;
 }
 
-/* The real and effective uid, from the Uid line of /proc/<pid>/status. */
-static int read_uids(pid_t pid, process_facts *f)
+/* The line of /proc/<pid>/status that starts with `key` (with its colon)
+ * into line: whether there is one. */
+static int read_status_line(pid_t pid, const char *key, char *line,
+                            size_t len)
 {
-    char path[64], line[256];
-    unsigned long real, effective;
+    char path[64];
+    size_t key_len = strlen(key);
     int found = 0;
     FILE *fp;
 
@@ -61,15 +63,39 @@ static int read_uids(pid_t pid, process_facts *f)
     if (fp == NULL) {
         return 0;
     }
-    while (!found && fgets(line, sizeof(line), fp) != NULL) {
-        found = sscanf(line, "Uid: %lu %lu", &real, &effective) == 2;
+    while (!found && fgets(line, (int)len, fp) != NULL) {
+        found = strncmp(line, key, key_len) == 0;
     }
     fclose(fp);
-    if (found) {
-        f->real_uid = (uid_t)real;
-        f->effective_uid = (uid_t)effective;
-    }
     return found;
+}
+
+/* The real and effective uid, from the Uid line. */
+static int read_uids(pid_t pid, process_facts *f)
+{
+    char line[256];
+    unsigned long real, effective;
+
+    if (!read_status_line(pid, "Uid:", line, sizeof(line))
+        || sscanf(line, "Uid: %lu %lu", &real, &effective) != 2) {
+        return 0;
+    }
+    f->real_uid = (uid_t)real;
+    f->effective_uid = (uid_t)effective;
+    return 1;
+}
+
+int proc_signal_pending(pid_t pid, int sig)
+{
+    char line[256];
+    unsigned long long mask;
+
+    if (!read_status_line(pid, "ShdPnd:", line, sizeof(line))
+        || sscanf(line, "ShdPnd: %llx", &mask) != 1) {
+        return 0;
+    }
+    /* Signal n is bit n - 1. */
+    return sig >= 1 && sig <= 64 && (mask >> (sig - 1)) & 1;
 }
 
 apr_status_t proc_read_facts(pid_t pid, process_facts *f)

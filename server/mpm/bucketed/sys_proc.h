@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sys_proc: what the kernel says of a process and of a descriptor
- * (/proc, fstat), for the take-over's checks (policy_takeover.h).
+ * (/proc, fstat), for the take-over's checks (policy_takeover.h) and the
+ * stall watch's looks (parent_stalls.c).
  */
 #ifndef SYS_PROC_H
 #define SYS_PROC_H
@@ -18,6 +19,9 @@ apr_status_t proc_read_facts(pid_t pid, process_facts *f);
 int proc_holds_socket(pid_t pid, const apr_uint64_t *inodes, int n);
 /* Now, in the clock ticks of a process's start time (CLOCK_BOOTTIME). */
 apr_status_t proc_ticks_now(apr_uint64_t *ticks);
+/* Whether sig waits, blocked, for delivery to process pid (ShdPnd in
+ * /proc/<pid>/status); 0 when unknown (the process gone). */
+int proc_signal_pending(pid_t pid, int sig);
 /* The inode of the socket fd is, or 0 when it is none. */
 apr_uint64_t proc_socket_inode(int fd);
 
