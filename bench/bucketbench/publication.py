@@ -133,7 +133,7 @@ FAMILIES = (
            "counted restarts",
            "#restarts-that-every-client-counts-and-the-soak-issue-39",
            _run_headline(restart.headline)),
-    Family("soak", ("--workloads", "soak", "--soak-seconds", "600"),
+    Family("soak", ("--workloads", "soak"),
            "the soak: restarts, reloads, churn and kills under load",
            "soak", "#restarts-that-every-client-counts-and-the-soak-issue-39",
            _run_headline(soak.headline)),
