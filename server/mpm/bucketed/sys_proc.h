@@ -2,7 +2,7 @@
 /*
  * sys_proc: what the kernel says of a process and of a descriptor
  * (/proc, fstat), for the take-over's checks (policy_takeover.h) and the
- * stall watch's looks (parent_stalls.c).
+ * stall watch's looks (parent_slots.c).
  */
 #ifndef SYS_PROC_H
 #define SYS_PROC_H
