@@ -438,7 +438,8 @@ def test_a_wake_up_taken_by_a_killed_child_strands_no_connection(
     child is killed while a real-time busy loop holds its CPU, and a
     connection comes; replacements cannot start (EMFILE), so the new
     child the stall watch asks for cannot take the connection: the
-    sibling, on the other CPU, must be asked to look."""
+    sibling, on the other CPU, must be asked to look, and the killed
+    child, its SIGKILL pending while the loop lasts, must not be."""
     need_build(EMFILE_SHIM)
     own_cpus = os.sched_getaffinity(0)
     assert len(own_cpus) >= 2, "needs two CPUs: one held, one serving"
@@ -479,17 +480,20 @@ def test_a_wake_up_taken_by_a_killed_child_strands_no_connection(
                 raise
             sent = time.monotonic()
             still_there = procfs.alive(victim)
+            # The killed child stays off its CPU, its SIGKILL pending,
+            # through the stall watch's verdicts: a look sent to it would
+            # be lost with it.
+            with client:
+                client.settimeout(2 * PROBE_TIMEOUT)
+                try:
+                    head, body, _ = read_response(client)
+                except TimeoutError:
+                    head = None
+                waited = time.monotonic() - sent
         finally:
             busy.kill()
             busy.wait()
             os.sched_setaffinity(0, own_cpus)
-        with client:
-            client.settimeout(2 * PROBE_TIMEOUT)
-            try:
-                head, body, _ = read_response(client)
-            except TimeoutError:
-                head = None
-            waited = time.monotonic() - sent
         log = server.error_log()
     finally:
         flag.unlink()
@@ -506,9 +510,12 @@ def test_a_wake_up_taken_by_a_killed_child_strands_no_connection(
           f"{log.count('exited sick')}")
     assert head.startswith(b"HTTP/1.1 200"), head
     assert body == INDEX_BODY
-    # Nothing else wakes the sibling: no new child can start.
+    # Nothing else wakes the sibling: no new child can start. The killed
+    # child is passed by.
     assert re.search(rf"BK00263.* child {sibling} of bucket \d+ is asked to "
                      "look", log), log[-3000:]
+    assert not re.search(rf"BK00263.* child {victim} of bucket", log), \
+        log[-3000:]
     assert not procfs.alive(victim) and procfs.alive(sibling)
     assert not server.exited(), server.output()[-3000:]
 

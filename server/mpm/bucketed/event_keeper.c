@@ -281,7 +281,7 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
 {
     apr_time_t now = apr_time_now();
     ev_conn *to_close;
-    int wait_ms = -1, extra = 0;
+    int wait_ms = -1, extra = 0, look;
 
     ev_lock(ctx);
     /* Read here, a tick at most late, rather than at every accept: a child
@@ -292,9 +292,8 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
         CHILD_LIFE_SET(ctx->life, leaving);
     }
     ev_update_listening_locked(ctx);
-    if (apr_atomic_xchg32(&ctx->asked_to_look, 0) && !ev_closing_down(ctx)) {
-        ev_nudge_if_waiting(ctx);
-    }
+    look = apr_atomic_xchg32(&ctx->asked_to_look, 0)
+           && !ev_closing_down(ctx);
     /* Out of the set once leaving or dying: close this child's copies. */
     if (ev_closing_down(ctx)) {
         ev_close_listeners_locked(ctx);
@@ -319,6 +318,10 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
     }
     publish_counts_locked(ctx);
     ev_unlock(ctx);
+    /* Unlocked: the bucket's eventfd is shared with its other children. */
+    if (look) {
+        ev_nudge_if_waiting(ctx);
+    }
     close_list(ctx, to_close);
     if (extra && ev_start_extra_worker(ctx)) {
         ap_log_error(APLOG_MARK, APLOG_INFO, 0, ctx->s, BKLOGNO(00036)

@@ -332,10 +332,13 @@ int parent_ask_to_look(parent_context *pc, int slot)
 
     /* Only a current child takes the signal: one that is not ours, or of
      * another build, might die of it. A leaving one takes no more. One
-     * that has not taken the last yet (stopped, or serving) gets no more:
-     * realtime signals queue, charged to its user's RLIMIT_SIGPENDING. */
+     * that has not taken the last yet (stopped, or a prefork-model child
+     * serving) gets no more: realtime signals queue, charged to its
+     * user's RLIMIT_SIGPENDING. One SIGKILLed and not yet run would take
+     * the ask to its grave, as it did the connection's wake-up. */
     if (parent_child_outgoing(pc, cs) || !adopted_slot_still_ours(pc, slot)
-        || proc_signal_pending(cs->pid, BUCKETED_SIG_LOOK)) {
+        || proc_signals_pending(cs->pid, PROC_SIGNAL_BIT(BUCKETED_SIG_LOOK)
+                                         | PROC_SIGNAL_BIT(SIGKILL))) {
         return 0;
     }
     if (kill(cs->pid, BUCKETED_SIG_LOOK) < 0) {

@@ -92,7 +92,7 @@ static look_reach bucket_look_reach(const parent_context *pc, int b)
  * the stall needs none: the kernel reports the queued connections to a
  * new epoll set. Returns how many were asked. */
 static int ask_looks(parent_context *pc, int bucket, int count,
-                     apr_time_t stalled_since)
+                     apr_time_t stalled_since, apr_time_t now)
 {
     int slot, asked = 0;
 
@@ -112,8 +112,7 @@ static int ask_looks(parent_context *pc, int bucket, int count,
                      "bucketed: child %" APR_PID_T_FMT " of bucket %d is "
                      "asked to look at its sockets, stalled for %"
                      APR_TIME_T_FMT " ms", pc->retained->slots[slot].pid,
-                     bucket, apr_time_as_msec(apr_time_now()
-                                              - stalled_since));
+                     bucket, apr_time_as_msec(now - stalled_since));
     }
     return asked;
 }
@@ -166,7 +165,7 @@ void parent_note_stalls(parent_context *pc, apr_time_t now)
             bucket_census_stalled(&pc->census[b]);
         }
         if (looks > 0) {
-            looks = ask_looks(pc, b, looks, bk->stall.stalled_since);
+            looks = ask_looks(pc, b, looks, bk->stall.stalled_since, now);
         }
         if (v == STALL_BEGAN
             && now - bk->stall_logged >= STALL_LOG_INTERVAL) {

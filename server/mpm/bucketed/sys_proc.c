@@ -85,17 +85,31 @@ static int read_uids(pid_t pid, process_facts *f)
     return 1;
 }
 
-int proc_signal_pending(pid_t pid, int sig)
+/* The signal mask of the status line `key` (SigPnd:, ShdPnd:); 0 when
+ * there is none. */
+static apr_uint64_t read_signal_mask(pid_t pid, const char *key)
 {
     char line[256];
-    unsigned long long mask;
+    const char *hex;
+    size_t digits;
 
-    if (!read_status_line(pid, "ShdPnd:", line, sizeof(line))
-        || sscanf(line, "ShdPnd: %llx", &mask) != 1) {
+    if (!read_status_line(pid, key, line, sizeof(line))) {
         return 0;
     }
-    /* Signal n is bit n - 1. */
-    return sig >= 1 && sig <= 64 && (mask >> (sig - 1)) & 1;
+    hex = line + strlen(key);
+    hex += strspn(hex, " \t");
+    digits = strspn(hex, "0123456789abcdefABCDEF");
+    /* Kernels with 128 signals print 32 digits; 1-64 are the last 16. */
+    if (digits > 16) {
+        hex += digits - 16;
+    }
+    return (apr_uint64_t)strtoull(hex, NULL, 16);
+}
+
+int proc_signals_pending(pid_t pid, apr_uint64_t bits)
+{
+    return ((read_signal_mask(pid, "ShdPnd:")
+             | read_signal_mask(pid, "SigPnd:")) & bits) != 0;
 }
 
 apr_status_t proc_read_facts(pid_t pid, process_facts *f)

@@ -19,9 +19,13 @@ apr_status_t proc_read_facts(pid_t pid, process_facts *f);
 int proc_holds_socket(pid_t pid, const apr_uint64_t *inodes, int n);
 /* Now, in the clock ticks of a process's start time (CLOCK_BOOTTIME). */
 apr_status_t proc_ticks_now(apr_uint64_t *ticks);
-/* Whether sig waits, blocked, for delivery to process pid (ShdPnd in
- * /proc/<pid>/status); 0 when unknown (the process gone). */
-int proc_signal_pending(pid_t pid, int sig);
+/* The bit of signal sig (1 to 64) in a pending mask. */
+#define PROC_SIGNAL_BIT(sig) ((apr_uint64_t)1 << ((sig) - 1))
+/* Whether a signal of `bits` waits for delivery to process pid or to its
+ * first thread (ShdPnd, SigPnd in /proc/<pid>/status): one sent with
+ * kill() and blocked, or a SIGKILL the process has not run to take yet. 0
+ * when unknown (the process gone). */
+int proc_signals_pending(pid_t pid, apr_uint64_t bits);
 /* The inode of the socket fd is, or 0 when it is none. */
 apr_uint64_t proc_socket_inode(int fd);
 
