@@ -139,8 +139,9 @@ static int listener_readable(event_child_ctx *ctx, const ev_listener *l)
  * is leaving) would strand them until the next connection wakes someone,
  * which never comes when every request in flight waits on one of them (a
  * request proxied to its own server). So such a child wakes every child
- * of its bucket, and those that can take connections try. */
-static void nudge_bucket(event_child_ctx *ctx)
+ * of its bucket, and those that can take connections try (event_context.h:
+ * ev_nudge_bucket). */
+void ev_nudge_bucket(event_child_ctx *ctx)
 {
     uint64_t one = 1;
 
@@ -167,7 +168,7 @@ static int any_listener_readable(event_child_ctx *ctx)
 void ev_nudge_if_waiting(event_child_ctx *ctx)
 {
     if (any_listener_readable(ctx)) {
-        nudge_bucket(ctx);
+        ev_nudge_bucket(ctx);
     }
 }
 
@@ -533,7 +534,7 @@ static ev_conn *accept_for_worker_locked(event_child_ctx *ctx,
     ev_unlock(ctx);
     if (!ok) {
         if (!nudged && listener_readable(ctx, l)) {
-            nudge_bucket(ctx);
+            ev_nudge_bucket(ctx);
             ev_lock(ctx);
             left_behind_locked(ctx);
             ev_unlock(ctx);

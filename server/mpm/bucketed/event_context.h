@@ -311,6 +311,11 @@ void ev_close_listeners_locked(event_child_ctx *ctx);
  * listener has a connection waiting. */
 void ev_nudge_if_waiting(event_child_ctx *ctx);
 
+/* Wakes a worker of every child of the bucket, through the bucket's
+ * eventfd (shared with them: never under mutex, where a write a sibling
+ * made block would stop every thread). */
+void ev_nudge_bucket(event_child_ctx *ctx);
+
 /* Whether a connection waits in the bucket's accept queue while this
  * child, at its connection limit, is out of the set and holds idle
  * keep-alive connections (under mutex). */

@@ -292,8 +292,7 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
         CHILD_LIFE_SET(ctx->life, leaving);
     }
     ev_update_listening_locked(ctx);
-    look = apr_atomic_xchg32(&ctx->asked_to_look, 0)
-           && !ev_closing_down(ctx);
+    look = apr_atomic_xchg32(&ctx->asked_to_look, 0);
     /* Out of the set once leaving or dying: close this child's copies. */
     if (ev_closing_down(ctx)) {
         ev_close_listeners_locked(ctx);
@@ -318,8 +317,14 @@ static int keep(event_child_ctx *ctx, keeper_state *ks)
     }
     publish_counts_locked(ctx);
     ev_unlock(ctx);
-    /* Unlocked: the bucket's eventfd is shared with its other children. */
-    if (look) {
+    /* Unlocked: the bucket's eventfd is shared with its other children.
+     * A child whose copies of the sockets are closed (leaving; only this
+     * thread closes them) cannot see what waits: it wakes the bucket all
+     * the same. */
+    if (look && ctx->listeners_closed) {
+        ev_nudge_bucket(ctx);
+    }
+    else if (look) {
         ev_nudge_if_waiting(ctx);
     }
     close_list(ctx, to_close);
