@@ -522,7 +522,10 @@ def test_a_wake_up_taken_by_a_killed_child_strands_no_connection(
         log[-3000:]
     assert unrun_at_answer, ("the killed child ran before the answer: its "
                              "skip was not shown")
-    assert not procfs.alive(victim) and procfs.alive(sibling)
+    # Its CPU is free again only now.
+    wait_until(lambda: not procfs.alive(victim), 10,
+               what="the killed child to die")
+    assert procfs.alive(sibling)
     assert not server.exited(), server.output()[-3000:]
 
 
