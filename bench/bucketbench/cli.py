@@ -316,6 +316,13 @@ def parse_args(argv):
                         default=",".join(publication.FAMILY_NAMES),
                         help="the families --plan publish runs "
                              "(default: %(default)s)")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --plan publish: go on with the plan in "
+                             "--out DIR, running those of --families it "
+                             "has not run cleanly (skipped, failed, partly "
+                             "failed or never begun); refused where the "
+                             "MPM or the modules (server/, modules/) "
+                             "differ from the plan's commit")
     parser.add_argument("--keep-tmp", action="store_true",
                         help="keep the servers' temporary directories")
     _add_server_options(parser)
@@ -791,13 +798,29 @@ def _run_publish_plan(args):
                       "family")
     if not args.out:
         raise UsageError("--plan publish needs --out DIR")
-    if os.path.exists(os.path.join(args.out, publication.PLAN_FILE)):
-        raise UsageError(f"{args.out} already holds a plan")
+    has_plan = os.path.exists(os.path.join(args.out, publication.PLAN_FILE))
+    if args.resume:
+        if not has_plan:
+            raise UsageError(f"--resume: {args.out} holds no plan")
+        try:
+            plan = publication.read_plan(args.out)
+        except publication.PublishError as error:
+            raise UsageError(f"--resume: {error}") from None
+        refusal = publication.resume_refusal(
+            plan, args.quick,
+            publication.measured_unchanged_since(plan["commit"]))
+        if refusal:
+            raise UsageError(f"--resume: {refusal}")
+    elif has_plan:
+        raise UsageError(f"{args.out} already holds a plan (--resume goes "
+                         f"on with it)")
+    else:
+        plan = publication.new_plan(args.quick)
     _terminate_on_sigterm()
     server_args = ["--httpd", args.httpd, "--modules-dir",
                    args.modules_dir, "--build-dir", args.build_dir]
     return publication.run_plan(
-        args.out, args.quick, families, server_args,
+        args.out, plan, families, server_args,
         lambda text: print(text, file=sys.stderr, flush=True))
 
 
@@ -917,6 +940,8 @@ def main(argv=None):
     try:
         args = parse_args(argv)
         tools = _tools(args, nginx=args.nginx, wrk=args.wrk)
+        if args.resume and not args.plan:
+            raise UsageError("--resume goes on with a --plan publish")
         if args.list:
             list_catalog(tools)
             return 0

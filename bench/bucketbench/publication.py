@@ -97,8 +97,7 @@ class Family:
 
 
 # Each family's command is the one its section documents, at today's
-# defaults; the soak shortened to ten minutes per server. In order of the
-# tables.
+# defaults. In order of the tables.
 FAMILIES = (
     Family("w1-w3", (), "new connections and keep-alive (W1-W3), "
            "the highest concurrency", "W1-W3",
@@ -150,6 +149,9 @@ FAMILIES = (
            quick_args=("--rounds", "3"), publishes=False),
 )
 FAMILY_NAMES = tuple(family.name for family in FAMILIES)
+FAMILY_BY_NAME = {family.name: family for family in FAMILIES}
+# What a plan measures: every family of one plan must see them unchanged.
+MEASURED_PATHS = ("server", "modules")
 
 
 # ------------------------------------------------------------------ plan
@@ -240,26 +242,118 @@ def _write_plan(plan_dir, plan):
         json.dump(plan, handle, indent=1)
 
 
-def run_plan(plan_dir, quick, names, server_args, say):
-    """bench/run --plan publish: every family in names, one after the
-    other; plan.json rewritten after each, so a plan cut short says how
-    far it got. The exit status: 0 when every family ran and measured
-    every run, else 3."""
-    os.makedirs(plan_dir, exist_ok=True)
-    plan = {"schema": PLAN_SCHEMA, **commit_facts(),
+def read_plan(plan_dir):
+    """The plan.json of plan_dir; PublishError when it cannot be read."""
+    try:
+        with open(os.path.join(plan_dir, PLAN_FILE)) as handle:
+            return json.load(handle)
+    except (OSError, ValueError) as error:
+        raise PublishError(f"cannot read {PLAN_FILE} in {plan_dir}: "
+                           f"{error}") from None
+
+
+def measured_unchanged_since(commit):
+    """Whether the checkout's MEASURED_PATHS (committed or not) are as at
+    commit: True, False, or None when git cannot tell."""
+    if not commit:
+        return None
+    try:
+        done = subprocess.run(["git", "-C", REPO_DIR, "diff", "--quiet",
+                               commit, "--", *MEASURED_PATHS],
+                              capture_output=True, check=False)
+    except OSError:
+        return None
+    return {0: True, 1: False}.get(done.returncode)
+
+
+def resume_refusal(plan, quick, unchanged):
+    """Why the plan cannot go on here (None when it can): a --quick plan
+    goes on with --quick only, and every family of one plan measures the
+    same MPM and modules (unchanged: measured_unchanged_since)."""
+    commit = short_commit(plan)
+    if plan.get("dirty") is not False:
+        return (f"the plan began at {commit}, with changes to tracked "
+                f"files or none known: what its families measured is no "
+                f"commit to compare with; start a new plan")
+    if plan.get("quick") != quick:
+        return (f"the plan at {commit} was run "
+                f"{'with' if plan.get('quick') else 'without'} --quick; "
+                f"go on with it the same way")
+    if unchanged is None:
+        return (f"cannot tell whether {', '.join(MEASURED_PATHS)} changed "
+                f"since the plan's commit {commit} (not a commit here?)")
+    if not unchanged:
+        return (f"{', '.join(MEASURED_PATHS)} changed since the plan's "
+                f"commit {commit}: its families would measure two builds; "
+                f"start a new plan")
+    return None
+
+
+def families_left(plan, names):
+    """Of names, those the plan has not run cleanly (status RAN: a family
+    skipped, failed, partly failed or never begun runs again), in
+    FAMILIES' order."""
+    ran = {entry["name"] for entry in plan["families"]
+           if entry["status"] == RAN}
+    return [name for name in FAMILY_NAMES if name in names
+            and name not in ran]
+
+
+def new_plan(quick):
+    """plan.json's content before its first family."""
+    return {"schema": PLAN_SCHEMA, **commit_facts(),
             "started_at": time.strftime("%Y-%m-%d %H:%M:%S %z"),
             "finished_at": None, "quick": quick, "families": []}
-    for family in FAMILIES:
-        if family.name not in names:
-            continue
-        say(f"plan: {family.name}: bench/run "
-            + " ".join(family_command(family, quick,
-                                      os.path.join(plan_dir, family.name),
-                                      server_args)))
-        entry = _run_family(family, plan_dir, quick, server_args)
-        plan["families"].append(entry)
+
+
+def _in_plan_order(entries):
+    """plan.json's family entries in FAMILIES' order, any family unknown
+    to this harness last."""
+    def position(entry):
+        name = entry["name"]
+        return FAMILY_NAMES.index(name) if name in FAMILY_NAMES \
+            else len(FAMILY_NAMES)
+    return sorted(entries, key=position)
+
+
+def run_plan(plan_dir, plan, names, server_args, say):
+    """bench/run --plan publish: every family in names that plan (new_plan
+    or read_plan's, to go on with) has not run cleanly (families_left),
+    one after the other, at the checkout's commit; plan.json rewritten
+    before and after each, so a plan cut short says how far it got and can
+    go on (--resume). The exit status: 0 when every family of the plan ran
+    and measured every run, else 3."""
+    left = families_left(plan, names)
+    if plan["families"] and not left:
+        say("plan: every family asked for has run; nothing to go on with")
+        return 0 if all(e["status"] == RAN for e in plan["families"]) else 3
+    os.makedirs(plan_dir, exist_ok=True)
+    facts = commit_facts()
+    if plan["families"]:
+        plan.setdefault("resumed", []).append(
+            {**facts, "started_at": time.strftime("%Y-%m-%d %H:%M:%S %z")})
+    plan["finished_at"] = None
+    _write_plan(plan_dir, plan)
+    quick = plan["quick"]
+    for name in left:
+        family = FAMILY_BY_NAME[name]
+        out_dir = os.path.join(plan_dir, name)
+        earlier = next((e for e in plan["families"] if e["name"] == name),
+                       None)
+        if earlier and os.path.exists(out_dir):
+            # The family runs again from the start, not into what its
+            # earlier run left.
+            shutil.rmtree(out_dir)
+            say(f"plan: {name}: its earlier run's directory "
+                f"({earlier['status']}) removed")
+        say(f"plan: {name}: bench/run "
+            + " ".join(family_command(family, quick, out_dir, server_args)))
+        entry = {**_run_family(family, plan_dir, quick, server_args),
+                 **facts}
+        plan["families"] = _in_plan_order(
+            [e for e in plan["families"] if e["name"] != name] + [entry])
         _write_plan(plan_dir, plan)
-        say(f"plan: {family.name}: {entry['status']} in "
+        say(f"plan: {name}: {entry['status']} in "
             f"{entry['wall_time_s'] / 60:.1f} min"
             + (f": {entry['reason']}" if "reason" in entry else ""))
     plan["finished_at"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
@@ -393,17 +487,23 @@ class _Context:
 
     def line(self, plan):
         commit = short_commit(plan)
-        when = plan["started_at"][:16]
+        heading = (f"Plan at {commit}, {plan['started_at'][:16]}"
+                   f"{' (--quick)' * plan['quick']}")
+        for resumption in plan.get("resumed", ()):
+            heading += (f"; gone on with at {short_commit(resumption)}, "
+                        f"{resumption['started_at'][:16]}")
+        if plan.get("resumed"):
+            paths = ", ".join(path + "/" for path in MEASURED_PATHS)
+            heading += f" ({paths} as at {commit})"
         if not self.machine:
-            return f"Plan at {commit}, {when}: no family measured."
+            return f"{heading}: no family measured."
         m = self.machine
         load = (f"{min(self.loads):g}-{max(self.loads):g}" if self.loads
                 else "n/a")
-        return (f"Plan at {commit}, {when}{' (--quick)' * plan['quick']}: "
-                f"{m['cpu_model']}, {m['cores']} cores, {m['memory_gb']} GB, "
-                f"{m['os']}; kernel {m['kernel']}; {m['httpd']}, "
-                f"{m.get('nginx', 'nginx n/a')}; load average (1 min) "
-                f"{load} at the families' starts and ends.")
+        return (f"{heading}: {m['cpu_model']}, {m['cores']} cores, "
+                f"{m['memory_gb']} GB, {m['os']}; kernel {m['kernel']}; "
+                f"{m['httpd']}, {m.get('nginx', 'nginx n/a')}; load average "
+                f"(1 min) {load} at the families' starts and ends.")
 
 
 def short_commit(plan):
@@ -438,8 +538,10 @@ def plan_rows(plan_dir, plan, context):
                 figure += " (some runs failed: see its report)"
         else:
             figure = f"{entry['status']}: {entry['reason']}"
+        # A plan gone on with (--resume): each family at its own commit.
         rows.append(Row(family.name, family.what,
-                        figure.replace("|", "/"), short_commit(plan),
+                        figure.replace("|", "/"),
+                        short_commit(entry if "commit" in entry else plan),
                         entry["started_at"][:10], family.title,
                         family.anchor))
     return rows
@@ -449,12 +551,7 @@ def publish_plan(plan_dir):
     """Every family of the plan in plan_dir published as publish_run does,
     then the page's table of today's results and README's results table
     from the same rows."""
-    try:
-        with open(os.path.join(plan_dir, PLAN_FILE)) as handle:
-            plan = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise PublishError(f"cannot read {PLAN_FILE} in {plan_dir}: "
-                           f"{error}") from None
+    plan = read_plan(plan_dir)
     context = _Context()
     rows = plan_rows(plan_dir, plan, context)
     line = context.line(plan)

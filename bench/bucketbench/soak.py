@@ -19,7 +19,11 @@ and its children exit after SOAK_MAX_CONNECTIONS_PER_CHILD connections
 restarts halfway and kills a child every third of it, so that a CI-sized
 soak (15-20 s) does everything at least once. Each event waits for the
 previous one: a graceful restart ends when the old generation has gone,
-so a soak runs behind its schedule when they take longer.
+which can take longer than GRACEFUL_EVERY_S. A graceful restart that
+is a whole period late is skipped (skip_when_late, counted), so they then
+follow each other back to back and the soak lasts about --soak-seconds;
+every LISTEN_EVERY-th one done changes Listen (reload_kind). Full
+restarts and kills are never skipped.
 
 What it reports: failed requests of each kind (the counting clients'
 also by the event that caused them, attribute_losses: a killed child
@@ -68,6 +72,8 @@ LISTEN_REMOVE = "listen-remove"
 FULL = "full"
 KILL = "kill"
 EVENT_KINDS = (GRACEFUL, LISTEN_ADD, LISTEN_REMOVE, FULL, KILL)
+# The graceful restarts, plain or changing Listen.
+RELOAD_KINDS = (GRACEFUL, LISTEN_ADD, LISTEN_REMOVE)
 RESOURCE_KEYS = ("descriptors", "rss_kb", "bpf_maps", "bpf_progs",
                  "sysv_segments", "posix_segments", "runtime_files",
                  "processes")
@@ -79,9 +85,9 @@ class SoakError(ServerError):
 
 def plan_events(soak_s):
     """[(seconds from the start, kind)] of a soak of soak_s seconds, in
-    order: graceful restarts, Listen changes (every LISTEN_EVERY-th
-    graceful restart, adding then removing), full restarts and kills,
-    each at its period (see the module's comment for short soaks)."""
+    order: graceful restarts (of which measure makes every LISTEN_EVERY-th
+    done a Listen change: reload_kind), full restarts and kills, each at
+    its period (see the module's comment for short soaks)."""
     events = []
     for every, kind in ((GRACEFUL_EVERY_S, GRACEFUL),
                         (min(FULL_RESTART_EVERY_S, soak_s / 2), FULL),
@@ -91,17 +97,23 @@ def plan_events(soak_s):
             events.append((every * number, kind))
             number += 1
     events.sort(key=lambda event: (event[0], EVENT_KINDS.index(event[1])))
-    planned = []
-    graceful = 0
-    adding = True
-    for at, kind in events:
-        if kind == GRACEFUL:
-            graceful += 1
-            if graceful % LISTEN_EVERY == 0:
-                kind = LISTEN_ADD if adding else LISTEN_REMOVE
-                adding = not adding
-        planned.append((at, kind))
-    return planned
+    return events
+
+
+def reload_kind(reloads_done, listen_added):
+    """What the next graceful restart is, after reloads_done of them:
+    every LISTEN_EVERY-th a reload that adds a Listen address, or removes
+    the one added (listen_added); the others plain."""
+    if (reloads_done + 1) % LISTEN_EVERY:
+        return GRACEFUL
+    return LISTEN_REMOVE if listen_added else LISTEN_ADD
+
+
+def skip_when_late(kind, late_s):
+    """Whether a planned event of kind, late_s seconds behind its time, is
+    left out: a graceful restart when the next one is due already, so the
+    soak keeps to its length when they take longer than their period."""
+    return kind == GRACEFUL and late_s >= GRACEFUL_EVERY_S
 
 
 def cause_of(log, begun, failed):
@@ -222,6 +234,7 @@ class _Soak:
         self.stop_timeout_s = stop_timeout_s
         self.rng = random.Random()
         self.done = dict.fromkeys(EVENT_KINDS, 0)
+        self.skipped_late = 0
         self.kills_missed = 0
         self.listen_probe_failures = []
         self.stop_ms = {GRACEFUL: [], FULL: []}
@@ -359,6 +372,13 @@ def measure(server, wrk_command, soak_s, log_dir,
             wait = began + at - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
+            elif skip_when_late(kind, -wait):
+                soak.skipped_late += 1
+                continue
+            if kind == GRACEFUL:
+                kind = reload_kind(
+                    sum(soak.done[k] for k in RELOAD_KINDS),
+                    server.extra_port is not None)
             try:
                 soak.run_event(kind)
             except (ServerError, OSError) as error:
@@ -386,7 +406,8 @@ def measure(server, wrk_command, soak_s, log_dir,
             "max_connections_per_child": SOAK_MAX_CONNECTIONS_PER_CHILD,
             "events_planned": {kind: sum(1 for _, k in events if k == kind)
                                for kind in EVENT_KINDS},
-            "events_done": soak.done, "kills_missed": soak.kills_missed,
+            "events_done": soak.done, "skipped_late": soak.skipped_late,
+            "kills_missed": soak.kills_missed,
             "graceful_stops": _stops(soak.stop_ms[GRACEFUL]),
             "full_stops": _stops(soak.stop_ms[FULL]),
             "forced_stops": soak.forced_stops,
@@ -488,7 +509,8 @@ def _stop_text(stops):
 def soak_table(points):
     """One row per soak run."""
     header = ["Configuration", "seconds",
-              "graceful / Listen added / removed / full / killed",
+              "graceful (skipped late) / Listen added / removed / full "
+              "/ killed",
               "wrk's Connection: close requests, failed",
               f"counted Connection: close requests, failed, over "
               f"{restart.SLOW_S:g} s",
@@ -516,9 +538,9 @@ def soak_table(points):
             growth = _growth_kb(s)
             rows.append([
                 p["label"], f"{s['seconds']:,.0f}",
-                " / ".join(str(done[k]) for k in
-                           (GRACEFUL, LISTEN_ADD, LISTEN_REMOVE, FULL,
-                            KILL)),
+                f"{done[GRACEFUL]} ({s.get('skipped_late', 0)}) / "
+                + " / ".join(str(done[k]) for k in
+                             (LISTEN_ADD, LISTEN_REMOVE, FULL, KILL)),
                 f"{requests:,}, {s['failed_requests']:,}",
                 _closing_text(s.get("closing")),
                 f"{kept['gets']:,}, {kept['gets_failed']:,}, "
@@ -608,7 +630,8 @@ def section(points, options, heading="##"):
         f"full restart on held sockets every "
         f"{min(FULL_RESTART_EVERY_S, soak_s / 2):g} s; one child "
         f"SIGKILLed every {min(KILL_EVERY_S, soak_s / 3):g} s (each event "
-        f"after the one before has ended); MaxConnectionsPerChild "
+        f"after the one before has ended; a graceful restart a whole "
+        f"period late is skipped, and counted); MaxConnectionsPerChild "
         f"{SOAK_MAX_CONNECTIONS_PER_CHILD}. Resources: the parent's "
         f"descriptors and RSS, the BPF maps and programs its descriptors "
         f"hold, the shared memory segments the server's processes map, the "

@@ -165,3 +165,116 @@ def test_a_plan_records_what_cannot_run_here(top, build, tmp_path, copies):
         f"skipped: {near['reason']}", f"failed: {memory['reason']}")
     assert f"Plan at {publication.short_commit(plan)}" in page
     assert check(top, copies).returncode == 0
+
+
+def test_a_plan_goes_on_where_it_stopped(top, build, tmp_path, copies):
+    """--resume runs the families the plan has not run to the end, at the
+    checkout's commit, each entry naming its own; one that ran is kept,
+    one that failed runs again from an empty directory; published, the
+    line above the table says the plan went on."""
+    head = subprocess.run(["git", "-C", top, "rev-parse", "HEAD"],
+                          capture_output=True, text=True,
+                          check=True).stdout.strip()
+    # The plan began at a commit of the checkout as it is (HEAD where
+    # nothing tracked differs from it), so the MPM is the plan's.
+    identity = {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
+                for what, value in (("NAME", "test"),
+                                    ("EMAIL", "test@localhost"))}
+    began = subprocess.run(["git", "-C", top, "stash", "create"],
+                           capture_output=True, text=True, check=True,
+                           env=dict(os.environ, **identity)
+                           ).stdout.strip() or head
+    plan_dir = tmp_path / "plan"
+    (plan_dir / "memory").mkdir(parents=True)
+    (plan_dir / "memory" / "memory.json").write_text(json.dumps(
+        {"child_pss_kb": {"prefork": 250, "bucketed": 260, "ratio": 1.04}}))
+    (plan_dir / "near-limit").mkdir()
+    (plan_dir / "near-limit" / "left-by-the-failed-run").write_text("")
+    ran = entry("memory", publication.RAN)
+    (plan_dir / publication.PLAN_FILE).write_text(json.dumps({
+        "schema": publication.PLAN_SCHEMA, "commit": began, "dirty": False,
+        "started_at": "2026-11-28 03:00:00 +0000", "finished_at": None,
+        "quick": True, "families": [
+            ran, entry("near-limit", publication.FAILED, reason="cut")]}))
+    missing = tmp_path / "no-httpd"
+    done = bench(top, build, "--plan", "publish", "--quick", "--resume",
+                 "--families", "memory,near-limit", "--httpd", str(missing),
+                 "--out", str(plan_dir))
+    assert done.returncode == 3, done.stderr
+    assert "plan: near-limit: its earlier run's directory (failed) " \
+        "removed" in done.stderr
+    plan = json.loads((plan_dir / publication.PLAN_FILE).read_text())
+    assert plan["commit"] == began and plan["finished_at"]
+    assert [again["commit"] for again in plan["resumed"]] == [head]
+    near, memory = plan["families"]         # in the plan's order
+    assert memory == ran
+    assert (near["name"], near["status"], near["commit"]) == (
+        "near-limit", publication.SKIPPED, head)
+    assert not (plan_dir / "near-limit" / "left-by-the-failed-run").exists()
+    publication.publish(str(plan_dir))
+    page = (copies / "docs" / "benchmarks.md").read_text()
+    assert f"; gone on with at {publication.short_commit(near)}, " in page
+    assert f"(server/, modules/ as at {began[:7]})" in page
+    assert check(top, copies).returncode == 0
+    # Gone on with again, with nothing left of what is asked: nothing
+    # runs or changes, and the status is still the plan's (near-limit
+    # skipped).
+    before = (plan_dir / publication.PLAN_FILE).read_text()
+    done = bench(top, build, "--plan", "publish", "--quick", "--resume",
+                 "--families", "memory", "--out", str(plan_dir))
+    assert done.returncode == 3, done.stderr
+    assert "nothing to go on with" in done.stderr
+    assert (plan_dir / publication.PLAN_FILE).read_text() == before
+
+
+def test_a_plan_does_not_go_on_over_another_build(top, build, tmp_path):
+    """--resume refuses, saying why, a plan of another MPM or modules, of
+    a commit git does not know, run with --quick when this is not, or
+    begun with changes to tracked files (or no git)."""
+    last_change = subprocess.run(
+        ["git", "-C", top, "rev-list", "-n", "1", "HEAD", "--", "server"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    before = subprocess.run(
+        ["git", "-C", top, "rev-parse", last_change + "^"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    assert publication.measured_unchanged_since(before) is False
+    assert publication.measured_unchanged_since(COMMIT) is None
+    # (the plan's commit, bench/run's options, why it refuses); every plan
+    # is one run without --quick.
+    cases = ((before, (), "server, modules changed since the plan's "
+              f"commit {before[:7]}: its families would measure two builds"),
+             (COMMIT, (), "cannot tell whether server, modules "
+              "changed since the plan's commit 0123456"),
+             (before, ("--quick",), "the plan at "
+              f"{before[:7]} was run without --quick"),
+             (None, (), "the plan began at unknown, with changes to "
+              "tracked files or none known"))
+    for number, (commit, options, refusal) in enumerate(cases):
+        plan_dir = tmp_path / f"plan-{number}"
+        plan_dir.mkdir()
+        plan = {"schema": publication.PLAN_SCHEMA, "commit": commit,
+                "dirty": False if commit else None,
+                "started_at": "2026-11-28 03:00:00 +0000",
+                "quick": False, "families": []}
+        (plan_dir / publication.PLAN_FILE).write_text(json.dumps(plan))
+        done = bench(top, build, "--plan", "publish", "--resume", *options,
+                     "--families", "memory", "--out", str(plan_dir))
+        assert done.returncode == 2, done.stderr
+        assert f"--resume: {refusal}" in done.stderr, done.stderr
+        # Nothing ran, nothing was written.
+        assert json.loads((plan_dir / publication.PLAN_FILE)
+                          .read_text()) == plan
+    fresh = tmp_path / "fresh"
+    done = bench(top, build, "--plan", "publish", "--resume", "--families",
+                 "memory", "--out", str(fresh))
+    assert done.returncode == 2
+    assert f"--resume: {fresh} holds no plan" in done.stderr
+
+
+def test_which_families_a_plan_has_left():
+    plan = {"families": [entry("restart", publication.RAN),
+                         entry("skew", publication.RUNS_FAILED),
+                         entry("idle", publication.SKIPPED)]}
+    assert publication.families_left(
+        plan, {"memory", "restart", "skew", "idle", "w1-w3"}) == [
+        "w1-w3", "skew", "idle", "memory"]
