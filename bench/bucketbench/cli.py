@@ -320,9 +320,9 @@ def parse_args(argv):
                         help="with --plan publish: go on with the plan in "
                              "--out DIR, running those of --families it "
                              "has not run cleanly (skipped, failed, partly "
-                             "failed or never begun); refused where the "
-                             "MPM or the modules (server/, modules/) "
-                             "differ from the plan's commit")
+                             "failed, cut short or never begun); refused "
+                             "where the MPM or the modules (server/, "
+                             "modules/) differ from the plan's commit")
     parser.add_argument("--keep-tmp", action="store_true",
                         help="keep the servers' temporary directories")
     _add_server_options(parser)

@@ -27,6 +27,9 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 DOCS_PAGE = os.path.join(REPO_DIR, "docs", "benchmarks.md")
 README = os.path.join(REPO_DIR, "README.md")
 PLAN_FILE = "plan.json"
+# The results of the plan last published, so that the checkout can
+# publish its page again (keep_plan).
+PUBLISHED_DIR = os.path.join(BENCH_DIR, "published")
 PLAN_SCHEMA = "bucketbench.plan/1"
 
 
@@ -54,6 +57,9 @@ RUNS_FAILED = "ran, some runs failed"
 SKIPPED = "skipped"
 FAILED = "failed"
 STATUS_OF_EXIT = {0: RAN, 3: RUNS_FAILED, 2: SKIPPED}
+# A family's entry while it runs: what plan.json keeps of one the plan
+# stopped during.
+CUT_SHORT = "cut short"
 
 
 class PublishError(Exception):
@@ -291,8 +297,8 @@ def resume_refusal(plan, quick, unchanged):
 
 def families_left(plan, names):
     """Of names, those the plan has not run cleanly (status RAN: a family
-    skipped, failed, partly failed or never begun runs again), in
-    FAMILIES' order."""
+    skipped, failed, partly failed, cut short or never begun runs again),
+    in FAMILIES' order."""
     ran = {entry["name"] for entry in plan["families"]
            if entry["status"] == RAN}
     return [name for name in FAMILY_NAMES if name in names
@@ -314,6 +320,14 @@ def _in_plan_order(entries):
         return FAMILY_NAMES.index(name) if name in FAMILY_NAMES \
             else len(FAMILY_NAMES)
     return sorted(entries, key=position)
+
+
+def _set_entry(plan_dir, plan, entry):
+    """entry in place of its family's in plan, written to plan.json."""
+    plan["families"] = _in_plan_order(
+        [e for e in plan["families"] if e["name"] != entry["name"]]
+        + [entry])
+    _write_plan(plan_dir, plan)
 
 
 def run_plan(plan_dir, plan, names, server_args, say):
@@ -348,11 +362,13 @@ def run_plan(plan_dir, plan, names, server_args, say):
                 f"({earlier['status']}) removed")
         say(f"plan: {name}: bench/run "
             + " ".join(family_command(family, quick, out_dir, server_args)))
+        _set_entry(plan_dir, plan, {
+            "name": name, "dir": name, "status": CUT_SHORT,
+            "reason": "the plan stopped while it ran",
+            "started_at": time.strftime("%Y-%m-%d %H:%M:%S %z"), **facts})
         entry = {**_run_family(family, plan_dir, quick, server_args),
                  **facts}
-        plan["families"] = _in_plan_order(
-            [e for e in plan["families"] if e["name"] != name] + [entry])
-        _write_plan(plan_dir, plan)
+        _set_entry(plan_dir, plan, entry)
         say(f"plan: {name}: {entry['status']} in "
             f"{entry['wall_time_s'] / 60:.1f} min"
             + (f": {entry['reason']}" if "reason" in entry else ""))
@@ -569,4 +585,22 @@ def publish_plan(plan_dir):
                  + ") are from earlier runs, at their own commit and date.")
     _edit(DOCS_PAGE, PAGE_BEGIN, PAGE_END, page_table(rows, line))
     _edit(README, README_BEGIN, README_END, readme_table(rows))
+    keep_plan(plan_dir)
+
+
+def keep_plan(plan_dir):
+    """Copies the plan's directory, but its runs' servers/ (configurations
+    and error logs), to PUBLISHED_DIR/<its name>, in place of the plan
+    kept before: what `bench/run --publish` of it writes is the page."""
+    target = os.path.join(PUBLISHED_DIR,
+                          os.path.basename(os.path.normpath(plan_dir)))
+    if os.path.realpath(plan_dir) == os.path.realpath(target):
+        return
+    try:
+        shutil.rmtree(PUBLISHED_DIR, ignore_errors=True)
+        shutil.copytree(plan_dir, target,
+                        ignore=shutil.ignore_patterns("servers"))
+    except OSError as error:
+        raise PublishError(f"cannot keep the plan in {target}: {error}") \
+            from None
 

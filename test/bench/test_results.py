@@ -33,6 +33,8 @@ def copies(top, tmp_path, monkeypatch):
     monkeypatch.setattr(publication, "DOCS_PAGE",
                         str(tmp_path / "docs" / "benchmarks.md"))
     monkeypatch.setattr(publication, "README", str(tmp_path / "README.md"))
+    monkeypatch.setattr(publication, "PUBLISHED_DIR",
+                        str(tmp_path / "published"))
     return tmp_path
 
 
@@ -123,6 +125,24 @@ def test_publish_a_plan(top, copies, plan_dir):
         f"check-results: row {by_family['memory'].what!r}: figure differs: "
         f"page {by_family['memory'].figure!r}, README.md "
         f"{by_family['memory'].figure.replace('1.040x', '1.030x')!r}"]
+
+
+def test_the_kept_plan_publishes_the_page(top, copies):
+    """bench/published/ holds the plan the page's table was published
+    from; published again, it writes the page, README and the plots as
+    they are: every figure comes from those results."""
+    kept = os.path.join(top, "bench", "published")
+    plans = os.listdir(kept)
+    assert len(plans) == 1, plans
+    publication.publish(os.path.join(kept, plans[0]))
+    for name in ("README.md", os.path.join("docs", "benchmarks.md")):
+        with open(os.path.join(top, name)) as handle:
+            assert (copies / name).read_text() == handle.read(), name
+    for image in (copies / "docs" / "img").iterdir():
+        with open(os.path.join(top, "docs", "img", image.name), "rb") as real:
+            assert image.read_bytes() == real.read(), image.name
+    assert sorted(os.listdir(copies / "published" / plans[0])) == sorted(
+        os.listdir(os.path.join(kept, plans[0])))
 
 
 def test_a_missing_row_is_named(top, copies):
@@ -274,7 +294,8 @@ def test_a_plan_does_not_go_on_over_another_build(top, build, tmp_path):
 def test_which_families_a_plan_has_left():
     plan = {"families": [entry("restart", publication.RAN),
                          entry("skew", publication.RUNS_FAILED),
-                         entry("idle", publication.SKIPPED)]}
+                         entry("idle", publication.SKIPPED),
+                         entry("faults", publication.CUT_SHORT)]}
     assert publication.families_left(
-        plan, {"memory", "restart", "skew", "idle", "w1-w3"}) == [
-        "w1-w3", "skew", "idle", "memory"]
+        plan, {"memory", "restart", "skew", "idle", "faults", "w1-w3"}) == [
+        "w1-w3", "skew", "idle", "faults", "memory"]
