@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -27,8 +28,8 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 DOCS_PAGE = os.path.join(REPO_DIR, "docs", "benchmarks.md")
 README = os.path.join(REPO_DIR, "README.md")
 PLAN_FILE = "plan.json"
-# The results of the plan last published, so that the checkout can
-# publish its page again (keep_plan).
+# The results of the plans whose rows the page shows, so that the
+# checkout can publish its page again (_keep).
 PUBLISHED_DIR = os.path.join(BENCH_DIR, "published")
 PLAN_SCHEMA = "bucketbench.plan/1"
 
@@ -354,6 +355,10 @@ def run_plan(plan_dir, plan, names, server_args, say):
         out_dir = os.path.join(plan_dir, name)
         earlier = next((e for e in plan["families"] if e["name"] == name),
                        None)
+        _set_entry(plan_dir, plan, {
+            "name": name, "dir": name, "status": CUT_SHORT,
+            "reason": "the plan stopped while it ran",
+            "started_at": time.strftime("%Y-%m-%d %H:%M:%S %z"), **facts})
         if earlier and os.path.exists(out_dir):
             # The family runs again from the start, not into what its
             # earlier run left.
@@ -362,10 +367,6 @@ def run_plan(plan_dir, plan, names, server_args, say):
                 f"({earlier['status']}) removed")
         say(f"plan: {name}: bench/run "
             + " ".join(family_command(family, quick, out_dir, server_args)))
-        _set_entry(plan_dir, plan, {
-            "name": name, "dir": name, "status": CUT_SHORT,
-            "reason": "the plan stopped while it ran",
-            "started_at": time.strftime("%Y-%m-%d %H:%M:%S %z"), **facts})
         entry = {**_run_family(family, plan_dir, quick, server_args),
                  **facts}
         _set_entry(plan_dir, plan, entry)
@@ -542,7 +543,9 @@ def plan_rows(plan_dir, plan, context):
     rows = []
     for family in FAMILIES:
         entry = entries.get(family.name)
-        if entry is None:
+        if entry is None or entry["status"] == CUT_SHORT:
+            # Never begun, or stopped (or still running): the page keeps
+            # the family's earlier row.
             continue
         run_dir = os.path.join(plan_dir, entry["dir"])
         if entry["status"] in (RAN, RUNS_FAILED):
@@ -583,23 +586,81 @@ def publish_plan(plan_dir):
         line += (" Rows of the families this plan did not run ("
                  + ", ".join(sorted({r.family for r in rows} - planned))
                  + ") are from earlier runs, at their own commit and date.")
-    _edit(DOCS_PAGE, PAGE_BEGIN, PAGE_END, page_table(rows, line))
-    _edit(README, README_BEGIN, README_END, readme_table(rows))
-    keep_plan(plan_dir)
-
-
-def keep_plan(plan_dir):
-    """Copies the plan's directory, but its runs' servers/ (configurations
-    and error logs), to PUBLISHED_DIR/<its name>, in place of the plan
-    kept before: what `bench/run --publish` of it writes is the page."""
-    target = os.path.join(PUBLISHED_DIR,
-                          os.path.basename(os.path.normpath(plan_dir)))
-    if os.path.realpath(plan_dir) == os.path.realpath(target):
-        return
+    copy = _copy_to_keep(plan_dir)
     try:
-        shutil.rmtree(PUBLISHED_DIR, ignore_errors=True)
-        shutil.copytree(plan_dir, target,
-                        ignore=shutil.ignore_patterns("servers"))
+        _edit(DOCS_PAGE, PAGE_BEGIN, PAGE_END, page_table(rows, line))
+        _edit(README, README_BEGIN, README_END, readme_table(rows))
+    except PublishError:
+        if copy:
+            shutil.rmtree(copy)
+        raise
+    if copy:
+        _keep(copy, plan_dir, plan)
+
+
+def ran_families(plan):
+    """The families plan measured to the end."""
+    return {entry["name"] for entry in plan["families"]
+            if entry["status"] in (RAN, RUNS_FAILED)}
+
+
+def kept_plans():
+    """{name: plan} of the plans kept in PUBLISHED_DIR."""
+    plans = {}
+    if os.path.isdir(PUBLISHED_DIR):
+        for name in sorted(os.listdir(PUBLISHED_DIR)):
+            if os.path.isfile(os.path.join(PUBLISHED_DIR, name, PLAN_FILE)):
+                plans[name] = read_plan(os.path.join(PUBLISHED_DIR, name))
+    return plans
+
+
+def _copy_to_keep(plan_dir):
+    """A copy of the plan's directory, but each run's servers/
+    (configurations and error logs), in a new directory beside
+    PUBLISHED_DIR; None for a plan already kept there."""
+    source = os.path.realpath(plan_dir)
+    published = os.path.realpath(PUBLISHED_DIR)
+    if os.path.commonpath([source, published]) == published:
+        if os.path.dirname(source) != published:
+            raise PublishError(f"{plan_dir} is inside {PUBLISHED_DIR} but "
+                               f"not one of its plans")
+        return None
+    if os.path.commonpath([source, published]) == source:
+        raise PublishError(f"{PUBLISHED_DIR} is inside the plan {plan_dir}")
+
+    def servers_of_runs(directory, names):
+        is_run = os.path.dirname(directory) == source
+        return ["servers"] if is_run and "servers" in names else []
+    os.makedirs(os.path.dirname(published), exist_ok=True)
+    copy = os.path.join(tempfile.mkdtemp(dir=os.path.dirname(published),
+                                         prefix=".keeping-"), "plan")
+    try:
+        shutil.copytree(source, copy, ignore=servers_of_runs)
+    except OSError as error:
+        shutil.rmtree(os.path.dirname(copy), ignore_errors=True)
+        raise PublishError(f"cannot copy {plan_dir} to keep it: {error}") \
+            from None
+    return copy
+
+
+def _keep(copy, plan_dir, plan):
+    """Puts copy (_copy_to_keep's) in PUBLISHED_DIR as the plan's, and
+    removes the kept plans whose every family this plan measured again:
+    those with a row still on the page stay, so that `bench/run
+    --publish` of the kept plans, oldest first, writes the page."""
+    target = os.path.join(PUBLISHED_DIR,
+                          os.path.basename(os.path.realpath(plan_dir)))
+    measured = ran_families(plan)
+    try:
+        os.makedirs(PUBLISHED_DIR, exist_ok=True)
+        if os.path.exists(target):
+            shutil.rmtree(target)
+        os.rename(copy, target)
+        os.rmdir(os.path.dirname(copy))
+        for name, kept in kept_plans().items():
+            if name != os.path.basename(target) \
+                    and ran_families(kept) <= measured:
+                shutil.rmtree(os.path.join(PUBLISHED_DIR, name))
     except OSError as error:
         raise PublishError(f"cannot keep the plan in {target}: {error}") \
             from None

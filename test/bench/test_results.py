@@ -127,22 +127,72 @@ def test_publish_a_plan(top, copies, plan_dir):
         f"{by_family['memory'].figure.replace('1.040x', '1.030x')!r}"]
 
 
-def test_the_kept_plan_publishes_the_page(top, copies):
-    """bench/published/ holds the plan the page's table was published
-    from; published again, it writes the page, README and the plots as
-    they are: every figure comes from those results."""
-    kept = os.path.join(top, "bench", "published")
-    plans = os.listdir(kept)
-    assert len(plans) == 1, plans
-    publication.publish(os.path.join(kept, plans[0]))
+# The page's rows published before plans were kept in bench/published/:
+# each leaves this list when a kept plan measures its family again.
+ROWS_FROM_BEFORE_KEEPING = {"w1-w3", "restart", "soak"}
+
+
+def test_the_kept_plans_publish_the_page(top, copies):
+    """bench/published/ holds the plans the page's rows were published
+    from; published again, oldest first, they write the page, README and
+    the plots as they are: every figure of theirs comes from those
+    results, and only the rows listed as older come from elsewhere."""
+    kept_dir = os.path.join(top, "bench", "published")
+    plans = {name: publication.read_plan(os.path.join(kept_dir, name))
+             for name in os.listdir(kept_dir)
+             if os.path.isfile(os.path.join(kept_dir, name,
+                                            publication.PLAN_FILE))}
+    assert plans, f"no plan kept in {kept_dir}"
+    for name in sorted(plans, key=lambda n: plans[n]["started_at"]):
+        publication.publish(os.path.join(kept_dir, name))
     for name in ("README.md", os.path.join("docs", "benchmarks.md")):
         with open(os.path.join(top, name)) as handle:
             assert (copies / name).read_text() == handle.read(), name
     for image in (copies / "docs" / "img").iterdir():
         with open(os.path.join(top, "docs", "img", image.name), "rb") as real:
             assert image.read_bytes() == real.read(), image.name
-    assert sorted(os.listdir(copies / "published" / plans[0])) == sorted(
-        os.listdir(os.path.join(kept, plans[0])))
+    measured = set().union(*(publication.ran_families(plan)
+                             for plan in plans.values()))
+    assert not measured & ROWS_FROM_BEFORE_KEEPING
+    assert measured | ROWS_FROM_BEFORE_KEEPING == set(
+        publication.FAMILY_NAMES)
+    # Kept again (the fixture's PUBLISHED_DIR is elsewhere), the same
+    # plans stay.
+    assert sorted(path.name for path in (copies / "published").iterdir()) \
+        == sorted(plans)
+
+
+def test_keeping_a_plan_replaces_only_the_plans_it_measured_again(
+        tmp_path, copies):
+    """A plan published is kept without its runs' servers/; an earlier
+    kept plan goes when the new one measured all its families again, and
+    stays while one of its rows is still on the page."""
+    def plan_of(name, families):
+        plan_dir = tmp_path / name
+        for family in families:
+            (plan_dir / family / "servers").mkdir(parents=True)
+            (plan_dir / family / "servers" / "error_log").write_text("")
+            (plan_dir / family / "raw.json").write_text("{}")
+        plan = {"schema": publication.PLAN_SCHEMA, "commit": COMMIT,
+                "dirty": False, "started_at": "2026-11-28 03:00:00 +0000",
+                "quick": True, "families": [entry(family, publication.RAN)
+                                            for family in families]}
+        (plan_dir / publication.PLAN_FILE).write_text(json.dumps(plan))
+        return plan_dir, plan
+
+    kept = copies / "published"
+    for name, families, left in (
+            ("a", ["memory", "overhead"], {"a"}),
+            ("b", ["memory"], {"a", "b"}),
+            ("c", ["memory", "overhead", "skew"], {"c"})):
+        plan_dir, plan = plan_of(name, families)
+        publication._keep(publication._copy_to_keep(str(plan_dir) + "/"),
+                          str(plan_dir), plan)
+        assert {path.name for path in kept.iterdir()} == left, name
+        assert (kept / name / "memory" / "raw.json").exists()
+        assert not (kept / name / "memory" / "servers").exists()
+    with pytest.raises(publication.PublishError, match="not one of its"):
+        publication._copy_to_keep(str(kept / "c" / "memory"))
 
 
 def test_a_missing_row_is_named(top, copies):
@@ -299,3 +349,27 @@ def test_which_families_a_plan_has_left():
     assert publication.families_left(
         plan, {"memory", "restart", "skew", "idle", "faults", "w1-w3"}) == [
         "w1-w3", "skew", "idle", "faults", "memory"]
+
+
+def test_a_family_stopped_while_it_ran_is_recorded_cut_short(
+        tmp_path, monkeypatch, copies):
+    """plan.json names the family a plan stopped in, so --resume runs it
+    again; published meanwhile, the page keeps the family's earlier row."""
+    def stopped(*_):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(publication, "_run_family", stopped)
+    plan_dir = tmp_path / "plan"
+    with pytest.raises(KeyboardInterrupt):
+        publication.run_plan(str(plan_dir), publication.new_plan(True),
+                             {"memory"}, [], lambda _: None)
+    plan = json.loads((plan_dir / publication.PLAN_FILE).read_text())
+    assert [(e["name"], e["status"]) for e in plan["families"]] == [
+        ("memory", publication.CUT_SHORT)]
+    assert plan["finished_at"] is None
+    assert publication.families_left(plan, {"memory"}) == ["memory"]
+    before = {r.family: r for r in results_table.page_rows(
+        (copies / "docs" / "benchmarks.md").read_text())}
+    publication.publish(str(plan_dir))
+    after = {r.family: r for r in results_table.page_rows(
+        (copies / "docs" / "benchmarks.md").read_text())}
+    assert after == before
