@@ -6,6 +6,7 @@ docs/benchmarks.md; of a plan's directory, every family's, then the page's
 "Today's results" table and README.md's "Results" table, one row per
 family (results_table.py)."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ DOCS_PAGE = os.path.join(REPO_DIR, "docs", "benchmarks.md")
 README = os.path.join(REPO_DIR, "README.md")
 PLAN_FILE = "plan.json"
 # The results of the plans whose rows the page shows, so that the
-# checkout can publish its page again (_keep).
+# checkout can publish its page again (_kept).
 PUBLISHED_DIR = os.path.join(BENCH_DIR, "published")
 PLAN_SCHEMA = "bucketbench.plan/1"
 
@@ -58,6 +59,8 @@ RUNS_FAILED = "ran, some runs failed"
 SKIPPED = "skipped"
 FAILED = "failed"
 STATUS_OF_EXIT = {0: RAN, 3: RUNS_FAILED, 2: SKIPPED}
+# The statuses of a family measured to the end (its figure publishable).
+MEASURED = (RAN, RUNS_FAILED)
 # A family's entry while it runs: what plan.json keeps of one the plan
 # stopped during.
 CUT_SHORT = "cut short"
@@ -296,12 +299,17 @@ def resume_refusal(plan, quick, unchanged):
     return None
 
 
+def families_in(plan, statuses):
+    """The names of the plan's families whose status is one of statuses."""
+    return {entry["name"] for entry in plan["families"]
+            if entry["status"] in statuses}
+
+
 def families_left(plan, names):
     """Of names, those the plan has not run cleanly (status RAN: a family
     skipped, failed, partly failed, cut short or never begun runs again),
     in FAMILIES' order."""
-    ran = {entry["name"] for entry in plan["families"]
-           if entry["status"] == RAN}
+    ran = families_in(plan, (RAN,))
     return [name for name in FAMILY_NAMES if name in names
             and name not in ran]
 
@@ -548,7 +556,7 @@ def plan_rows(plan_dir, plan, context):
             # the family's earlier row.
             continue
         run_dir = os.path.join(plan_dir, entry["dir"])
-        if entry["status"] in (RAN, RUNS_FAILED):
+        if entry["status"] in MEASURED:
             if family.publishes:
                 publish_run(run_dir)
             context.add(_meta_of(run_dir))
@@ -586,22 +594,9 @@ def publish_plan(plan_dir):
         line += (" Rows of the families this plan did not run ("
                  + ", ".join(sorted({r.family for r in rows} - planned))
                  + ") are from earlier runs, at their own commit and date.")
-    copy = _copy_to_keep(plan_dir)
-    try:
+    with _kept(plan_dir, plan):
         _edit(DOCS_PAGE, PAGE_BEGIN, PAGE_END, page_table(rows, line))
         _edit(README, README_BEGIN, README_END, readme_table(rows))
-    except PublishError:
-        if copy:
-            shutil.rmtree(copy)
-        raise
-    if copy:
-        _keep(copy, plan_dir, plan)
-
-
-def ran_families(plan):
-    """The families plan measured to the end."""
-    return {entry["name"] for entry in plan["families"]
-            if entry["status"] in (RAN, RUNS_FAILED)}
 
 
 def kept_plans():
@@ -614,17 +609,23 @@ def kept_plans():
     return plans
 
 
-def _copy_to_keep(plan_dir):
-    """A copy of the plan's directory, but each run's servers/
-    (configurations and error logs), in a new directory beside
-    PUBLISHED_DIR; None for a plan already kept there."""
+@contextlib.contextmanager
+def _kept(plan_dir, plan):
+    """Around the page's edits: the plan copied first (all but each run's
+    servers/, its configurations and error logs), so that a copy that
+    fails leaves the page alone; once the edits are done, the copy put in
+    PUBLISHED_DIR as the plan's, and the kept plans whose every family
+    this plan measured again removed (those with a row still on the page
+    stay, so that `bench/run --publish` of the kept plans, oldest first,
+    writes the page). Nothing is copied for a plan kept there already."""
     source = os.path.realpath(plan_dir)
     published = os.path.realpath(PUBLISHED_DIR)
     if os.path.commonpath([source, published]) == published:
         if os.path.dirname(source) != published:
             raise PublishError(f"{plan_dir} is inside {PUBLISHED_DIR} but "
                                f"not one of its plans")
-        return None
+        yield
+        return
     if os.path.commonpath([source, published]) == source:
         raise PublishError(f"{PUBLISHED_DIR} is inside the plan {plan_dir}")
 
@@ -632,36 +633,30 @@ def _copy_to_keep(plan_dir):
         is_run = os.path.dirname(directory) == source
         return ["servers"] if is_run and "servers" in names else []
     os.makedirs(os.path.dirname(published), exist_ok=True)
-    copy = os.path.join(tempfile.mkdtemp(dir=os.path.dirname(published),
-                                         prefix=".keeping-"), "plan")
+    keeping = tempfile.mkdtemp(dir=os.path.dirname(published),
+                               prefix=".keeping-")
+    copy = os.path.join(keeping, "plan")
     try:
-        shutil.copytree(source, copy, ignore=servers_of_runs)
-    except OSError as error:
-        shutil.rmtree(os.path.dirname(copy), ignore_errors=True)
-        raise PublishError(f"cannot copy {plan_dir} to keep it: {error}") \
-            from None
-    return copy
-
-
-def _keep(copy, plan_dir, plan):
-    """Puts copy (_copy_to_keep's) in PUBLISHED_DIR as the plan's, and
-    removes the kept plans whose every family this plan measured again:
-    those with a row still on the page stay, so that `bench/run
-    --publish` of the kept plans, oldest first, writes the page."""
-    target = os.path.join(PUBLISHED_DIR,
-                          os.path.basename(os.path.realpath(plan_dir)))
-    measured = ran_families(plan)
-    try:
-        os.makedirs(PUBLISHED_DIR, exist_ok=True)
-        if os.path.exists(target):
-            shutil.rmtree(target)
-        os.rename(copy, target)
-        os.rmdir(os.path.dirname(copy))
-        for name, kept in kept_plans().items():
-            if name != os.path.basename(target) \
-                    and ran_families(kept) <= measured:
-                shutil.rmtree(os.path.join(PUBLISHED_DIR, name))
-    except OSError as error:
-        raise PublishError(f"cannot keep the plan in {target}: {error}") \
-            from None
+        try:
+            shutil.copytree(source, copy, ignore=servers_of_runs)
+        except OSError as error:
+            raise PublishError(f"cannot copy {plan_dir} to keep it: "
+                               f"{error}") from None
+        yield
+        target = os.path.join(published, os.path.basename(source))
+        measured = families_in(plan, MEASURED)
+        try:
+            os.makedirs(published, exist_ok=True)
+            if os.path.exists(target):
+                shutil.rmtree(target)
+            os.rename(copy, target)
+            for name, kept in kept_plans().items():
+                if name != os.path.basename(target) \
+                        and families_in(kept, MEASURED) <= measured:
+                    shutil.rmtree(os.path.join(published, name))
+        except OSError as error:
+            raise PublishError(f"cannot keep the plan in {target}: "
+                               f"{error}") from None
+    finally:
+        shutil.rmtree(keeping, ignore_errors=True)
 

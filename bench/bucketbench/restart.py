@@ -435,11 +435,14 @@ def wrk_bound_s(restarts, interval_s, stop_timeout_s=STOP_TIMEOUT_S):
 
 
 class BackgroundWrk:
-    """wrk in the background, interrupted when the restarts are done."""
+    """wrk in the background, interrupted when the restarts are done;
+    wrk_command(bound_s) runs it for at most bound_s."""
 
-    def __init__(self, command, log_path):
+    def __init__(self, wrk_command, bound_s, log_path):
+        self.bound_s = bound_s
         self.log = open(log_path, "w+b")
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+        self.process = subprocess.Popen(wrk_command(bound_s),
+                                        stdin=subprocess.DEVNULL,
                                         stdout=self.log,
                                         stderr=subprocess.STDOUT)
         try:
@@ -453,9 +456,13 @@ class BackgroundWrk:
     def finish(self):
         """SIGINT (wrk stops and reports), a bounded wait, SIGKILL if it
         hangs. (parsed result, client CPU seconds); LoadError without a
-        result."""
+        result, or when wrk had already stopped: its -d ran out before the
+        run's end, which then went on without load."""
         pid = self.process.pid
-        if self.process.poll() is None:
+        # Looked at, not reaped: wait4 below reaps it and reads its usage.
+        ran_out = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG
+                            | os.WNOWAIT) is not None
+        if not ran_out:
             os.kill(pid, signal.SIGINT)
         deadline = time.monotonic() + WRK_WAIT_S
         status = usage = None
@@ -477,6 +484,10 @@ class BackgroundWrk:
             raise load.LoadError(f"wrk exited with status "
                                  f"{self.process.returncode}:\n"
                                  + "\n".join(text.splitlines()[-10:]))
+        if ran_out:
+            raise load.LoadError(f"wrk stopped by itself before the run "
+                                 f"ended (its bound, {self.bound_s} s, "
+                                 f"ran out): the run's end had no load")
         return result, usage.ru_utime + usage.ru_stime
 
 
@@ -554,8 +565,8 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
     ("keepalive" and "closing", None without them, and "timed", their
     failures and slow answers by restart: timed_by_restart)."""
     bound_s = wrk_bound_s(restarts, interval_s, stop_timeout_s)
-    wrk = BackgroundWrk(wrk_command(bound_s),
-               os.path.join(log_dir, "wrk-restart.log"))
+    wrk = BackgroundWrk(wrk_command, bound_s,
+                        os.path.join(log_dir, "wrk-restart.log"))
     counted = CountedClients(server, bound_s).start() \
         if server.spec.counted else None
     done = []

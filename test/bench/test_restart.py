@@ -5,11 +5,15 @@ and 1 round against stock prefork and event and bucketed in both child
 models. The run must have happened: every server's run succeeded, sent
 requests and went through its restarts, and says how many requests
 failed. How many failed is not judged here (that is the benchmark's)."""
+import http.server
 import json
+import os
+import threading
+import time
 
 import pytest
 
-from bucketbench import catalog, report, restart
+from bucketbench import catalog, load, net, report, restart
 from test_smoke import RUN_KEYS, bench
 
 SERVERS = ("prefork", "event", "bucketed-reuseport", "bucketed-event")
@@ -59,6 +63,62 @@ def test_wrk_outlives_every_restart():
     bound = restart.wrk_bound_s(20, 1.5)
     assert bound > restart.LEAD_S + 20 * (
         1.5 + 2 * restart.STOP_TIMEOUT_S + restart.READY_TIMEOUT_S)
+
+
+@pytest.fixture
+def answering():
+    """A loopback HTTP server in a thread; yields (its port, an Event set
+    once it has answered a request)."""
+    answered = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "3")
+            self.end_headers()
+            self.wfile.write(b"ok\n")
+            answered.set()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer((net.LOOPBACK, 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], answered
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_background_wrk_reports_a_bound_that_ran_out(answering, tmp_path):
+    """Real wrk on loopback: interrupted within its bound, its numbers;
+    stopped by itself first (the run outlasted wrk's -d), an error, not a
+    run whose end went without load."""
+    port, answered = answering
+
+    script = load.script_file(str(tmp_path), [port], [100], 1)
+
+    def wrk_command(bound_s):
+        return load.wrk_command("wrk", ports=[port], connections=1,
+                                threads=1, duration_s=bound_s, timeout_s=5,
+                                keep_alive=True, script_path=script,
+                                document="")
+
+    within = restart.BackgroundWrk(wrk_command, 60, tmp_path / "within.log")
+    assert answered.wait(30)
+    result, _ = within.finish()
+    assert result["requests"] > 0
+
+    ran_out = restart.BackgroundWrk(wrk_command, 1, tmp_path / "out.log")
+    # Exited by itself, left for finish to reap.
+    deadline = time.monotonic() + 30
+    while os.waitid(os.P_PID, ran_out.process.pid,
+                    os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        assert time.monotonic() < deadline, "wrk -d1s still running"
+        time.sleep(0.05)
+    with pytest.raises(load.LoadError, match=r"its bound, 1 s, ran out"):
+        ran_out.finish()
 
 
 def _record(server, round_no, failed, rps, p99, ok=True):

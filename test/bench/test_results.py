@@ -151,8 +151,9 @@ def test_the_kept_plans_publish_the_page(top, copies):
     for image in (copies / "docs" / "img").iterdir():
         with open(os.path.join(top, "docs", "img", image.name), "rb") as real:
             assert image.read_bytes() == real.read(), image.name
-    measured = set().union(*(publication.ran_families(plan)
-                             for plan in plans.values()))
+    measured = set().union(*(
+        publication.families_in(plan, publication.MEASURED)
+        for plan in plans.values()))
     assert not measured & ROWS_FROM_BEFORE_KEEPING
     assert measured | ROWS_FROM_BEFORE_KEEPING == set(
         publication.FAMILY_NAMES)
@@ -186,13 +187,21 @@ def test_keeping_a_plan_replaces_only_the_plans_it_measured_again(
             ("b", ["memory"], {"a", "b"}),
             ("c", ["memory", "overhead", "skew"], {"c"})):
         plan_dir, plan = plan_of(name, families)
-        publication._keep(publication._copy_to_keep(str(plan_dir) + "/"),
-                          str(plan_dir), plan)
+        with publication._kept(str(plan_dir) + "/", plan):
+            pass
         assert {path.name for path in kept.iterdir()} == left, name
         assert (kept / name / "memory" / "raw.json").exists()
         assert not (kept / name / "memory" / "servers").exists()
+    # An edit of the page that fails keeps nothing and leaves no copy.
+    plan_dir, plan = plan_of("d", ["memory", "overhead", "skew"])
+    with pytest.raises(publication.PublishError, match="the edit"):
+        with publication._kept(str(plan_dir), plan):
+            raise publication.PublishError("the edit failed")
+    assert {path.name for path in kept.iterdir()} == {"c"}
+    assert not list(copies.glob(".keeping-*"))
     with pytest.raises(publication.PublishError, match="not one of its"):
-        publication._copy_to_keep(str(kept / "c" / "memory"))
+        with publication._kept(str(kept / "c" / "memory"), plan):
+            pass
 
 
 def test_a_missing_row_is_named(top, copies):
