@@ -440,6 +440,7 @@ class BackgroundWrk:
 
     def __init__(self, wrk_command, bound_s, log_path):
         self.bound_s = bound_s
+        self.ran_out = False
         self.log = open(log_path, "w+b")
         self.process = subprocess.Popen(wrk_command(bound_s),
                                         stdin=subprocess.DEVNULL,
@@ -456,13 +457,12 @@ class BackgroundWrk:
     def finish(self):
         """SIGINT (wrk stops and reports), a bounded wait, SIGKILL if it
         hangs. (parsed result, client CPU seconds); LoadError without a
-        result, or when wrk had already stopped: its -d ran out before the
-        run's end, which then went on without load."""
+        result. Notes whether wrk had stopped by itself (check_bound)."""
         pid = self.process.pid
         # Looked at, not reaped: wait4 below reaps it and reads its usage.
-        ran_out = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG
-                            | os.WNOWAIT) is not None
-        if not ran_out:
+        self.ran_out = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG
+                                 | os.WNOWAIT) is not None
+        if not self.ran_out:
             os.kill(pid, signal.SIGINT)
         deadline = time.monotonic() + WRK_WAIT_S
         status = usage = None
@@ -484,11 +484,16 @@ class BackgroundWrk:
             raise load.LoadError(f"wrk exited with status "
                                  f"{self.process.returncode}:\n"
                                  + "\n".join(text.splitlines()[-10:]))
-        if ran_out:
+        return result, usage.ru_utime + usage.ru_stime
+
+    def check_bound(self):
+        """After finish and the run's own failures: LoadError when wrk had
+        stopped by itself, its -d run out before the run's end, which then
+        went on without load."""
+        if self.ran_out:
             raise load.LoadError(f"wrk stopped by itself before the run "
                                  f"ended (its bound, {self.bound_s} s, "
                                  f"ran out): the run's end had no load")
-        return result, usage.ru_utime + usage.ru_stime
 
 
 class CountedClients:
@@ -597,6 +602,7 @@ def measure(server, wrk_command, restarts, interval_s, log_dir,
         result, client_cpu_s = wrk.finish()
     if failure:
         raise RestartError(failure)
+    wrk.check_bound()
     spans = [procfs.counter_deltas(before, after)
              for before, after in zip(readings, readings[1:])]
     totals = [r["total_ms"] for r in done]

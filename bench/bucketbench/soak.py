@@ -360,10 +360,12 @@ def measure(server, wrk_command, soak_s, log_dir,
     runtime_dir = os.path.join(server.workdir, "run")
     at_start = resources(server.pid, runtime_dir)
     events = plan_events(soak_s)
-    # Late graceful restarts are skipped, so the soak overruns its time by
-    # about the events under way at its end and the final Listen removal;
-    # a soak that outran wrk anyway fails (BackgroundWrk.finish).
-    bound_s = int(soak_s + 2 * (2 * stop_timeout_s + restart.READY_TIMEOUT_S)
+    # Every event at its longest: wrk is interrupted at the end, so a wide
+    # bound costs nothing, while full restarts and kills, never skipped,
+    # can make a slow server's soak late by minutes. A soak that outran it
+    # anyway fails (BackgroundWrk.check_bound).
+    bound_s = int(soak_s + len(events) * (2 * stop_timeout_s
+                                          + restart.READY_TIMEOUT_S)
                   + restart.WRK_WAIT_S) + 1
     wrk = restart.BackgroundWrk(wrk_command, bound_s,
                                 os.path.join(log_dir, "wrk-soak.log"))
@@ -398,6 +400,7 @@ def measure(server, wrk_command, soak_s, log_dir,
         result, client_cpu_s = wrk.finish()
     if failure:
         raise SoakError(failure)
+    wrk.check_bound()
     seconds = time.monotonic() - began
     kernel_after = soak.counters_by_event()
     settled = soak.settle(at_start["processes"])

@@ -67,9 +67,9 @@ def test_wrk_outlives_every_restart():
 
 @pytest.fixture
 def answering():
-    """A loopback HTTP server in a thread; yields (its port, an Event set
-    once it has answered a request)."""
-    answered = threading.Event()
+    """A loopback HTTP server in a thread; yields (its port, a Semaphore
+    released once per request answered)."""
+    answered = threading.Semaphore(0)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -77,7 +77,7 @@ def answering():
             self.send_header("Content-Length", "3")
             self.end_headers()
             self.wfile.write(b"ok\n")
-            answered.set()
+            answered.release()
 
         def log_message(self, *args):
             pass
@@ -93,10 +93,10 @@ def answering():
 
 def test_background_wrk_reports_a_bound_that_ran_out(answering, tmp_path):
     """Real wrk on loopback: interrupted within its bound, its numbers;
-    stopped by itself first (the run outlasted wrk's -d), an error, not a
-    run whose end went without load."""
+    stopped by itself first (the run outlasted wrk's -d), the run fails
+    once its own failures are raised, not a run whose end went without
+    load."""
     port, answered = answering
-
     script = load.script_file(str(tmp_path), [port], [100], 1)
 
     def wrk_command(bound_s):
@@ -105,20 +105,34 @@ def test_background_wrk_reports_a_bound_that_ran_out(answering, tmp_path):
                                 keep_alive=True, script_path=script,
                                 document="")
 
-    within = restart.BackgroundWrk(wrk_command, 60, tmp_path / "within.log")
-    assert answered.wait(30)
-    result, _ = within.finish()
-    assert result["requests"] > 0
+    started = []
+    try:
+        within = restart.BackgroundWrk(wrk_command, 60,
+                                       tmp_path / "within.log")
+        started.append(within.process)
+        for _ in range(10):
+            assert answered.acquire(timeout=30)
+        result, _ = within.finish()
+        within.check_bound()
+        assert result["requests"] >= 10
 
-    ran_out = restart.BackgroundWrk(wrk_command, 1, tmp_path / "out.log")
-    # Exited by itself, left for finish to reap.
-    deadline = time.monotonic() + 30
-    while os.waitid(os.P_PID, ran_out.process.pid,
-                    os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-        assert time.monotonic() < deadline, "wrk -d1s still running"
-        time.sleep(0.05)
-    with pytest.raises(load.LoadError, match=r"its bound, 1 s, ran out"):
-        ran_out.finish()
+        ran_out = restart.BackgroundWrk(wrk_command, 1, tmp_path / "out.log")
+        started.append(ran_out.process)
+        # Exited by itself, left for finish to reap.
+        deadline = time.monotonic() + 30
+        while os.waitid(os.P_PID, ran_out.process.pid,
+                        os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            assert time.monotonic() < deadline, "wrk -d1s still running"
+            time.sleep(0.05)
+        result, _ = ran_out.finish()
+        assert result["requests"] > 0
+        with pytest.raises(load.LoadError, match=r"its bound, 1 s, ran out"):
+            ran_out.check_bound()
+    finally:
+        for process in started:
+            if process.returncode is None:
+                process.kill()
+                process.wait()
 
 
 def _record(server, round_no, failed, rps, p99, ok=True):

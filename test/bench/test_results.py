@@ -192,6 +192,12 @@ def test_keeping_a_plan_replaces_only_the_plans_it_measured_again(
         assert {path.name for path in kept.iterdir()} == left, name
         assert (kept / name / "memory" / "raw.json").exists()
         assert not (kept / name / "memory" / "servers").exists()
+    # A plan kept already is published where it is: nothing copied.
+    with publication._kept(str(kept / "c"),
+                           publication.read_plan(str(kept / "c"))):
+        pass
+    assert {path.name for path in kept.iterdir()} == {"c"}
+    assert not list(copies.glob(".keeping-*"))
     # An edit of the page that fails keeps nothing and leaves no copy.
     plan_dir, plan = plan_of("d", ["memory", "overhead", "skew"])
     with pytest.raises(publication.PublishError, match="the edit"):
