@@ -4,11 +4,13 @@ and raw run records for the summary's tests.
 
 BUCKETED_TOP: the source tree (default: two levels above this file).
 BUCKETED_BUILD: where `make` left its artifacts (default: BUCKETED_TOP)."""
+import http.server
 import os
+import threading
 
 import pytest
 
-from bucketbench import report
+from bucketbench import net, report
 
 TOP = os.path.abspath(os.environ.get(
     "BUCKETED_TOP", os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -48,3 +50,34 @@ def run_record():
     """Makes raw run records: run_record(server, round, rps, ok=True,
     workload="w1", concurrency=50)."""
     return _run_record
+
+
+@pytest.fixture
+def web_server():
+    """A loopback HTTP server in a thread: /missing answers 404, any other
+    path 200. Yields (port, (path, Connection header) of each request)."""
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.path, self.headers.get("Connection")))
+            code, body = (404, b"nothing here\n") \
+                if self.path == "/missing" else (200, b"hello\n")
+            try:
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:
+                pass        # wrk hung up at the end of its run
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer((net.LOOPBACK, 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], seen
+    server.shutdown()
+    server.server_close()
+    thread.join(10)

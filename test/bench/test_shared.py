@@ -1,13 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The helpers the harness shares with the integration tests (net, procfs),
 against real processes and loopback sockets."""
-import http.server
 import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 
 import pytest
 
@@ -16,39 +14,11 @@ from bucketbench import net, procfs
 TIMEOUT_S = 10
 
 
-@pytest.fixture
-def web_server():
-    """A loopback HTTP server in a thread: / answers 200, the rest 404.
-    Yields (port, the Connection header of each request)."""
-    seen = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            seen.append(self.headers.get("Connection"))
-            code, body = (200, b"hello\n") if self.path == "/" \
-                else (404, b"nothing here\n")
-            self.send_response(code)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer((net.LOOPBACK, 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1], seen
-    server.shutdown()
-    server.server_close()
-    thread.join(TIMEOUT_S)
-
-
 def test_http_get_returns_status_and_body_of_any_answer(web_server):
     port, seen = web_server
     assert net.http_get(port, "/") == (200, b"hello\n")
     assert net.http_get(port, "/missing") == (404, b"nothing here\n")
-    assert seen == ["close", "close"]
+    assert seen == [("/", "close"), ("/missing", "close")]
 
 
 def test_free_ports_differ_and_can_be_bound():

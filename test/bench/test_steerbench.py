@@ -4,10 +4,9 @@ page under mod_php and the static workload with a fraction of slow
 requests (catalog entries, skip reasons, configuration text, wrk's script,
 the steering tables). test_steerbench_smoke.py runs them for real."""
 import argparse
-import http.server
+import collections
 import os
 import subprocess
-import threading
 
 import pytest
 
@@ -222,44 +221,11 @@ def test_php_workload_is_dropped_without_mod_php(tmp_path):
     assert args.workloads == ["php"]
 
 
-@pytest.fixture
-def path_counter():
-    """A loopback HTTP server that counts the paths and Connection headers
-    it is asked for. Yields (port, counts)."""
-    counts = {}
-    lock = threading.Lock()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            with lock:
-                key = (self.path, self.headers.get("Connection"))
-                counts[key] = counts.get(key, 0) + 1
-            body = b"ok\n"
-            try:
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            except OSError:
-                pass        # wrk hung up at the end of its run
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1], counts
-    server.shutdown()
-    server.server_close()
-    thread.join(10)
-
-
-def test_wrk_sends_one_request_in_twenty_to_the_slow_page(path_counter,
+def test_wrk_sends_one_request_in_twenty_to_the_slow_page(web_server,
                                                           tmp_path):
     """wrk runs the mixed script for real: every thread sends its every
     20th request to the slow page, all with Connection: close."""
-    port, counts = path_counter
+    port, seen = web_server
     threads = 2
     script = tmp_path / "mixed.lua"
     script.write_text(load.lua_script(
@@ -269,6 +235,7 @@ def test_wrk_sends_one_request_in_twenty_to_the_slow_page(path_counter,
                                threads=threads, duration_s=1, timeout_s=2,
                                keep_alive=False, script_path=str(script))
     result, _ = load.run_wrk(command, 1, str(tmp_path / "wrk.log"))
+    counts = collections.Counter(seen)
     fast = counts.get((f"/{configs.DOC_NAME}", "close"), 0)
     slow = counts.get((f"/{configs.SLOW_NAME}", "close"), 0)
     assert fast + slow == sum(counts.values()), counts
