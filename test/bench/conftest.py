@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Shared setup of the bench tests: where the repository and the build are,
-and raw run records for the summary's tests.
+raw run records for the summary's tests, and a loopback web server.
 
 BUCKETED_TOP: the source tree (default: two levels above this file).
 BUCKETED_BUILD: where `make` left its artifacts (default: BUCKETED_TOP)."""

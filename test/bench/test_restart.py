@@ -7,7 +7,6 @@ requests and went through its restarts, and says how many requests
 failed. How many failed is not judged here (that is the benchmark's)."""
 import json
 import os
-import time
 
 import pytest
 
@@ -92,11 +91,10 @@ def test_background_wrk_reports_a_bound_that_ran_out(web_server,
         ran_out = restart.BackgroundWrk(wrk_command, 1, tmp_path / "out.log")
         started.append(ran_out.process)
         # Exited by itself, left for finish to reap.
-        deadline = time.monotonic() + 30
-        while os.waitid(os.P_PID, ran_out.process.pid,
-                        os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-            assert time.monotonic() < deadline, "wrk -d1s still running"
-            time.sleep(0.05)
+        net.wait_until(lambda: os.waitid(
+            os.P_PID, ran_out.process.pid,
+            os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None, 30,
+            what="wrk -d1s to exit")
         result, _ = ran_out.finish()
         assert result["requests"] > 0
         with pytest.raises(load.LoadError, match=r"its bound, 1 s, ran out"):
