@@ -405,21 +405,39 @@ def load_run(out_dir):
     return meta, records
 
 
-def _edit(path, begin, end, text):
-    """Puts text between the lines begin and end of the file at path."""
+def _edit(*edits):
+    """Of each edit (path, begin, end, text), puts text between the lines
+    begin and end of the file at path. Every file's new text is made
+    before any is written, so that a file without its markers changes
+    none; each is written to a temporary file and renamed over its own,
+    so that a write that fails leaves that file as it was."""
+    contents = []
     try:
-        with open(path) as handle:
-            content = handle.read()
-        content = replace_between(content, begin, end, text, path)
+        for path, begin, end, text in edits:
+            with open(path) as handle:
+                contents.append((path, replace_between(
+                    handle.read(), begin, end, text, path)))
     except (OSError, TableError) as error:
         raise PublishError(str(error)) from None
-    with open(path, "w") as handle:
-        handle.write(content)
+    for path, content in contents:
+        temporary = None
+        try:
+            with tempfile.NamedTemporaryFile(
+                    "w", dir=os.path.dirname(os.path.abspath(path)),
+                    prefix=".publishing-", delete=False) as handle:
+                temporary = handle.name
+                handle.write(content)
+            shutil.copymode(path, temporary)
+            os.replace(temporary, path)
+        except OSError as error:
+            if temporary is not None and os.path.exists(temporary):
+                os.unlink(temporary)
+            raise PublishError(f"cannot write {path}: {error}") from None
 
 
 def replace_generated(begin, end, text):
     """Puts text between the lines begin and end of docs/benchmarks.md."""
-    _edit(DOCS_PAGE, begin, end, text)
+    _edit((DOCS_PAGE, begin, end, text))
 
 
 def publish(out_dir):
@@ -595,8 +613,8 @@ def publish_plan(plan_dir):
                  + ", ".join(sorted({r.family for r in rows} - planned))
                  + ") are from earlier runs, at their own commit and date.")
     with _kept(plan_dir, plan):
-        _edit(DOCS_PAGE, PAGE_BEGIN, PAGE_END, page_table(rows, line))
-        _edit(README, README_BEGIN, README_END, readme_table(rows))
+        _edit((DOCS_PAGE, PAGE_BEGIN, PAGE_END, page_table(rows, line)),
+              (README, README_BEGIN, README_END, readme_table(rows)))
 
 
 def kept_plans():
@@ -632,9 +650,13 @@ def _kept(plan_dir, plan):
     def servers_of_runs(directory, names):
         is_run = os.path.dirname(directory) == source
         return ["servers"] if is_run and "servers" in names else []
-    os.makedirs(os.path.dirname(published), exist_ok=True)
-    keeping = tempfile.mkdtemp(dir=os.path.dirname(published),
-                               prefix=".keeping-")
+    try:
+        os.makedirs(os.path.dirname(published), exist_ok=True)
+        keeping = tempfile.mkdtemp(dir=os.path.dirname(published),
+                                   prefix=".keeping-")
+    except OSError as error:
+        raise PublishError(f"cannot make room to keep {plan_dir} beside "
+                           f"{PUBLISHED_DIR}: {error}") from None
     copy = os.path.join(keeping, "plan")
     try:
         try:

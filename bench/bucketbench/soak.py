@@ -102,6 +102,12 @@ def plan_events(soak_s):
     return events
 
 
+def events_planned(events):
+    """{kind: how many} of plan_events' events, for each planned kind."""
+    return {kind: sum(1 for _, k in events if k == kind)
+            for kind in PLANNED_KINDS}
+
+
 def reload_kind(reloads_done, listen_added):
     """What the next graceful restart is, after reloads_done of them:
     every LISTEN_EVERY-th a reload that adds a Listen address, or removes
@@ -411,8 +417,7 @@ def measure(server, wrk_command, soak_s, log_dir,
         "soak": {
             "planned_s": soak_s, "seconds": seconds,
             "max_connections_per_child": SOAK_MAX_CONNECTIONS_PER_CHILD,
-            "events_planned": {kind: sum(1 for _, k in events if k == kind)
-                               for kind in PLANNED_KINDS},
+            "events_planned": events_planned(events),
             "events_done": soak.done, "skipped_late": soak.skipped_late,
             "kills_missed": soak.kills_missed,
             "graceful_stops": _stops(soak.stop_ms[GRACEFUL]),

@@ -210,6 +210,35 @@ def test_keeping_a_plan_replaces_only_the_plans_it_measured_again(
             pass
 
 
+def test_an_edit_that_cannot_be_made_changes_neither_file(copies,
+                                                         monkeypatch):
+    """The page's and README's tables are written together or not at all:
+    README without its markers leaves the page as it was; a plan that
+    cannot be kept is a PublishError, and nothing is written."""
+    page = copies / "docs" / "benchmarks.md"
+    readme = copies / "README.md"
+    before = page.read_text()
+    readme.write_text(readme.read_text().replace(
+        results_table.README_BEGIN, ""))
+    with pytest.raises(publication.PublishError, match="README.md"):
+        publication._edit(
+            (str(page), results_table.PAGE_BEGIN, results_table.PAGE_END,
+             "new rows"),
+            (str(readme), results_table.README_BEGIN,
+             results_table.README_END, "new rows"))
+    assert page.read_text() == before
+    assert not list(copies.glob("**/.publishing-*"))
+    # PUBLISHED_DIR's parent a file: no room to keep a plan in.
+    (copies / "a-file").write_text("")
+    monkeypatch.setattr(publication, "PUBLISHED_DIR",
+                        str(copies / "a-file" / "published"))
+    plan = {"families": []}
+    with pytest.raises(publication.PublishError, match="cannot make room"):
+        with publication._kept(str(copies / "docs"), plan):
+            pass
+    assert page.read_text() == before
+
+
 def test_a_missing_row_is_named(top, copies):
     readme = (copies / "README.md").read_text()
     row = next(line for line in readme.splitlines()
