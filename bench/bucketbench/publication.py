@@ -50,6 +50,7 @@ RESTART_DOCS_BEGIN, RESTART_DOCS_END = _markers("restart")
 COUNTED_DOCS_BEGIN, COUNTED_DOCS_END = _markers("restart-counted")
 SOAK_DOCS_BEGIN, SOAK_DOCS_END = _markers("soak")
 USERS_DOCS_BEGIN, USERS_DOCS_END = _markers("users")
+PINNED_DOCS_BEGIN, PINNED_DOCS_END = _markers("pinned")
 
 # A family's run: bench/run's exit status when it ran (0, or 3: some runs
 # failed), and 2 when it refused before sending load (bad input, a tool
@@ -113,6 +114,19 @@ FAMILIES = (
            "the highest concurrency", "W1-W3",
            "#w1-w3-the-accept-path-and-keep-alive",
            _run_headline(report.headline)),
+    # The W1 and W3 servers pinned: the servers on CPU 1, wrk and the
+    # harness on CPU 0, so that the client's cost is not the server's.
+    Family("pinned", ("--workloads", "w1,w3", "--levels", "native",
+                      "--servers", "event,bucketed-event,"
+                      "bucketed-reuseport,prefork,nginx",
+                      "--concurrency", "400", "--runs", "5",
+                      "--duration", "5", "--server-cpus", "1",
+                      "--client-cpus", "0"),
+           "new connections (W1) with the servers on one CPU and wrk on "
+           "the other", "pinned",
+           "#w1-and-w3-pinned-the-servers-on-one-cpu-wrk-on-the-other",
+           _run_headline(report.pinned_headline),
+           quick_args=("--quick", "--runs", "2", "--duration", "1")),
     Family("skew", ("--workloads", "skew", "--servers",
                     "prefork,bucketed-reuseport,bucketed-listen,"
                     "bucketed-single", "--concurrency", "400",
@@ -463,6 +477,12 @@ def publish_run(out_dir):
     options = meta["options"]
     if all(WORKLOADS[name].users for name in options["workloads"]):
         _publish_users(out_dir, meta, points)
+        return
+    if not meta.get("placement", {"shared": True})["shared"]:
+        # Pinned runs have a section of their own, beside the shared W1-W3.
+        replace_generated(PINNED_DOCS_BEGIN, PINNED_DOCS_END,
+                          report.render_markdown(meta, points, {},
+                                                 top_level=3))
         return
     sections = (
         (lambda w: w.skewed, SKEW_DOCS_BEGIN, SKEW_DOCS_END,

@@ -967,6 +967,25 @@ def headline(points, options):
     return ratio_headline(points, "w1", "bucketed-event", "event")
 
 
+def pinned_headline(points, options):
+    """The pinned run's figure: W1 at its highest concurrency, each
+    bucketed model against stock event, with the servers and wrk on CPUs
+    of their own."""
+    found = [p for p in points if p["workload"] == "w1"
+             and p["kernel_level"] == NATIVE]
+    if not found:
+        return "w1: no point"
+    top = max(p["concurrency"] for p in found)
+    models = []
+    for server in ("bucketed-event", "bucketed-reuseport"):
+        point = next((p for p in found if p["server"] == server
+                      and p["concurrency"] == top), None)
+        ratio = point["ratios"].get("event") if point else None
+        models.append(f"{SHORT_NAMES[server]} {markdown.ratio(ratio)}")
+    return (f"w1, c={top}: " + ", ".join(models)
+            + f" {SHORT_NAMES['event']}'s req/s")
+
+
 def skew_headline(points, options):
     """The skewed load's figure: the prefork model with 90 % of the load on
     one of two Listens, against stock prefork."""

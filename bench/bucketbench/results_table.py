@@ -14,8 +14,8 @@ README_END = "<!-- bench/run --publish readme: generated table ends -->"
 # The page README.md links its rows to.
 PAGE_LINK = "docs/benchmarks.md"
 # The families README.md shows (at most eight), in the page's order.
-README_FAMILIES = ("w1-w3", "idle", "faults", "near-limit", "restart",
-                   "users", "memory", "overhead")
+README_FAMILIES = ("w1-w3", "pinned", "idle", "faults", "near-limit",
+                   "restart", "users", "memory")
 PAGE_HEADER = ("family", "what", "headline (range over rounds)", "commit",
                "date", "section")
 README_HEADER = ("what", "result", "commit", "date", "where")

@@ -70,27 +70,37 @@ def test_publish_replaces_only_its_pair(page_copy):
     assert page == original
 
 
-def test_publish_a_run(top, build, tmp_path, page_copy):
+@pytest.mark.parametrize("pinned", (False, True), ids=("shared", "pinned"))
+def test_publish_a_run(top, build, tmp_path, page_copy, pinned):
     """One W1 point of stock prefork, published: the W1-W3 pair holds its
-    report, the plot it links to exists, the rest of the page is as it
-    was."""
+    report and the plot it links to exists; pinned (servers on CPU 1,
+    wrk on CPU 0), the pinned pair holds it instead, without a plot. The
+    rest of the page is as it was."""
     out = tmp_path / "out"
+    placement = ("--server-cpus", "1", "--client-cpus", "0") if pinned \
+        else ()
     done = bench(top, build, "--workloads", "w1", "--levels", catalog.NATIVE,
                  "--servers", "prefork", "--concurrency", "8", "--runs", "1",
                  "--duration", "1", "--warmup", "0", "--slots", "32",
-                 "--out", str(out))
+                 *placement, "--out", str(out))
     assert done.returncode == 0, done.stderr
     started = json.loads((out / "meta.json").read_text())["started_at"]
     before = page_copy.read_text()
     publication.publish(str(out))
     page = page_copy.read_text()
-    head, rest = page.split(publication.DOCS_BEGIN)
-    inside, tail = rest.split(publication.DOCS_END)
+    begin, end = (publication.PINNED_DOCS_BEGIN, publication.PINNED_DOCS_END) \
+        if pinned else (publication.DOCS_BEGIN, publication.DOCS_END)
+    head, rest = page.split(begin)
+    inside, tail = rest.split(end)
     assert f"bucketbench report {started}" in inside
-    assert "![w1 native](img/bench-w1-native.png)" in inside
-    assert (page_copy.parent / "img" / "bench-w1-native.png").exists()
-    old_head, old_rest = before.split(publication.DOCS_BEGIN)
-    assert head == old_head and tail == old_rest.split(publication.DOCS_END)[1]
+    if pinned:
+        assert "- CPUs: servers on 1, load tools on 0" in inside
+        assert "![" not in inside
+    else:
+        assert "![w1 native](img/bench-w1-native.png)" in inside
+        assert (page_copy.parent / "img" / "bench-w1-native.png").exists()
+    old_head, old_rest = before.split(begin)
+    assert head == old_head and tail == old_rest.split(end)[1]
 
 
 def test_doc_links_resolve(top):

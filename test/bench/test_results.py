@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from bucketbench import catalog, publication, results_table
+from bucketbench import catalog, publication, report, results_table
 from test_smoke import bench
 
 CHECK = os.path.join("scripts", "check-results.py")
@@ -237,6 +237,28 @@ def test_an_edit_that_cannot_be_made_changes_neither_file(copies,
         with publication._kept(str(copies / "docs"), plan):
             pass
     assert page.read_text() == before
+
+
+def test_the_pinned_headline_names_both_models_against_stock_event():
+    """W1 at the highest concurrency; W3 and lower concurrencies are the
+    section's, not the row's; a model not measured is shown as such."""
+    def point(server, workload="w1", concurrency=400, median=1.0):
+        return {"server": server, "workload": workload,
+                "kernel_level": catalog.NATIVE, "concurrency": concurrency,
+                "ratios": {"event": {"median": median,
+                                     "per_round": [median - 0.1, median,
+                                                   median + 0.05]}}}
+    points = [point("bucketed-event", median=0.92),
+              point("bucketed-reuseport", median=1.04),
+              point("bucketed-event", concurrency=50, median=3.0),
+              point("bucketed-reuseport", workload="w3", median=2.0)]
+    assert report.pinned_headline(points, {}) == (
+        "w1, c=400: event model 0.92x (0.82-0.97x), prefork model 1.04x "
+        "(0.94-1.09x) stock event's req/s")
+    assert report.pinned_headline(points[:1], {}) == (
+        "w1, c=400: event model 0.92x (0.82-0.97x), prefork model – "
+        "stock event's req/s")
+    assert report.pinned_headline(points[3:], {}) == "w1: no point"
 
 
 def test_a_missing_row_is_named(top, copies):
