@@ -428,7 +428,9 @@ def _edit(*edits):
     contents = []
     try:
         for path, begin, end, text in edits:
-            with open(path) as handle:
+            # The file a symbolic link names is the one replaced.
+            path = os.path.realpath(path)
+            with open(path, encoding="utf-8") as handle:
                 contents.append((path, replace_between(
                     handle.read(), begin, end, text, path)))
     except (OSError, TableError) as error:
@@ -437,16 +439,22 @@ def _edit(*edits):
         temporary = None
         try:
             with tempfile.NamedTemporaryFile(
-                    "w", dir=os.path.dirname(os.path.abspath(path)),
+                    "w", encoding="utf-8", dir=os.path.dirname(path),
                     prefix=".publishing-", delete=False) as handle:
                 temporary = handle.name
                 handle.write(content)
-            shutil.copymode(path, temporary)
+            # Its mode and, where root publishes, its owner as before.
+            status = os.stat(path)
+            os.chmod(temporary, status.st_mode & 0o7777)
+            if os.geteuid() == 0:
+                os.chown(temporary, status.st_uid, status.st_gid)
             os.replace(temporary, path)
+            temporary = None
         except OSError as error:
+            raise PublishError(f"cannot write {path}: {error}") from None
+        finally:
             if temporary is not None and os.path.exists(temporary):
                 os.unlink(temporary)
-            raise PublishError(f"cannot write {path}: {error}") from None
 
 
 def replace_generated(begin, end, text):
@@ -478,12 +486,6 @@ def publish_run(out_dir):
     if all(WORKLOADS[name].users for name in options["workloads"]):
         _publish_users(out_dir, meta, points)
         return
-    if not meta.get("placement", {"shared": True})["shared"]:
-        # Pinned runs have a section of their own, beside the shared W1-W3.
-        replace_generated(PINNED_DOCS_BEGIN, PINNED_DOCS_END,
-                          report.render_markdown(meta, points, {},
-                                                 top_level=3))
-        return
     sections = (
         (lambda w: w.skewed, SKEW_DOCS_BEGIN, SKEW_DOCS_END,
          report.skew_section, "The skewed workloads side by side"),
@@ -505,6 +507,12 @@ def publish_run(out_dir):
                 + section(points, options, "###", title)
             replace_generated(begin, end, text)
             return
+    if not meta.get("placement", {"shared": True})["shared"]:
+        # W1-W3 pinned (the plan's pinned family) beside the shared run.
+        replace_generated(PINNED_DOCS_BEGIN, PINNED_DOCS_END,
+                          report.render_markdown(meta, points, {},
+                                                 top_level=3))
+        return
     image_dir = os.path.join(os.path.dirname(DOCS_PAGE), "img")
     images = {}
     groups = list(report.workload_groups(points, options))
@@ -617,22 +625,24 @@ def publish_plan(plan_dir):
     then the page's table of today's results and README's results table
     from the same rows."""
     plan = read_plan(plan_dir)
-    context = _Context()
-    rows = plan_rows(plan_dir, plan, context)
-    line = context.line(plan)
-    planned = {row.family for row in rows}
-    if planned != {family.name for family in FAMILIES}:
-        # A plan of some families: the others keep their rows, each with
-        # its own commit and date.
-        with open(DOCS_PAGE) as handle:
-            kept = {row.family: row for row in page_rows(handle.read())}
-        rows = [next((r for r in rows if r.family == family.name), None)
-                or kept.get(family.name) for family in FAMILIES]
-        rows = [row for row in rows if row is not None]
-        line += (" Rows of the families this plan did not run ("
-                 + ", ".join(sorted({r.family for r in rows} - planned))
-                 + ") are from earlier runs, at their own commit and date.")
+    # Kept first: a plan that cannot be kept changes nothing on the page.
     with _kept(plan_dir, plan):
+        context = _Context()
+        rows = plan_rows(plan_dir, plan, context)
+        line = context.line(plan)
+        planned = {row.family for row in rows}
+        if planned != {family.name for family in FAMILIES}:
+            # A plan of some families: the others keep their rows, each
+            # with its own commit and date.
+            with open(DOCS_PAGE, encoding="utf-8") as handle:
+                kept = {row.family: row for row in page_rows(handle.read())}
+            rows = [next((r for r in rows if r.family == family.name), None)
+                    or kept.get(family.name) for family in FAMILIES]
+            rows = [row for row in rows if row is not None]
+            line += (" Rows of the families this plan did not run ("
+                     + ", ".join(sorted({r.family for r in rows} - planned))
+                     + ") are from earlier runs, at their own commit and "
+                       "date.")
         _edit((DOCS_PAGE, PAGE_BEGIN, PAGE_END, page_table(rows, line)),
               (README, README_BEGIN, README_END, readme_table(rows)))
 

@@ -210,11 +210,9 @@ def test_keeping_a_plan_replaces_only_the_plans_it_measured_again(
             pass
 
 
-def test_an_edit_that_cannot_be_made_changes_neither_file(copies,
-                                                         monkeypatch):
+def test_an_edit_that_cannot_be_made_changes_neither_file(copies):
     """The page's and README's tables are written together or not at all:
-    README without its markers leaves the page as it was; a plan that
-    cannot be kept is a PublishError, and nothing is written."""
+    README without its markers leaves the page as it was."""
     page = copies / "docs" / "benchmarks.md"
     readme = copies / "README.md"
     before = page.read_text()
@@ -228,15 +226,30 @@ def test_an_edit_that_cannot_be_made_changes_neither_file(copies,
              results_table.README_END, "new rows"))
     assert page.read_text() == before
     assert not list(copies.glob("**/.publishing-*"))
-    # PUBLISHED_DIR's parent a file: no room to keep a plan in.
+
+
+def test_a_plan_that_cannot_be_kept_changes_nothing(top, copies, tmp_path,
+                                                    monkeypatch):
+    """Published with no room to keep it (PUBLISHED_DIR's parent a file),
+    a plan of one family with a section of its own (the kept idle run)
+    is a PublishError, and neither its section nor a table changes."""
+    plan_dir = tmp_path / "plan"
+    shutil.copytree(os.path.join(top, "bench", "published", "plan-b361ce2",
+                                 "idle"), plan_dir / "idle")
+    (plan_dir / publication.PLAN_FILE).write_text(json.dumps({
+        "schema": publication.PLAN_SCHEMA, "commit": COMMIT,
+        "dirty": False, "started_at": "2026-11-28 03:00:00 +0000",
+        "quick": False, "families": [entry("idle", publication.RAN)]}))
+    page = copies / "docs" / "benchmarks.md"
+    publication.replace_generated(publication.IDLE_DOCS_BEGIN,
+                                  publication.IDLE_DOCS_END, "an older run")
+    before = page.read_text(), (copies / "README.md").read_text()
     (copies / "a-file").write_text("")
     monkeypatch.setattr(publication, "PUBLISHED_DIR",
                         str(copies / "a-file" / "published"))
-    plan = {"families": []}
     with pytest.raises(publication.PublishError, match="cannot make room"):
-        with publication._kept(str(copies / "docs"), plan):
-            pass
-    assert page.read_text() == before
+        publication.publish(str(plan_dir))
+    assert (page.read_text(), (copies / "README.md").read_text()) == before
 
 
 def test_the_pinned_headline_names_both_models_against_stock_event():
