@@ -18,6 +18,7 @@ the latencies are the server's answers, not the waits between requests
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -215,6 +216,28 @@ def wrk_command(wrk, *, ports, connections, threads, duration_s, timeout_s,
     if not keep_alive:
         command += ["-H", "Connection: close"]
     return command + [f"{scheme}://{host}:{ports[0]}/{document}"]
+
+
+# h2load's totals. It prints its run time in the unit that suits it: a
+# run cut short (every connection refused, say) finishes in ms or us.
+H2LOAD_FINISHED = re.compile(r"finished in ([\d.]+)(us|ms|s), ")
+H2LOAD_REQUESTS = re.compile(
+    r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+    r"(\d+) failed, (\d+) errored, (\d+) timeout")
+H2LOAD_COUNTS = ("total", "started", "done", "succeeded", "failed",
+                 "errored", "timeout")
+SECONDS_PER_UNIT = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def h2load_totals(text):
+    """(run time in seconds, {count: n} of H2LOAD_COUNTS) of h2load's
+    output, or None when it printed no totals."""
+    finished = H2LOAD_FINISHED.search(text)
+    requests = H2LOAD_REQUESTS.search(text)
+    if not finished or not requests:
+        return None
+    seconds = float(finished.group(1)) * SECONDS_PER_UNIT[finished.group(2)]
+    return seconds, dict(zip(H2LOAD_COUNTS, map(int, requests.groups())))
 
 
 def parse_result(stdout):

@@ -475,23 +475,17 @@ def load_command(tools, server, workload_name, concurrency, duration_s,
     return command
 
 
-H2_FINISHED = re.compile(r"finished in ([\d.]+)s, ([\d.]+) req/s")
-H2_REQUESTS = re.compile(r"requests: (\d+) total, (\d+) started, (\d+) "
-                         r"done, (\d+) succeeded, (\d+) failed, (\d+) "
-                         r"errored")
-
-
 def parse_h2load(text):
     """h2load's totals: requests succeeded, failed, errored, and req/s."""
-    finished = H2_FINISHED.search(text)
-    requests = H2_REQUESTS.search(text)
-    if not finished or not requests:
+    totals = load.h2load_totals(text)
+    if totals is None:
         return None
-    return {"duration_s": float(finished.group(1)),
-            "rps": int(requests.group(4)) / float(finished.group(1)),
-            "requests": int(requests.group(4)),
-            "errors": {"failed": int(requests.group(5)),
-                       "errored": int(requests.group(6))}}
+    duration_s, counts = totals
+    return {"duration_s": duration_s,
+            "rps": counts["succeeded"] / duration_s if duration_s else 0.0,
+            "requests": counts["succeeded"],
+            "errors": {"failed": counts["failed"],
+                       "errored": counts["errored"]}}
 
 
 def run_load(command, duration_s, log_path):

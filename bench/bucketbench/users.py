@@ -429,26 +429,23 @@ def _no_errors():
 def parse_h2load(text, latencies_us):
     """h2load's totals in the harness's units; latencies_us: the requests'
     durations from its --log-file. None when it printed no totals."""
-    finished = re.search(r"finished in ([\d.]+)s", text)
-    counts = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, "
-                       r"(\d+) succeeded, (\d+) failed, (\d+) errored, "
-                       r"(\d+) timeout", text)
+    totals = load.h2load_totals(text)
     codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, "
                       r"(\d+) 5xx", text)
     clients = re.search(r"clients?: \d+ total, \d+ started, \d+ done, "
                         r"\d+ succeeded, (\d+) failed", text)
     traffic = re.search(r"traffic: .*?\((\d+)\) total", text)
     protocol = re.search(r"Application protocol: (\S+)", text)
-    if not (finished and counts and codes):
+    if not (totals and codes):
         return None
-    duration_s = float(finished.group(1))
-    done = int(counts.group(3))
+    duration_s, counts = totals
+    done = counts["done"]
     errors = _no_errors()
-    errors.update(read=int(counts.group(6)), timeout=int(counts.group(7)),
+    errors.update(read=counts["errored"], timeout=counts["timeout"],
                   non_2xx=int(codes.group(3)) + int(codes.group(4)),
                   connect=int(clients.group(1)) if clients else 0)
     return {"duration_s": duration_s, "requests": done,
-            "success": int(counts.group(4)),
+            "success": counts["succeeded"],
             "rps": done / duration_s if duration_s else 0.0,
             "bytes": int(traffic.group(1)) if traffic else 0,
             "errors": errors, "latency_ms": _latencies(latencies_us),
@@ -567,8 +564,11 @@ def run_load(server, workload, concurrency, duration_s, timeout_s,
         result = load.parse_result(outcomes[0][1])
     if failed or result is None:
         code, text = (failed or outcomes)[0]
-        raise load.LoadError(f"{command_list[0][0]} exited with status "
-                             f"{code}:\n"
+        # The first line is what the progress lines show.
+        what = f"exited with status {code}" if failed \
+            else "printed no totals (exit status 0)"
+        raise load.LoadError(f"{command_list[0][0]} {what}; its last "
+                             f"lines:\n"
                              + "\n".join(text.splitlines()[-10:]))
     result["bytes_per_s"] = result["bytes"] / result["duration_s"] \
         if result["duration_s"] else 0.0

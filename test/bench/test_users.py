@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from bucketbench import catalog, report, users
+from bucketbench import catalog, load, report, users
 from test_smoke import bench
 
 SERVERS = catalog.USERS_SERVERS
@@ -55,6 +55,19 @@ def test_h2load_totals_and_latencies():
     assert result["latency_ms"]["p50"] == 2.0
     assert result["protocol"] == "h2"
     assert users.parse_h2load("no totals", []) is None
+
+
+def test_h2load_run_time_in_its_own_unit():
+    """A run cut short prints ms or us: read, not taken for no totals."""
+    requests = ("requests: 10 total, 10 started, 10 done, 0 succeeded, "
+                "10 failed, 10 errored, 0 timeout\n")
+    for printed, seconds in (("5.00s", 5.0), ("38.44ms", 0.03844),
+                             ("812.00us", 0.000812)):
+        text = f"finished in {printed}, 0.00 req/s, 0B/s\n{requests}"
+        duration_s, counts = load.h2load_totals(text)
+        assert duration_s == pytest.approx(seconds)
+        assert counts["errored"] == 10 and counts["succeeded"] == 0
+    assert load.h2load_totals(requests) is None
 
 
 def test_s_time_totals_count_connections_not_resumed():
@@ -110,9 +123,12 @@ def users_run(tmp_path_factory):
                  ",".join(SERVERS), "--runs", "1", "--duration", "1",
                  "--warmup", "0", "--slots", "128", "--out", str(out),
                  timeout=ALL_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr
     records = [json.loads((out / "raw" / name).read_text())
                for name in sorted(os.listdir(out / "raw"))]
+    # A failed run's whole error: the progress lines show its first line.
+    assert done.returncode == 0, done.stderr + "".join(
+        f"\n{r['server']} {r['workload']}: {r['error']}"
+        for r in records if not r["ok"])
     return out, records
 
 
