@@ -365,6 +365,23 @@ def listening_inodes(port):
     return {row["inode"] for row in ss_listening(port)}
 
 
+def started_s_ago(pid):
+    """Seconds since the process started (its start time in /proc/<pid>/
+    stat, clock ticks after boot, against /proc/uptime); None when it is
+    gone."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return None
+    started = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return float(_read("/proc/uptime").split()[0]) - started
+
+
+def holders_of(inodes, pids):
+    """Of pids, those holding a socket whose inode is in inodes, in
+    order."""
+    return [pid for pid in pids if socket_inodes_of(pid) & set(inodes)]
+
+
 def established_inodes(port):
     """Inodes of the connected TCP sockets whose local port is port (the
     server's side of its clients' connections)."""

@@ -364,7 +364,8 @@ class RestartServer(Server):
         an answer (the start) and for the old children to go, for at most
         stop_timeout_s (the stop; those still there are counted as
         lingering, not killed). {stop_ms, start_ms, total_ms, forced,
-        lingering, buckets}."""
+        lingering, buckets, build, old_children: the children before the
+        signal}."""
         self.write_config()
         old = set(procfs.children_of(self.pid))
         began = time.monotonic()
@@ -386,7 +387,7 @@ class RestartServer(Server):
                 "forced": False, "lingering": lingering,
                 "buckets": CHANGED_BUCKET_COUNT if self.bucket_count_changed
                 else None,
-                "build": None}
+                "build": None, "old_children": old}
 
     def kill_child(self, rng):
         """SIGKILL to one of the parent's children (picked with rng),

@@ -108,6 +108,22 @@ def events_planned(events):
             for kind in PLANNED_KINDS}
 
 
+def holder_role(pid, parent_pid, old_children, started_s_ago,
+                restart_s_ago):
+    """Who a process holding a removed Listen's socket is, in words: the
+    parent, a child from before the restart's signal (old_children), or a
+    child started since (started_s_ago and restart_s_ago: seconds before
+    now; None when it is gone)."""
+    if pid == parent_pid:
+        return f"the parent ({pid})"
+    if pid in old_children:
+        return f"child {pid}, from before the restart"
+    if started_s_ago is None:
+        return f"child {pid}, gone since"
+    return (f"child {pid}, started {restart_s_ago - started_s_ago:.2f} s "
+            f"after the restart's signal")
+
+
 def reload_kind(reloads_done, listen_added):
     """What the next graceful restart is, after reloads_done of them:
     every LISTEN_EVERY-th a reload that adds a Listen address, or removes
@@ -257,26 +273,48 @@ class _Soak:
         self.counters_ended = None
 
     def _graceful(self):
+        """A graceful restart; the children from before its signal."""
         outcome = self.server.graceful_restart(self.stop_timeout_s)
         self.stop_ms[GRACEFUL].append(outcome["stop_ms"])
         self.lingering += outcome["lingering"]
+        return outcome["old_children"]
 
-    def _probe_extra(self, port, listening):
-        """The extra Listen answers the static file (listening) or refuses
-        connections (removed); a failure is noted, not raised."""
+    def _probe_added(self, port):
+        """The extra Listen answers the static file; a failure is noted,
+        not raised."""
         try:
-            if listening:
-                status, body = http_get(port, "/" + configs.DOC_NAME,
-                                        timeout=HTTP_TIMEOUT_S)
-                ok = status == 200 and body == configs.DOC_BODY
-            else:
-                ok = connection_refused(port)
+            status, body = http_get(port, "/" + configs.DOC_NAME,
+                                    timeout=HTTP_TIMEOUT_S)
         except OSError as error:
-            ok, status = False, repr(error)
-        if not ok:
-            self.listen_probe_failures.append(
-                f"port {port} {'added' if listening else 'removed'}: "
-                f"{status if listening else 'still accepts'}")
+            status, body = repr(error), None
+        if status != 200 or body != configs.DOC_BODY:
+            self.listen_probe_failures.append(f"port {port} added: {status}")
+
+    def _probe_removed(self, port, old_children, began):
+        """The removed Listen refuses connections once the children from
+        before the restart are gone. Where it does not, the note says who
+        holds its sockets (the parent, a child from before the signal, or
+        one started since, which the restart's wait could not know of) and
+        whether it refused within the stop's bound."""
+        if connection_refused(port):
+            return
+        inodes = procfs.listening_inodes(port)
+        holders = [holder_role(pid, self.server.pid, old_children,
+                               procfs.started_s_ago(pid),
+                               time.monotonic() - began)
+                   for pid in procfs.holders_of(
+                       inodes, procfs.process_tree(self.server.pid))]
+        waited = time.monotonic()
+        deadline = waited + self.stop_timeout_s
+        while not connection_refused(port) and time.monotonic() < deadline:
+            time.sleep(SETTLE_POLL_S)
+        refused = time.monotonic() - waited
+        self.listen_probe_failures.append(
+            f"port {port} removed: still accepts; its sockets held by "
+            f"{', '.join(holders) or 'no process of the server'}; "
+            + (f"refused {refused:.1f} s later" if refused
+               < self.stop_timeout_s else
+               f"still accepting {self.stop_timeout_s:g} s later"))
 
     def start_counting(self):
         self.counters = [(START, procfs.tcp_counters())]
@@ -295,11 +333,10 @@ class _Soak:
         elif kind == LISTEN_ADD:
             server.extra_port = free_ports(1)[0]
             self._graceful()
-            self._probe_extra(server.extra_port, True)
+            self._probe_added(server.extra_port)
         elif kind == LISTEN_REMOVE:
             port, server.extra_port = server.extra_port, None
-            self._graceful()
-            self._probe_extra(port, False)
+            self._probe_removed(port, self._graceful(), began)
         elif kind == FULL:
             # The configuration as the reloads left it.
             server.write_config()

@@ -52,6 +52,20 @@ def test_every_second_graceful_restart_done_changes_listen():
                      soak.LISTEN_REMOVE] * 2
 
 
+def test_who_holds_a_removed_listen_is_named():
+    """The parent, a child known from before the restart, one started
+    after its signal (which the restart's wait for the old children could
+    not know of), and one gone by the time it is looked at."""
+    old = {101, 102}
+    assert soak.holder_role(100, 100, old, 30.0, 8.0) == "the parent (100)"
+    assert soak.holder_role(101, 100, old, 30.0, 8.0) == \
+        "child 101, from before the restart"
+    assert soak.holder_role(205, 100, old, 7.95, 8.0) == \
+        "child 205, started 0.05 s after the restart's signal"
+    assert soak.holder_role(206, 100, old, None, 8.0) == \
+        "child 206, gone since"
+
+
 def test_losses_go_to_the_event_that_caused_them():
     log = [(5.0, 8.0, soak.GRACEFUL), (8.0, 8.2, soak.KILL),
            (8.2, 11.0, soak.FULL)]
