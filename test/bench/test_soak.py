@@ -283,7 +283,7 @@ class _Server:
         self.child = None
 
     def graceful_restart(self, stop_timeout_s):
-        return {"stop_ms": 1.0, "lingering": 0}
+        return {"stop_ms": 1.0, "lingering": 0, "old_children": set()}
 
     def kill_child(self, rng):
         return self.child
