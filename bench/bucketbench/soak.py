@@ -296,7 +296,13 @@ class _Soak:
         holds its sockets (the parent, a child from before the signal, or
         one started since, which the restart's wait could not know of) and
         whether it refused within the stop's bound."""
-        if connection_refused(port):
+        def refused():
+            # A connect that times out (a full queue) is no refusal.
+            try:
+                return connection_refused(port)
+            except OSError:
+                return False
+        if refused():
             return
         inodes = procfs.listening_inodes(port)
         holders = [holder_role(pid, self.server.pid, old_children,
@@ -306,7 +312,7 @@ class _Soak:
                        inodes, procfs.process_tree(self.server.pid))]
         waited = time.monotonic()
         deadline = waited + self.stop_timeout_s
-        while not connection_refused(port) and time.monotonic() < deadline:
+        while not refused() and time.monotonic() < deadline:
             time.sleep(SETTLE_POLL_S)
         refused = time.monotonic() - waited
         self.listen_probe_failures.append(
