@@ -6,7 +6,11 @@ happened, every kind of client must have been counted, bucketed must lose
 no POST but to a killed child, and the resources must be reported at the
 start and the end."""
 import json
+import os
+import socket
 import subprocess
+import threading
+import time
 
 from bucketbench import catalog, procfs, report, restart, soak
 from test_smoke import bench
@@ -64,6 +68,30 @@ def test_who_holds_a_removed_listen_is_named():
         "child 205, started 0.05 s after the restart's signal"
     assert soak.holder_role(206, 100, old, None, 8.0) == \
         "child 206, gone since"
+
+
+def test_a_removed_listen_still_listening_is_noted_with_its_holder():
+    """Against a real loopback socket held by this process (standing in
+    for the server's parent): noted with its holder and that it still
+    accepted at the bound; closed during the wait, noted as refused then;
+    refused at once, nothing noted."""
+    server = _Server()
+    server.pid = os.getpid()
+    events = soak._Soak(server, stop_timeout_s=0.5)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    events._probe_removed(port, set(), time.monotonic())
+    assert events.listen_probe_failures == [
+        f"port {port} removed: still accepts; its sockets held by the "
+        f"parent ({os.getpid()}); still accepting 0.5 s later"]
+    events.stop_timeout_s = 10
+    threading.Timer(0.3, listener.close).start()
+    events._probe_removed(port, set(), time.monotonic())
+    assert events.listen_probe_failures[1].startswith(
+        f"port {port} removed: still accepts; its sockets held by the "
+        f"parent ({os.getpid()}); refused ")
+    events._probe_removed(port, set(), time.monotonic())
+    assert len(events.listen_probe_failures) == 2
 
 
 def test_losses_go_to_the_event_that_caused_them():
