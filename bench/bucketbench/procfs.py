@@ -372,14 +372,15 @@ def started_s_ago(pid):
     fields = _stat_fields(pid)
     if fields is None:
         return None
-    started = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    started = int(fields[19]) / CLOCK_TICKS
     return float(_read("/proc/uptime").split()[0]) - started
 
 
 def holders_of(inodes, pids):
     """Of pids, those holding a socket whose inode is in inodes, in
     order."""
-    return [pid for pid in pids if socket_inodes_of(pid) & set(inodes)]
+    inodes = set(inodes)
+    return [pid for pid in pids if socket_inodes_of(pid) & inodes]
 
 
 def established_inodes(port):
