@@ -128,8 +128,9 @@ def test_publish_a_plan(top, copies, plan_dir):
 
 
 # The page's rows published before plans were kept in bench/published/:
-# each leaves this list when a kept plan measures its family again.
-ROWS_FROM_BEFORE_KEEPING = {"w1-w3"}
+# each leaves this list when a kept plan measures its family again (since
+# 2026-12-01 none: every row is a kept plan's).
+ROWS_FROM_BEFORE_KEEPING = set()
 
 
 def test_the_kept_plans_publish_the_page(top, copies):
