@@ -80,9 +80,12 @@ RESTART_OWN = "unheld"
 RESTART_HELD = "held"
 RESTART_SWAP = "swap"
 # Issue 39: the graceful restart (httpd's SIGUSR1, nginx's reload by
-# SIGHUP), and the soak (soak.py), which holds its sockets as RESTART_HELD
-# does.
+# SIGHUP), with bucketed's plan changed at every other one or with the
+# configuration unchanged (the same restarts without the plan change), and
+# the soak (soak.py), which holds its sockets as RESTART_HELD does. A
+# variant's name is one word: it ends a server's name after a dash.
 RESTART_GRACEFUL = "graceful"
+RESTART_GRACEFUL_UNCHANGED = "unchanged"
 RESTART_SOAK = "soak"
 RESTART_VARIANTS = {
     RESTART_OWN: "stop + start binding its own sockets (control)",
@@ -91,6 +94,8 @@ RESTART_VARIANTS = {
                   "between stop and start",
     RESTART_GRACEFUL: "graceful restarts (SIGUSR1), BucketCount changed at "
                       "every other one",
+    RESTART_GRACEFUL_UNCHANGED: "graceful restarts (SIGUSR1), the "
+                                "configuration unchanged",
     RESTART_SOAK: "the soak, sockets held",
 }
 # What a stock server's graceful restart is (RESTART_GRACEFUL), by kind.
@@ -209,10 +214,11 @@ WORKLOADS = {workload.name: workload for workload in (
              listen_count=1, keep_alive=False,
              restart_variants=(RESTART_HELD,),
              stock_restart=RESTART_GRACEFUL, counted=True),
-    Workload("restart-graceful", "graceful restarts (bucketed: BucketCount "
-             "changed at every other one) under a Connection: close load "
-             "and keep-alive GETs and POSTs", listen_count=1,
-             keep_alive=False, restart_variants=(RESTART_GRACEFUL,),
+    # bucketed's rows say which of its graceful variants they are.
+    Workload("restart-graceful", "graceful restarts under a Connection: "
+             "close load and keep-alive GETs and POSTs", listen_count=1,
+             keep_alive=False,
+             restart_variants=(RESTART_GRACEFUL_UNCHANGED, RESTART_GRACEFUL),
              stock_restart=RESTART_GRACEFUL, counted=True),
     Workload("soak", "the soak: Connection: close and keep-alive load, "
              "graceful restarts, full restarts on held sockets, Listen "

@@ -22,6 +22,8 @@ How a server restarts is its variant (catalog.RESTART_VARIANTS):
   nginx's reload by SIGHUP), bucketed's BucketCount changed at every
   other one. Its "stop" lasts until the old generation's children are
   gone, its "start" until a new child is there and the server answers.
+- unchanged: the graceful restarts with the configuration unchanged,
+  beside which graceful's show what the plan change costs.
   The stock servers of restart-full and restart-graceful (prefork,
   event, nginx) restart this way: they are the anchors.
 - soak: held, run by soak.py.
@@ -46,10 +48,11 @@ from dataclasses import replace
 
 from . import (activation, clients, configs, load, markdown, placement,
                procfs, stats)
-from .catalog import (RESTART_GRACEFUL, RESTART_HELD, RESTART_SOAK,
-                      RESTART_SWAP, RESTART_VARIANTS,
+from .catalog import (RESTART_GRACEFUL, RESTART_GRACEFUL_UNCHANGED,
+                      RESTART_HELD, RESTART_SOAK,
+                      RESTART_SWAP, RESTART_VARIANTS, SERVERS,
                       SHORT_NAMES, SOAK_MAX_CONNECTIONS_PER_CHILD,
-                      STOCK_GRACEFUL, WORKLOADS, base_server)
+                      STOCK_GRACEFUL, WORKLOADS)
 from .environment import BUCKETED_MODULES
 from .net import LOOPBACK, http_get
 from .server import HTTP_TIMEOUT_S, Server, ServerError
@@ -112,6 +115,11 @@ NGINX_POST_LOCATION = (f"        location = /{POST_NAME} {{\n"
 # bucketed's BucketCount at every other graceful restart (its spec's is
 # auto: 2 on two CPUs).
 CHANGED_BUCKET_COUNT = 1
+
+
+# The variants whose old and new generations overlap: graceful restarts.
+GENERATION_OVERLAPPING = (RESTART_GRACEFUL, RESTART_GRACEFUL_UNCHANGED,
+                          RESTART_SOAK)
 
 
 class RestartError(ServerError):
@@ -203,7 +211,7 @@ class RestartServer(Server):
             text = conf.read()
         if self.spec.counted:
             text = self._with_post_handler(text)
-        if self.spec.restart in (RESTART_GRACEFUL, RESTART_SOAK):
+        if self.spec.restart in GENERATION_OVERLAPPING:
             text = _with_room_for_a_generation(text)
         with open(self.config_path, "w") as conf:
             conf.write(text)
@@ -406,11 +414,14 @@ class RestartServer(Server):
 
     def restart(self, stop_timeout_s=STOP_TIMEOUT_S, number=0):
         """Restart number `number` (from 0): a graceful one for the
-        graceful variant (bucketed's BucketCount changed at every odd
-        number), else a full restart: {stop_ms, start_ms, total_ms,
-        forced, build}. The start counts until the server answers again."""
-        if self.spec.restart == RESTART_GRACEFUL:
-            if self.spec.mpm == "bucketed" and number % 2:
+        graceful variants (the graceful variant's bucketed changes
+        BucketCount at every odd number), else a full restart: {stop_ms,
+        start_ms, total_ms, forced, build}. The start counts until the
+        server answers again."""
+        if self.spec.restart in (RESTART_GRACEFUL,
+                                 RESTART_GRACEFUL_UNCHANGED):
+            if self.spec.restart == RESTART_GRACEFUL \
+                    and self.spec.mpm == "bucketed" and number % 2:
                 self.bucket_count_changed = not self.bucket_count_changed
             return self.graceful_restart(stop_timeout_s)
         began = time.monotonic()
@@ -1067,8 +1078,24 @@ def section(points, options, heading="##", title=DEFAULT_TITLE):
 # nginx restart gracefully: the anchors).
 HEADLINE_SERVERS = ("bucketed-event", "bucketed-reuseport", "prefork",
                     "event", "nginx")
-HEADLINE_WORKLOADS = (("restart-full", "full"),
-                      ("restart-graceful", "graceful"))
+# (workload, how a cell names it, bucketed's variant there): the stock
+# servers have one graceful variant, shown in the cell of bucketed's
+# unchanged one.
+HEADLINE_CELLS = (("restart-full", "full", RESTART_HELD),
+                  ("restart-graceful", "graceful",
+                   RESTART_GRACEFUL_UNCHANGED),
+                  ("restart-graceful", "BucketCount changed",
+                   RESTART_GRACEFUL))
+
+
+def _headline_name(server, workload, variant):
+    """The name of server's point in a headline cell, None if the server
+    has none there (stock servers change no BucketCount)."""
+    if SERVERS[server].mpm == "bucketed":
+        return f"{server}-{variant}"
+    if workload == "restart-graceful" and variant == RESTART_GRACEFUL:
+        return None
+    return server
 
 
 def _lost_per_run(summary):
@@ -1094,18 +1121,19 @@ def _lost_per_run(summary):
 
 
 def headline(points, options):
-    """The counted restarts' figure: per server, on the full and on the
-    graceful restarts, what its clients lost per run: requests failed,
+    """The counted restarts' figure: per server, on the full restarts, the
+    graceful ones and (bucketed) the graceful ones changing BucketCount,
+    what its clients lost per run: requests failed,
     requests not answered within SLOW_S and lost POSTs (their range over
     the rounds)."""
     parts = []
     for server in HEADLINE_SERVERS:
         cells = []
-        for workload, kind in HEADLINE_WORKLOADS:
+        for workload, kind, variant in HEADLINE_CELLS:
+            name = _headline_name(server, workload, variant)
             point = next((p for p in points
                           if p["workload"] == workload
-                          and base_server(p["server"]) == server
-                          and p["restart"]), None)
+                          and p["server"] == name and p["restart"]), None)
             if point is not None:
                 cells.append(f"{kind} {_lost_per_run(point['restart'])}")
         if cells:

@@ -24,16 +24,18 @@ def test_variants_and_anchors():
     and nginx gracefully (the anchors), all of them with the counting
     clients; the other servers sit these workloads out."""
     specs = [catalog.SERVERS[name] for name in SERVERS]
-    for name, variant in (("restart-full", catalog.RESTART_HELD),
-                          ("restart-graceful", catalog.RESTART_GRACEFUL)):
+    for name, variants in (("restart-full", (catalog.RESTART_HELD,)),
+                           ("restart-graceful",
+                            (catalog.RESTART_GRACEFUL_UNCHANGED,
+                             catalog.RESTART_GRACEFUL))):
         workload = catalog.WORKLOADS[name]
         servers = {s.name: s for s in restart.expand(specs, workload, True)}
         assert {n: s.restart for n, s in servers.items()} == {
             "prefork": catalog.RESTART_GRACEFUL,
             "event": catalog.RESTART_GRACEFUL,
             "nginx": catalog.RESTART_GRACEFUL,
-            f"bucketed-reuseport-{variant}": variant,
-            f"bucketed-event-{variant}": variant}
+            **{f"{base}-{variant}": variant for variant in variants
+               for base in ("bucketed-reuseport", "bucketed-event")}}
         assert all(s.counted for s in servers.values())
         assert servers["prefork"].label.endswith("graceful restart (SIGUSR1)")
         assert servers["event"].label.endswith("graceful restart (SIGUSR1)")
@@ -158,29 +160,37 @@ def test_a_long_list_of_timed_requests_is_cut_short():
 
 
 def test_headline_counts_what_each_client_lost_per_run():
-    """The results tables' figure per run on the full restarts, a
+    """The results tables' figure per run on the full restarts, the
+    graceful ones and bucketed's graceful ones changing BucketCount, a
     bucketed variant under its base's name: requests failed (wrk's errors
     but its timeouts, the keep-alive GETs' and the counted Connection:
     close clients' failures: 4 a run here besides wrk's), those not
     answered within 2 s (wrk's timeouts, which it counts as errors too,
     and the counted clients' slow answers: 2 a run here) and lost
-    POSTs."""
+    POSTs. A stock server's graceful restarts fill its graceful cell."""
     records = []
-    for server, failed, late, lost in (
-            ("bucketed-event-held", (0, 62), (0, 60), (0, 0)),
-            ("event", (5, 5), (0, 0), (1, 3)),
-            ("nginx", (0, 0), (0, 0), (0, 0))):
+    for workload, server, failed, late, lost in (
+            ("restart-full", "bucketed-event-held", (0, 62), (0, 60),
+             (0, 0)),
+            ("restart-full", "event", (5, 5), (0, 0), (1, 3)),
+            ("restart-full", "nginx", (0, 0), (0, 0), (0, 0)),
+            ("restart-graceful", "bucketed-event-unchanged", (0, 0), (0, 0),
+             (0, 0)),
+            ("restart-graceful", "bucketed-event-graceful", (9, 9), (7, 9),
+             (0, 1)),
+            ("restart-graceful", "event", (1, 1), (0, 0), (2, 2))):
         for round_no in (1, 2):
             record = _counted_record(server, round_no, lost[round_no - 1])
-            record["workload"] = "restart-full"
+            record["workload"] = workload
             record["restart"]["failed_requests"] = failed[round_no - 1]
             record["errors"]["timeout"] = late[round_no - 1]
             records.append(record)
-    options = {"workloads": ["restart-full"]}
+    options = {"workloads": ["restart-full", "restart-graceful"]}
     assert restart.headline(report.summarize(records), options) == (
         "requests failed / not answered within 2 s / POSTs lost per run: "
-        "event model full 4-6 / 2-62 / 0; stock event full 9 / 2 / 1-3; "
-        "nginx full 4 / 2 / 0")
+        "event model full 4-6 / 2-62 / 0, graceful 4 / 2 / 0, BucketCount "
+        "changed 4-6 / 9-11 / 0-1; stock event full 9 / 2 / 1-3, graceful "
+        "5 / 2 / 2; nginx full 4 / 2 / 0")
 
 
 def check_counted_record(path):
@@ -231,7 +241,7 @@ def test_counted_restart_run(top, build, tmp_path):
             r["restart"]["keepalive"]["posts_lost"] for r in raw}
     bucketed = {key: n for key, n in lost.items()
                 if key[1].startswith("bucketed")}
-    assert len(bucketed) == 4
+    assert len(bucketed) == 6
     assert not any(bucketed.values()), (
         lost, [r["restart"]["keepalive"]["first_errors"] for r in raw
                if r["server"].startswith("bucketed")])
