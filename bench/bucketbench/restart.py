@@ -22,10 +22,10 @@ How a server restarts is its variant (catalog.RESTART_VARIANTS):
   nginx's reload by SIGHUP), bucketed's BucketCount changed at every
   other one. Its "stop" lasts until the old generation's children are
   gone, its "start" until a new child is there and the server answers.
-- unchanged: the graceful restarts with the configuration unchanged,
-  beside which graceful's show what the plan change costs.
   The stock servers of restart-full and restart-graceful (prefork,
   event, nginx) restart this way: they are the anchors.
+- unchanged: the graceful restarts with the configuration unchanged,
+  beside which graceful's show what the plan change costs.
 - soak: held, run by soak.py.
 
 Issue 39's workloads (Workload.counted) run, beside wrk's Connection:
@@ -117,9 +117,10 @@ NGINX_POST_LOCATION = (f"        location = /{POST_NAME} {{\n"
 CHANGED_BUCKET_COUNT = 1
 
 
-# The variants whose old and new generations overlap: graceful restarts.
-GENERATION_OVERLAPPING = (RESTART_GRACEFUL, RESTART_GRACEFUL_UNCHANGED,
-                          RESTART_SOAK)
+# The graceful restarts, and the variants whose old and new generations
+# overlap: those and the soak's.
+GRACEFUL_VARIANTS = (RESTART_GRACEFUL, RESTART_GRACEFUL_UNCHANGED)
+GENERATION_OVERLAPPING = GRACEFUL_VARIANTS + (RESTART_SOAK,)
 
 
 class RestartError(ServerError):
@@ -418,8 +419,7 @@ class RestartServer(Server):
         BucketCount at every odd number), else a full restart: {stop_ms,
         start_ms, total_ms, forced, build}. The start counts until the
         server answers again."""
-        if self.spec.restart in (RESTART_GRACEFUL,
-                                 RESTART_GRACEFUL_UNCHANGED):
+        if self.spec.restart in GRACEFUL_VARIANTS:
             if self.spec.restart == RESTART_GRACEFUL \
                     and self.spec.mpm == "bucketed" and number % 2:
                 self.bucket_count_changed = not self.bucket_count_changed
