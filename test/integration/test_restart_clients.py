@@ -430,6 +430,38 @@ def test_idle_old_children_serve_until_new_ones_are_ready(make_httpd):
                what="the old children gone")
 
 
+def test_a_bucket_a_restart_adds_gets_no_client_before_its_child(
+        make_httpd):
+    """Prefork model, every slot taken, new children that take 3 s to set
+    up; a graceful restart from BucketCount 1 to 2 opens the new bucket's
+    socket, which no process holds until its first child is set up. New
+    clients meanwhile are all answered by the old children kept for the
+    handover: none waits on the new socket. Before, the steering program
+    counted the old children's coming replacements as the new bucket's
+    idle children and sent it about half of the new connections, which
+    waited for its first child (the restart benchmark's prefork-model
+    answers over 2 s, at restarts changing BucketCount only)."""
+    need_build(FAULT_SO)
+    module = f"LoadModule test_fault_module {FAULT_SO}\n"
+    server, port, _ = started_prefork(make_httpd, 4, 4, module)
+    generation = server.status()["generation"]
+    (server.root / "slow-start").write_text("3000")
+    server.write_config(
+        CHILD_MODELS["prefork"] + "ServerLimit 4\nMaxRequestWorkers 4\n"
+        "StartServers 4\nMinSpareServers 1\nMaxSpareServers 4\n"
+        "BucketCount 2\n" + module)
+    server.signal(signal.SIGUSR1)
+    wait_until(lambda: "takes 3000 ms to start" in server.error_log(), 10,
+               what="a new child setting up")
+    # Each a new connection, so the kernel's hash spreads them: about
+    # half would go to the new socket.
+    answered_by = [generation_answering(port) for _ in range(16)]
+    assert answered_by == [generation] * 16, server.error_log()[-3000:]
+    assert "BK00264: bucketed: bucket 1 is new" in server.error_log()
+    wait_until(lambda: generation_answering(port) == generation + 1, 30,
+               what="the new generation serving")
+
+
 @pytest.mark.parametrize("new_buckets", [1, 2])
 def test_a_restart_at_max_request_workers_keeps_idle_connections(
         make_httpd, new_buckets):

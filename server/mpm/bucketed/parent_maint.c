@@ -394,6 +394,42 @@ static void note_absences(parent_context *pc)
     }
 }
 
+/* A bucket a graceful restart adds has sockets no process accepts from
+ * until its first child is set up, which with every slot taken waits for
+ * old children to leave (and the handover keeps some for up to 5 s): a
+ * connection the kernel or the steering program sent there would wait as
+ * long. They leave their groups before any child is forked, as a
+ * childless bucket's do (note_absences), and its first child listens on
+ * them once set up. Not at a first start: there every bucket gets its
+ * children at once, and nothing else accepts. */
+void parent_keep_new_buckets_out(parent_context *pc)
+{
+    int slot, b, old_children = 0, kept_in = 0;
+
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        old_children += pc->retained->slots[slot].pid != 0;
+    }
+    for (b = 0; b < pc->num_buckets; b++) {
+        kept_in += !pc->gen->buckets[b].sockets_new;
+    }
+    if (old_children == 0 || kept_in == 0 || !buckets_can_leave(pc)) {
+        return;
+    }
+    for (b = 0; b < pc->num_buckets; b++) {
+        if (!pc->gen->buckets[b].sockets_new
+            || bucket_listeners_leave(pc->s, pc->conf, pc->retained, b)
+               != 0) {
+            continue;
+        }
+        bucket_absence_new(&pc->absence[b]);
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00264)
+                     "bucketed: bucket %d is new: its sockets stay out of "
+                     "their reuseport groups until its first child is "
+                     "ready, and new connections go to the other buckets",
+                     b);
+    }
+}
+
 /* BucketSteering load's idle counts from this pass's census
  * (bucket_census_to_publish); `fresh` after a move, whose counts must not
  * be carried over from before it. */
