@@ -457,9 +457,12 @@ def test_a_bucket_a_restart_adds_gets_no_client_before_its_child(
     # half would go to the new socket.
     answered_by = [generation_answering(port) for _ in range(16)]
     assert answered_by == [generation] * 16, server.error_log()[-3000:]
-    assert "BK00264: bucketed: bucket 1 is new" in server.error_log()
+    assert "BK00264: bucketed: bucket 1 has no old child" in \
+        server.error_log()
     wait_until(lambda: generation_answering(port) == generation + 1, 30,
                what="the new generation serving")
+    wait_until(lambda: "BK00265: bucketed: bucket 1's first child is ready"
+               in server.error_log(), 10, what="bucket 1 back in its group")
 
 
 @pytest.mark.parametrize("new_buckets", [1, 2])

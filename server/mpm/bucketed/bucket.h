@@ -95,7 +95,7 @@ typedef struct {
     int can_grow;                    /* at the last pass */
     int sockets_new;                 /* every socket of it was opened for
                                       * this generation: no child of an
-                                      * earlier one accepts from them */
+                                      * earlier one holds them */
 } bucket_rec;
 
 /* The generation's published segment, beside the buckets' census. */
