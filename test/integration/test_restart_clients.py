@@ -550,11 +550,12 @@ def test_a_bucket_added_with_no_slot_to_spare_hands_its_clients_on(
     replacement takes the one free slot and the other old child is
     promised to the second bucket, so the third has no child and no slot
     for one until an old child leaves. Its new sockets must leave their
-    reuseport groups (BK00254) so the other buckets take its share of new
-    clients: each is answered with no bucket stalling (else a third of them
-    wait until the stall check takes a child from another bucket, which
-    then has none, back and forth), and it must get a child and rejoin
-    (BK00181) once that connection closes."""
+    reuseport groups (BK00264, before any child is forked; BK00254 when
+    only a maintenance pass saw it childless) so the other buckets take its
+    share of new clients: each is answered with no bucket stalling (else a
+    third of them wait until the stall check takes a child from another
+    bucket, which then has none, back and forth), and it must get a child
+    and rejoin (BK00265) once that connection closes."""
     def directives(buckets):
         return (CHILD_MODELS["prefork"] + "ServerLimit 3\n"
                 "MaxRequestWorkers 3\nStartServers 2\nMinSpareServers 1\n"
@@ -570,9 +571,9 @@ def test_a_bucket_added_with_no_slot_to_spare_hands_its_clients_on(
     try:
         server.write_config(directives(3))
         server.signal(signal.SIGUSR1)
-        wait_until(lambda: "BK00254" in server.error_log(), 20,
-                   what="a bucket with no child and no slot to spare")
-        assert "bucket 2 has no child and no slot is free" in \
+        wait_until(lambda: "BK00264" in server.error_log(), 20,
+                   what="the new buckets out of their groups")
+        assert "bucket 2 has no old child accepting" in \
             server.error_log().split("BK00106", 1)[-1]
         for _ in range(30):
             status, body = http_get(port, "/", timeout=10)
@@ -585,8 +586,9 @@ def test_a_bucket_added_with_no_slot_to_spare_hands_its_clients_on(
         assert "BK00110" not in restart_log, restart_log
     finally:
         held.close()
-    wait_until(lambda: "bucket 2 has a child again" in server.error_log(),
-               40, what="the third bucket's child once a slot is free")
+    wait_until(lambda: "bucket 2's first child is ready" in
+               server.error_log(), 40,
+               what="the third bucket's child once a slot is free")
 
     def every_bucket_served():
         status = server.status()
