@@ -430,6 +430,41 @@ def test_idle_old_children_serve_until_new_ones_are_ready(make_httpd):
                what="the old children gone")
 
 
+def test_a_bucket_a_restart_adds_gets_no_client_before_its_child(
+        make_httpd):
+    """Prefork model, every slot taken, new children that take 3 s to set
+    up; a graceful restart from BucketCount 1 to 2 opens the new bucket's
+    socket, which no process holds until its first child is set up. New
+    clients meanwhile are all answered by the old children kept for the
+    handover: none waits on the new socket. Before, the steering program
+    counted the old children's coming replacements as the new bucket's
+    idle children and sent it about half of the new connections, which
+    waited for its first child (the restart benchmark's prefork-model
+    answers over 2 s, at restarts changing BucketCount only)."""
+    need_build(FAULT_SO)
+    module = f"LoadModule test_fault_module {FAULT_SO}\n"
+    server, port, _ = started_prefork(make_httpd, 4, 4, module)
+    generation = server.status()["generation"]
+    (server.root / "slow-start").write_text("3000")
+    server.write_config(
+        CHILD_MODELS["prefork"] + "ServerLimit 4\nMaxRequestWorkers 4\n"
+        "StartServers 4\nMinSpareServers 1\nMaxSpareServers 4\n"
+        "BucketCount 2\n" + module)
+    server.signal(signal.SIGUSR1)
+    wait_until(lambda: "takes 3000 ms to start" in server.error_log(), 10,
+               what="a new child setting up")
+    # Each a new connection, so the kernel's hash spreads them: about
+    # half would go to the new socket.
+    answered_by = [generation_answering(port) for _ in range(16)]
+    assert answered_by == [generation] * 16, server.error_log()[-3000:]
+    assert "BK00264: bucketed: bucket 1 has no old child" in \
+        server.error_log()
+    wait_until(lambda: generation_answering(port) == generation + 1, 30,
+               what="the new generation serving")
+    wait_until(lambda: "BK00265: bucketed: bucket 1's first child is ready"
+               in server.error_log(), 10, what="bucket 1 back in its group")
+
+
 @pytest.mark.parametrize("new_buckets", [1, 2])
 def test_a_restart_at_max_request_workers_keeps_idle_connections(
         make_httpd, new_buckets):
@@ -515,11 +550,12 @@ def test_a_bucket_added_with_no_slot_to_spare_hands_its_clients_on(
     replacement takes the one free slot and the other old child is
     promised to the second bucket, so the third has no child and no slot
     for one until an old child leaves. Its new sockets must leave their
-    reuseport groups (BK00254) so the other buckets take its share of new
-    clients: each is answered with no bucket stalling (else a third of them
-    wait until the stall check takes a child from another bucket, which
-    then has none, back and forth), and it must get a child and rejoin
-    (BK00181) once that connection closes."""
+    reuseport groups (BK00264, before any child is forked; BK00254 when
+    only a maintenance pass saw it childless) so the other buckets take its
+    share of new clients: each is answered with no bucket stalling (else a
+    third of them wait until the stall check takes a child from another
+    bucket, which then has none, back and forth), and it must get a child
+    and rejoin (BK00265) once that connection closes."""
     def directives(buckets):
         return (CHILD_MODELS["prefork"] + "ServerLimit 3\n"
                 "MaxRequestWorkers 3\nStartServers 2\nMinSpareServers 1\n"
@@ -535,9 +571,9 @@ def test_a_bucket_added_with_no_slot_to_spare_hands_its_clients_on(
     try:
         server.write_config(directives(3))
         server.signal(signal.SIGUSR1)
-        wait_until(lambda: "BK00254" in server.error_log(), 20,
-                   what="a bucket with no child and no slot to spare")
-        assert "bucket 2 has no child and no slot is free" in \
+        wait_until(lambda: "BK00264" in server.error_log(), 20,
+                   what="the new buckets out of their groups")
+        assert "bucket 2 has no old child accepting" in \
             server.error_log().split("BK00106", 1)[-1]
         for _ in range(30):
             status, body = http_get(port, "/", timeout=10)
@@ -550,8 +586,9 @@ def test_a_bucket_added_with_no_slot_to_spare_hands_its_clients_on(
         assert "BK00110" not in restart_log, restart_log
     finally:
         held.close()
-    wait_until(lambda: "bucket 2 has a child again" in server.error_log(),
-               40, what="the third bucket's child once a slot is free")
+    wait_until(lambda: "bucket 2's first child is ready" in
+               server.error_log(), 40,
+               what="the third bucket's child once a slot is free")
 
     def every_bucket_served():
         status = server.status()

@@ -457,6 +457,26 @@ static void test_absence_spell_is_logged_once(void **state)
     assert_true(bucket_absence_took_out(&a));
 }
 
+/* A bucket a graceful restart adds starts out, with no spell: its first
+ * child, once ready, puts it back in, and nothing is logged as ending. */
+static void test_absence_of_a_new_bucket_has_no_spell(void **state)
+{
+    absence_input starting = { 1, 0, 1, 3, 0 }, ready = { 1, 1, 1, 3, 0 };
+    bucket_absence a = { 0, 0, 0 };
+
+    (void)state;
+    bucket_absence_new(&a);
+    assert_int_equal(a.out, 1);
+    /* Out, and no child handed it yet: a ready one is another bucket's
+     * (or did not listen on these). */
+    assert_int_equal(bucket_absence_decide(&a, &ready), ABSENCE_STAY);
+    bucket_absence_handed(&a);
+    assert_int_equal(bucket_absence_decide(&a, &starting), ABSENCE_STAY);
+    assert_int_equal(bucket_absence_decide(&a, &ready), ABSENCE_BACK_IN);
+    bucket_absence_rejoined(&a);
+    assert_int_equal(bucket_absence_decide(&a, &ready), ABSENCE_STAY);
+}
+
 /* A fork into a bucket that is in hands nothing over, and the parent's own
  * listen() (before a generation ends) brings an out bucket back whether a
  * child was handed it or not. */
@@ -500,6 +520,7 @@ int main(void)
         POOL_TEST(test_absence_takes_out_only_a_bucket_nobody_holds),
         POOL_TEST(test_absence_spell_is_logged_once),
         POOL_TEST(test_absence_hands_over_only_an_out_bucket),
+        POOL_TEST(test_absence_of_a_new_bucket_has_no_spell),
     };
 
     return RUN_POOL_TESTS(tests);

@@ -93,6 +93,9 @@ typedef struct {
     stall_watch stall;
     apr_time_t stall_logged;         /* last stall warning */
     int can_grow;                    /* at the last pass */
+    int sockets_new;                 /* every socket of it was opened for
+                                      * this generation: no child of an
+                                      * earlier one holds them */
 } bucket_rec;
 
 /* The generation's published segment, beside the buckets' census. */

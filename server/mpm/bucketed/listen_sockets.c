@@ -173,11 +173,12 @@ static apr_socket_t *open_duplicate(apr_pool_t *pool, server_rec *s,
 }
 
 /* The duplicate_th copy of orig: reused from the last generation when it
- * exists, opened otherwise. */
+ * exists, opened otherwise (counted in *opened). */
 static apr_socket_t *get_duplicate(apr_pool_t *ptemp, server_rec *s,
                                    const bucketed_config *conf,
                                    bucketed_retained *retained,
-                                   const ap_listen_rec *orig, int duplicate)
+                                   const ap_listen_rec *orig, int duplicate,
+                                   int *opened)
 {
     const char *key = apr_psprintf(ptemp, "%pI#%d", orig->bind_addr,
                                    duplicate);
@@ -195,6 +196,7 @@ static apr_socket_t *get_duplicate(apr_pool_t *ptemp, server_rec *s,
     if (sd == NULL) {
         return NULL;
     }
+    (*opened)++;
     /* Only a socket that opened gets a record: a failure at every restart
      * would otherwise grow the long-lived pool. */
     rs = apr_pcalloc(retained->socket_pool, sizeof(*rs));
@@ -427,6 +429,7 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
     for (b = 0; b < plan->num_buckets; b++) {
         const bucket_def *def = &plan->buckets[b];
         ap_listen_rec **tail = &gen->buckets[b].listeners;
+        int opened = 0;
 
         for (k = 0; k < def->num_sockets; k++) {
             const bucket_socket *bs = &def->sockets[k];
@@ -445,7 +448,7 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
                     duplicated[bs->listener] = 1;
                 }
                 mine->sd = get_duplicate(pconf, s, conf, retained, orig,
-                                         bs->duplicate);
+                                         bs->duplicate, &opened);
                 if (mine->sd == NULL) {
                     return !OK;
                 }
@@ -453,6 +456,8 @@ int bucket_listeners_open(apr_pool_t *pconf, server_rec *s,
             *tail = mine;
             tail = &mine->next;
         }
+        gen->buckets[b].sockets_new = def->num_sockets > 0
+                                      && opened == def->num_sockets;
     }
     listen_steering_attach(pconf, s, conf, retained, originals,
                            num_listeners, group_migrates, group_drains);

@@ -395,6 +395,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     }
 
     log_started(&pc);
+    parent_keep_new_buckets_out(&pc);
     start_generation(&pc);
     mpm->mpm_state = AP_MPMQ_RUNNING;
     notify_send(s, apr_psprintf(pconf, "READY=1\nMAINPID=%" APR_PID_T_FMT

@@ -130,6 +130,10 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only);
  * each bucket with no idle unit, as a rescue pass would start. */
 void parent_start_in_starved_buckets(parent_context *pc);
 void parent_repeat_leave_requests(parent_context *pc);
+/* At a graceful restart (prefork model), before the generation's
+ * children are forked: the buckets no old child accepts from stay out of
+ * their reuseport groups until their first child is ready. */
+void parent_keep_new_buckets_out(parent_context *pc);
 /* The bucket's children of this generation that got through their
  * set-up. */
 int parent_ready_children(const parent_context *pc, int bucket);

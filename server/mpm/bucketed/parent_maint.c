@@ -328,8 +328,7 @@ static void log_spell_end(parent_context *pc, int b)
 }
 
 /* Failing children are the operator's to look into; a full slot table
- * is what a graceful restart into more buckets goes through while the
- * old generation's children leave. */
+ * is what a restart or a move goes through while old children leave. */
 static void log_spell_start(const parent_context *pc, int b)
 {
     if (pc->grow_limit[b] == 0) {
@@ -381,8 +380,17 @@ static void note_absences(parent_context *pc)
             }
             break;
         case ABSENCE_BACK_IN:
-            if (parent_bucket_rejoin(pc, b) == 0 && a->spell) {
+            if (parent_bucket_rejoin(pc, b) != 0) {
+                break;
+            }
+            if (a->spell) {
                 log_spell_end(pc, b);
+            }
+            else {
+                ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s,
+                             BKLOGNO(00265) "bucketed: bucket %d's first "
+                             "child is ready; its sockets are in their "
+                             "reuseport groups", b);
             }
             break;
         case ABSENCE_SPELL_ENDS:
@@ -391,6 +399,70 @@ static void note_absences(parent_context *pc)
         default:
             break;
         }
+    }
+}
+
+/* Whether an old child accepts from bucket b's sockets when a graceful
+ * restart begins: one of b that got through its set-up and was not asked
+ * to leave before, where the new generation kept b's sockets. */
+static int old_child_accepts(const parent_context *pc, int b)
+{
+    int slot;
+
+    if (pc->gen->buckets[b].sockets_new) {
+        return 0;
+    }
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        const child_slot *cs = &pc->retained->slots[slot];
+
+        if (cs->pid != 0 && cs->bucket == b && !cs->exit_requested
+            && parent_slot_was_ready(pc, slot)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ChildModel prefork, at a graceful restart, before any child is forked:
+ * a bucket that no old child accepts from (one the restart adds, or one
+ * still waiting for its first child when the restart came) would get its
+ * share of new connections while its first child waits for a slot, which
+ * with every slot taken comes only as old children leave (the handover
+ * keeps some up to 5 s), and then sets up. Its sockets leave their
+ * groups, as a childless bucket's do (note_absences), and its first child
+ * listens on them once set up; meanwhile the old children kept for the
+ * handover take the connections. Not at a first start (no old child),
+ * nor in the event model, whose old children stop accepting at the
+ * restart: there every bucket waits for its new children alike. */
+void parent_keep_new_buckets_out(parent_context *pc)
+{
+    int slot, b, old_children = 0, accepted_from = 0;
+
+    if (pc->conf->child_model != CHILD_MODEL_PREFORK
+        || !buckets_can_leave(pc)) {
+        return;
+    }
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        old_children += pc->retained->slots[slot].pid != 0;
+    }
+    for (b = 0; b < pc->num_buckets; b++) {
+        accepted_from += old_child_accepts(pc, b);
+    }
+    if (old_children == 0 || accepted_from == 0) {
+        return;
+    }
+    for (b = 0; b < pc->num_buckets; b++) {
+        if (old_child_accepts(pc, b)
+            || bucket_listeners_leave(pc->s, pc->conf, pc->retained, b)
+               != 0) {
+            continue;
+        }
+        bucket_absence_new(&pc->absence[b]);
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, pc->s, BKLOGNO(00264)
+                     "bucketed: bucket %d has no old child accepting from "
+                     "its sockets: they stay out of their reuseport groups "
+                     "until its first child is ready, and new connections "
+                     "go to the other buckets", b);
     }
 }
 

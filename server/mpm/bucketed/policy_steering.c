@@ -384,6 +384,13 @@ int bucket_absence_took_out(bucket_absence *a)
     return began;
 }
 
+void bucket_absence_new(bucket_absence *a)
+{
+    a->out = 1;
+    a->handed = 0;
+    a->spell = 0;
+}
+
 void bucket_absence_handed(bucket_absence *a)
 {
     a->handed = a->out;

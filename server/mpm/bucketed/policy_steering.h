@@ -248,6 +248,10 @@ absence_step bucket_absence_decide(const bucket_absence *a,
  * log). */
 int bucket_absence_took_out(bucket_absence *a);
 void bucket_absence_handed(bucket_absence *a);
+/* A bucket no old child accepts from at a graceful restart, out of its
+ * groups from the start until its first child is ready: out, with no
+ * spell (it had no child to lose). */
+void bucket_absence_new(bucket_absence *a);
 void bucket_absence_rejoined(bucket_absence *a);
 void bucket_absence_spell_ended(bucket_absence *a);
 
