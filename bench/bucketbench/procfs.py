@@ -347,14 +347,16 @@ def proc_listening_inodes(port):
 
 def ss_listening(port):
     """`ss -Hltne` rows for sockets listening on a local port, as dicts with
-    the accept-queue limit (the backlog, ss's Send-Q) and the inode."""
+    the connections waiting in the accept queue (ss's Recv-Q), its limit
+    (the backlog, ss's Send-Q) and the inode."""
     out = subprocess.run(["ss", "-Hltne", f"sport = :{port}"],
                          capture_output=True, text=True, check=True).stdout
     rows = []
     for line in out.splitlines():
         fields = line.split()
         inode = re.search(r"\bino:(\d+)", line)
-        rows.append({"backlog": int(fields[2]), "local": fields[3],
+        rows.append({"queued": int(fields[1]), "backlog": int(fields[2]),
+                     "local": fields[3],
                      "inode": int(inode.group(1)) if inode else None})
     return rows
 

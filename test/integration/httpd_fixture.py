@@ -424,6 +424,14 @@ class Httpd:
         """How many of this server's slow CGI scripts run (0: none)."""
         return len(processes_mentioning(str(self.root / "cgi-bin")))
 
+    def children_in_a_cgi(self):
+        """How many of the parent's children run one of its CGI scripts:
+        exact where cgi_in_flight() is not (a script's own children, its
+        sleeps, mention it too for a moment)."""
+        cgis = set(processes_mentioning(str(self.root / "cgi-bin")))
+        return sum(1 for child in children_of(self.pid)
+                   if cgis & set(children_of(child)))
+
     def leftovers(self):
         """Live processes started from this configuration."""
         return processes_mentioning(str(self.conf))

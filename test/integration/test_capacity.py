@@ -13,9 +13,10 @@ import time
 
 import pytest
 
-from httpd_fixture import (APACHE_MODULES, CHILD_MODELS, LOOPBACK,
-                           NOREUSEPORT_SO, Load, children_of, http_get,
-                           need_build, wait_until)
+from httpd_fixture import (APACHE_MODULES, CHILD_MODELS, HELD_CGI_BOUND,
+                           LOOPBACK, NOREUSEPORT_SO, BackgroundGet, Load,
+                           children_of, http_get, need_build,
+                           ss_listening, wait_until)
 from event_server import get_index, open_keepalive
 
 MAX_WORKERS = 16
@@ -254,3 +255,56 @@ def test_request_proxied_to_own_server_is_served(make_httpd, child_model,
     assert result.failed == 0, result.errors
     assert result.ok == 60
     assert elapsed < 20, f"60 proxied requests took {elapsed:.1f} s"
+
+
+def test_a_client_queued_behind_busy_children_gets_an_idle_one(make_httpd):
+    """Prefork model, 2 buckets of 1 child (MaxRequestWorkers 2: none
+    can be added), BucketSteering hash: a held CGI occupies one child, and
+    the next one the hash puts in the same bucket waits in its accept
+    queue, the other bucket's child idle. A single accept queue would give
+    it that child at once. The bucket counts as stalled (BK00108), and the
+    idle child moves to it (leaves, and its replacement is forked there):
+    the second CGI runs while the first still does. Before, a bucket whose
+    every child served counted as busy, never stalled, and the client
+    waited until the first CGI ended."""
+    server = make_httpd(cgi=True, directives=(
+        CHILD_MODELS["prefork"] + "ServerLimit 2\nMaxRequestWorkers 2\n"
+        "StartServers 2\nMinSpareServers 1\nMaxSpareServers 2\n"
+        "BucketCount 2\nBucketSteering hash\n"))
+    server.start()
+    port = server.ports[0]
+    wait_until(lambda: len(children_of(server.pid)) == 2, 20,
+               what="2 children")
+
+    def queued():
+        return sum(row["queued"] for row in ss_listening(port))
+
+    def held(count):
+        return [BackgroundGet(port, "/cgi-bin/held.cgi",
+                              timeout=HELD_CGI_BOUND) for _ in range(count)]
+
+    # The hash puts the second CGI beside the first half the time: try
+    # again, releasing both, until it does.
+    for _ in range(12):
+        server.released_path.unlink(missing_ok=True)
+        first = held(1)
+        wait_until(lambda: server.cgi_in_flight() >= 1, 20,
+                   what="the first CGI running")
+        second = held(1)
+        wait_until(lambda: queued() == 1 or server.children_in_a_cgi() == 2,
+                   20, what="the second CGI running or queued")
+        if queued() == 1:
+            break
+        server.release_held()
+        for request in first + second:
+            assert request.result() == (200, CGI_BODY)
+    else:
+        raise AssertionError("the hash never put two CGIs in one bucket")
+    try:
+        wait_until(lambda: server.children_in_a_cgi() == 2, 20,
+                   what="the queued CGI running beside the first")
+        assert "BK00108: bucketed: bucket" in server.error_log()
+    finally:
+        server.release_held()
+    for request in first + second:
+        assert request.result() == (200, CGI_BODY)

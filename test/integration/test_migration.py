@@ -127,9 +127,9 @@ def test_plan_changes_lose_nothing(make_httpd, sysctl_untouched, child_model):
     assert result.ok >= 1000
     log = server.error_log()
     assert log.count("Doing graceful restart") == RESTARTS
-    # Each 4 -> 2 restart closed duplicates 2 and 3, saying where their
+    # Each 4 -> 2 restart retired duplicates 2 and 3, saying where their
     # queues went.
-    assert log.count("move to the other sockets of its reuseport group") \
+    assert log.count("then move to the other sockets of its group") \
         == 2 * (RESTARTS // 2), log
     assert "are reset" not in log, log
     assert http_get(server.ports[0])[0] == 200

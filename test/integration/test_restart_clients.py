@@ -21,9 +21,10 @@ import pytest
 from bucketbench.activation import listen_socket
 from bucketbench.procfs import established_inodes, socket_inodes_of
 from event_server import KeepAliveLoad, get_index, open_keepalive
-from httpd_fixture import CHILD_MODELS, FAULT_SO, INDEX_BODY, LOOPBACK, \
-    bucket_sockets_of, children_of, free_ports, http_get, log_near, \
-    need_build, parse_status, wait_until
+from httpd_fixture import CGI_BODY, CHILD_MODELS, FAULT_SO, HELD_CGI_BOUND, \
+    INDEX_BODY, LOOPBACK, BackgroundGet, bucket_sockets_of, children_of, \
+    free_ports, http_get, log_near, need_build, parse_status, ss_listening, \
+    wait_until
 from test_socket_activation import holders  # noqa: F401 (a fixture)
 
 GRACEFUL_RESTARTS = 6
@@ -463,6 +464,68 @@ def test_a_bucket_a_restart_adds_gets_no_client_before_its_child(
                what="the new generation serving")
     wait_until(lambda: "BK00265: bucketed: bucket 1's first child is ready"
                in server.error_log(), 10, what="bucket 1 back in its group")
+
+
+def test_a_bucket_a_restart_removes_hands_its_queue_on_at_once(make_httpd):
+    """Prefork model, BucketCount 2, each of the 4 children (MaxRequestWorkers
+    4) busy in a held CGI and clients queued on both buckets' sockets; a
+    graceful restart to BucketCount 1 and MaxRequestWorkers 8, whose
+    children start in the free slots beside the old ones. The old children
+    of bucket 1 keep their copies of its socket, which the new plan no
+    longer uses, until their CGI ends; none of them accepts from it any
+    more, so it leaves its reuseport group at once (BK00267), and what is
+    queued on it moves to the socket that stays: every queued client is
+    answered by the new generation while the CGIs still run. Before, the
+    socket closed, and its queue moved, only with the last of those
+    children: here when the test released the CGIs; in the restart
+    benchmark as the old children's keep-alive connections ended (up to
+    KeepAliveTimeout, 5 s), its wrk timeouts at BucketCount changes."""
+    def config(buckets, limit):
+        return (CHILD_MODELS["prefork"] + "ServerLimit 8\n"
+                f"MaxRequestWorkers {limit}\nStartServers 4\n"
+                "MinSpareServers 1\nMaxSpareServers 8\n"
+                f"BucketCount {buckets}\n")
+
+    def depths():
+        return [row["queued"] for row in ss_listening(port)]
+
+    server = make_httpd(cgi=True, directives=config(2, 4))
+    server.start()
+    port = server.ports[0]
+    wait_until(lambda: len(children_of(server.pid)) == 4, 20,
+               what="4 children")
+    generation = server.status()["generation"]
+    held, queued = [], []
+    try:
+        # One at a time until every child runs one; steering may queue
+        # one behind a busy bucket's children, where it waits too.
+        while server.children_in_a_cgi() < 4:
+            assert len(held) < 12, "children that never take a CGI"
+            held.append(BackgroundGet(port, "/cgi-bin/held.cgi",
+                                      timeout=HELD_CGI_BOUND))
+            wait_until(lambda: server.children_in_a_cgi() + sum(depths())
+                       >= len(held), 20, what="the CGI running or queued")
+        # Each on a connection of its own, spread over both sockets: no
+        # child is idle to steer them to.
+        while len(depths()) != 2 or min(depths()) == 0:
+            assert len(queued) < 64, depths()
+            queued.append(BackgroundGet(port, "/bucketed-status",
+                                        timeout=10))
+            wait_until(lambda: sum(depths()) >= len(held) - 4 + len(queued),
+                       20, what="the client queued")
+        server.write_config(config(1, 8))
+        server.signal(signal.SIGUSR1)
+        try:
+            answered_by = [parse_status(q.result()[1].decode())["generation"]
+                           for q in queued]
+        except OSError as e:
+            raise AssertionError(server.error_log()[-4000:]) from e
+        assert answered_by == [generation + 1] * len(queued)
+        assert "BK00267" in server.error_log()
+    finally:
+        server.release_held()
+    assert [h.result() for h in held] \
+        == [(200, (CGI_BODY + "\n").encode())] * len(held)
 
 
 @pytest.mark.parametrize("new_buckets", [1, 2])

@@ -84,6 +84,29 @@ static void test_a_busy_bucket_whose_queue_stays_is_no_stall(void **state)
                                         STALL_AFTER), STALL_ENDED);
 }
 
+/* Every unit serving makes a bucket busy only while no other bucket has
+ * an idle unit: one that has would take the waiting connections in a
+ * single accept queue. */
+static void test_a_busy_bucket_beside_an_idle_one_is_stalled(void **state)
+{
+    stall_watch w = { 0 };
+    int i, stalled = 0;
+
+    (void)state;
+    assert_true(stall_bucket_busy(2, 2, 0));
+    assert_false(stall_bucket_busy(2, 2, 1));
+    assert_false(stall_bucket_busy(2, 1, 0));
+    assert_false(stall_bucket_busy(0, 0, 0));
+    /* Two CGIs in hand, one client waiting behind them, an idle child
+     * in the other bucket: stalled after STALL_AFTER. */
+    for (i = 0; i < 4; i++) {
+        stalled |= stall_watch_update(&w, 1, stall_bucket_busy(2, 2, 1),
+                                      T0 + MS(100 * i), STALL_AFTER)
+                   == STALL_BEGAN;
+    }
+    assert_true(stalled);
+}
+
 static void test_waiting_with_nothing_accepted_stalls_after_the_limit(
     void **state)
 {
@@ -341,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_an_emptied_queue_ends_the_stall),
         cmocka_unit_test(test_a_queue_that_never_goes_down_stalls),
         cmocka_unit_test(test_a_busy_bucket_whose_queue_stays_is_no_stall),
+        cmocka_unit_test(test_a_busy_bucket_beside_an_idle_one_is_stalled),
         cmocka_unit_test(
             test_a_keepalive_connection_idle_long_enough_is_reclaimable),
         cmocka_unit_test(

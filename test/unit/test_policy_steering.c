@@ -180,8 +180,8 @@ static void test_plan_socket_actions(void **state)
          * drained_generations, queued */
         { { 1, 1, 1, 0, 0, 5 }, PLAN_SOCKET_KEEP, "keeping" },
         { { 1, 1, 0, 0, 0, 5 }, PLAN_SOCKET_KEEP, "keeping" },
-        { { 0, 1, 1, 0, 0, 5 }, PLAN_SOCKET_CLOSE_MIGRATE,
-          "move to the other" },
+        { { 0, 1, 1, 0, 0, 5 }, PLAN_SOCKET_RETIRE,
+          "as soon as no old child accepts from it" },
         { { 0, 1, 0, 0, 0, 5 }, PLAN_SOCKET_CLOSE_RESET,
           "reset when the last old" },
         /* The address itself went: nothing left to migrate to. */
@@ -201,8 +201,8 @@ static void test_plan_socket_actions(void **state)
           "drained for 1 generation(s), nothing queued" },
         { { 0, 1, 0, 1, 4, 0 }, PLAN_SOCKET_CLOSE_DRAINED, "drained for 4" },
         /* Migration wins where the group has both. */
-        { { 0, 1, 1, 1, 0, 3 }, PLAN_SOCKET_CLOSE_MIGRATE,
-          "move to the other" },
+        { { 0, 1, 1, 1, 0, 3 }, PLAN_SOCKET_RETIRE,
+          "move to the other sockets of its group" },
         /* Planned again: kept, whatever it went through. */
         { { 1, 1, 0, 1, 2, 0 }, PLAN_SOCKET_KEEP, "keeping" },
     };

@@ -121,6 +121,9 @@ struct retained_socket {
     int drained_generations;         /* generations spent out of the
                                       * steering map, accepted from
                                       * (MIGRATION_DRAIN) */
+    int retiring;                    /* out of the plan, still in its
+                                      * group while old children accept
+                                      * from it (PLAN_SOCKET_RETIRE) */
 };
 
 /* The socket map behind one address's steering program, kept across

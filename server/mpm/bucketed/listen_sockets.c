@@ -189,6 +189,7 @@ static apr_socket_t *get_duplicate(apr_pool_t *ptemp, server_rec *s,
         if (strcmp(rs->key, key) == 0) {
             rs->in_use = 1;
             rs->drained_generations = 0;
+            rs->retiring = 0;
             return rs->sd;
         }
     }
@@ -243,10 +244,11 @@ static void adopt_draining(apr_pool_t *pconf, bucket_rec *bk,
 }
 
 /* Duplicates the new plan does not use: policy_steering.c decides whether each
- * is drained (kept one more generation, out of the steering maps) or
- * closed; this says so and does it. Children of the old generation keep
- * their own descriptors until they leave: a closed socket really closes,
- * and its queue migrates or is reset, with the last one. */
+ * is drained (kept one more generation, out of the steering maps),
+ * retired (bucket_listeners_retire) or closed; this says so and does it.
+ * Children of the old generation keep their own descriptors until they
+ * leave: a closed socket really closes, and its queue migrates or is
+ * reset, with the last one. */
 static void settle_unused_duplicates(apr_pool_t *pconf, server_rec *s,
                                      bucketed_config *conf,
                                      bucketed_retained *retained,
@@ -260,6 +262,7 @@ static void settle_unused_duplicates(apr_pool_t *pconf, server_rec *s,
     while (*link) {
         retained_socket *rs = *link;
         plan_socket_state st;
+        plan_socket_action_e action;
         int listener;
 
         if (rs->in_use) {
@@ -273,11 +276,20 @@ static void settle_unused_duplicates(apr_pool_t *pconf, server_rec *s,
         st.group_drains = listener >= 0 && group_drains[listener];
         st.drained_generations = rs->drained_generations;
         st.queued = reuseport_bpf_queued(listen_socket_fd(rs->sd));
-        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00065)
-                                                   "bucketed: %s",
-                     plan_socket_describe(pconf, &st, rs->key,
-                                          conf->migration.reason));
-        if (plan_socket_action(&st) == PLAN_SOCKET_DRAIN) {
+        action = plan_socket_action(&st);
+        /* Said at the restart that left it out, not at every one since. */
+        if (!(rs->retiring && action == PLAN_SOCKET_RETIRE)) {
+            ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00065)
+                                                       "bucketed: %s",
+                         plan_socket_describe(pconf, &st, rs->key,
+                                              conf->migration.reason));
+        }
+        if (action == PLAN_SOCKET_RETIRE) {
+            rs->retiring = 1;
+            link = &rs->next;
+            continue;
+        }
+        if (action == PLAN_SOCKET_DRAIN) {
             adopt_draining(pconf, &retained->generation->buckets[
                                rs->duplicate % conf->plan.num_buckets],
                            originals[listener], rs->sd);
@@ -301,6 +313,58 @@ int bucket_listeners_queued(const bucketed_retained *retained)
         queued += n > 0 ? n : 0;
     }
     return queued;
+}
+
+/* Closed only here: while it listens it takes its share of the
+ * connections, and the old children that accept from it serve them. Once
+ * none does, SHUT_RD takes it out of its group and moves its queue to the
+ * group's other sockets at once (Linux 5.14+, which retires only where
+ * migration was seen working); a close alone would leave it in the group
+ * for as long as any old child holds a keep-alive connection (up to
+ * KeepAliveTimeout), taking a share of the new connections that nobody
+ * accepts. */
+static void retire(server_rec *s, retained_socket *rs)
+{
+    int queued = reuseport_bpf_queued(listen_socket_fd(rs->sd));
+    char moved[32] = "what was";
+
+    if (shutdown(listen_socket_fd(rs->sd), SHUT_RD) < 0
+        && errno != ENOTCONN) {
+        int err = errno;
+
+        ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00266)
+                     "bucketed: cannot shut retired duplicate listener %s "
+                     "down; it is closed, and connections queued on it move "
+                     "when the last old child holding it leaves", rs->key);
+    }
+    else {
+        if (queued >= 0) {
+            apr_snprintf(moved, sizeof(moved), "%d connection(s)", queued);
+        }
+        ap_log_error(APLOG_MARK, APLOG_INFO, 0, s, BKLOGNO(00267)
+                     "bucketed: duplicate listener %s left its reuseport "
+                     "group, no old child accepting from it any more (%s "
+                     "queued on it moved to the group's other sockets)",
+                     rs->key, moved);
+    }
+    apr_socket_close(rs->sd);
+}
+
+void bucket_listeners_retire(server_rec *s, bucketed_retained *retained,
+                             bucket_accepted_fn accepted, void *baton)
+{
+    retained_socket **link = &retained->sockets;
+
+    while (*link) {
+        retained_socket *rs = *link;
+
+        if (!rs->retiring || accepted(baton, rs->duplicate)) {
+            link = &rs->next;
+            continue;
+        }
+        retire(s, rs);
+        *link = rs->next;
+    }
 }
 
 void bucket_listeners_close_all(bucketed_retained *retained)
@@ -505,6 +569,7 @@ int bucket_listeners_count(const bucket_rec *bk)
 void bucket_listeners_keep_only(bucketed_retained *retained, int bucket)
 {
     bucket_generation *gen = retained->generation;
+    retained_socket *rs;
     int b;
 
     for (b = 0; b < gen->num_buckets; b++) {
@@ -515,6 +580,12 @@ void bucket_listeners_keep_only(bucketed_retained *retained, int bucket)
         }
         for (lr = gen->buckets[b].listeners; lr; lr = lr->next) {
             apr_socket_close(lr->sd);
+        }
+    }
+    /* No bucket's: held here, it would stay open past its retirement. */
+    for (rs = retained->sockets; rs; rs = rs->next) {
+        if (rs->retiring) {
+            apr_socket_close(rs->sd);
         }
     }
 }

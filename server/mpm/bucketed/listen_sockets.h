@@ -23,6 +23,13 @@ int bucket_listeners_count(const bucket_rec *bk);
  * duplicates, all of them together. */
 int bucket_listeners_queued(const bucketed_retained *retained);
 
+/* Whether an old child may still accept from bucket's sockets. */
+typedef int (*bucket_accepted_fn)(void *baton, int bucket);
+/* Each duplicate the plan retired whose bucket (of the plan it was in:
+ * bucket k owns the k-th duplicates) no old child accepts from any more
+ * leaves its group and is closed. */
+void bucket_listeners_retire(server_rec *s, bucketed_retained *retained,
+                             bucket_accepted_fn accepted, void *baton);
 void bucket_listeners_close_all(bucketed_retained *retained);
 /* In a process forked for another purpose: closes every descriptor the
  * retained data holds (duplicates, socket and idle maps, the event

@@ -535,6 +535,29 @@ void parent_start_in_starved_buckets(parent_context *pc)
     }
 }
 
+/* Whether an old child may still take a connection from bucket's sockets
+ * (bucket numbered as in the plan it was in; the retired duplicate's
+ * bucket is in no later plan, so its children are all old): one not asked
+ * to leave, or asked and not yet seen past its wait, which it leaves
+ * without accepting once it is (a prefork child's worker out of
+ * SERVER_READY, an event child out of its epoll set). */
+static int old_child_accepts_from(void *baton, int bucket)
+{
+    const parent_context *pc = baton;
+    int slot;
+
+    for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
+        const child_slot *cs = &pc->retained->slots[slot];
+
+        if (cs->pid != 0 && cs->bucket == bucket
+            && cs->generation != pc->generation
+            && (!cs->exit_requested || idle_units_of(pc, slot) > 0)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* A full pass (once a second) or a rescue pass (in between): see
  * bucket_maint_decide(), which takes arrays: filled from the bucket
  * records, and the spawn rates written back. */
@@ -548,6 +571,7 @@ void parent_maintain_buckets(parent_context *pc, int rescue_only)
     take_maint_input(pc, &in, now);
     parent_note_stalls(pc, now);
     note_absences(pc);
+    bucket_listeners_retire(pc->s, retained, old_child_accepts_from, pc);
     in.rescue_only = rescue_only;
     in.steered_to_idle = bucket_listeners_steer_to_idle(pc->conf, retained);
     bucket_stats_publish_census(pc->gen, pc->census, now);

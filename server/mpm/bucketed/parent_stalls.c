@@ -137,9 +137,12 @@ static int slots_leaving(const parent_context *pc)
  * which also go into the census (what steering is told). */
 void parent_note_stalls(parent_context *pc, apr_time_t now)
 {
-    int b, leaving = slots_leaving(pc);
+    int b, leaving = slots_leaving(pc), idle_total = 0;
 
     bucket_queue_sample(pc->s, pc->gen);
+    for (b = 0; b < pc->num_buckets; b++) {
+        idle_total += pc->census[b].idle;
+    }
     for (b = 0; b < pc->num_buckets; b++) {
         bucket_rec *bk = &pc->gen->buckets[b];
         const bucket_census *c = &pc->census[b];
@@ -148,7 +151,8 @@ void parent_note_stalls(parent_context *pc, apr_time_t now)
             c->reclaimable, c->idle, leaving,
             stall_watch_stalled_for(&bk->stall, now));
         stall_verdict v = stall_watch_update(
-            &bk->stall, bk->queued, units > 0 && c->serving >= units, now,
+            &bk->stall, bk->queued,
+            stall_bucket_busy(units, c->serving, idle_total - c->idle), now,
             stall_watch_after(bk->can_grow, holders));
         stall_remedy remedy = stall_remedy_decide(
             v, stall_watch_stalled_for(&bk->stall, now), bk->queued,
@@ -182,7 +186,8 @@ void parent_note_stalls(parent_context *pc, apr_time_t now)
                          "accept queue, which has not gone down for %"
                          APR_TIME_T_FMT " ms (its children are hung, at "
                          "their connection limit, hold idle keep-alive "
-                         "connections, or missed a wake-up); %s%s", b,
+                         "connections, missed a wake-up, or all serve while "
+                         "another bucket has an idle one); %s%s", b,
                          bk->queued,
                          apr_time_as_msec(stall_watch_stalled_for(&bk->stall,
                                                                   now)),

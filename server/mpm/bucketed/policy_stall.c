@@ -42,6 +42,11 @@ stall_verdict stall_watch_update(stall_watch *watch, apr_uint32_t queued,
     return STALL_GOES_ON;
 }
 
+int stall_bucket_busy(int units, int serving, int idle_elsewhere)
+{
+    return units > 0 && serving >= units && idle_elsewhere == 0;
+}
+
 apr_interval_time_t stall_watch_stalled_for(const stall_watch *watch,
                                             apr_time_t now)
 {

@@ -150,7 +150,7 @@ plan_socket_action_e plan_socket_action(const plan_socket_state *st)
         return PLAN_SOCKET_CLOSE_RESET;
     }
     if (st->group_migrates) {
-        return PLAN_SOCKET_CLOSE_MIGRATE;
+        return PLAN_SOCKET_RETIRE;
     }
     if (!st->group_drains) {
         return PLAN_SOCKET_CLOSE_RESET;
@@ -181,10 +181,13 @@ const char *plan_socket_describe(apr_pool_t *p, const plan_socket_state *st,
         what = apr_psprintf(p, "drained for %d generation(s), nothing "
                             "queued on it", st->drained_generations);
         break;
-    case PLAN_SOCKET_CLOSE_MIGRATE:
-        what = "connections queued on it move to the other sockets of its "
-               "reuseport group when the last old child holding it leaves";
-        break;
+    case PLAN_SOCKET_RETIRE:
+        return apr_psprintf(p, "retiring duplicate listener %s, which the "
+                            "new bucket plan no longer uses: it leaves its "
+                            "reuseport group as soon as no old child "
+                            "accepts from it, and connections queued on it "
+                            "then move to the other sockets of its group",
+                            key);
     case PLAN_SOCKET_CLOSE_RESET:
     default:
         what = !st->group_stays

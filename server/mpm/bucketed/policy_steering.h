@@ -75,7 +75,9 @@ const char *migration_name(migration_e mechanism);
 
 typedef enum {
     PLAN_SOCKET_KEEP,           /* the new plan uses it */
-    PLAN_SOCKET_CLOSE_MIGRATE,  /* closed; its queue moves to the group */
+    PLAN_SOCKET_RETIRE,         /* leaves its group once no old child
+                                 * accepts from it, its queue moving to
+                                 * the group's other sockets; closed then */
     PLAN_SOCKET_CLOSE_RESET,    /* closed; its queue is reset */
     PLAN_SOCKET_DRAIN,          /* kept open one more generation, out of
                                  * the steering map, accepted from */
