@@ -140,7 +140,11 @@ void parent_note_stalls(parent_context *pc, apr_time_t now)
     int b, leaving = slots_leaving(pc), idle_total = 0;
 
     bucket_queue_sample(pc->s, pc->gen);
-    for (b = 0; b < pc->num_buckets; b++) {
+    /* ChildModel prefork only: an event child whose threads all serve
+     * still takes connections (AsyncRequestWorkerFactor), and one moved
+     * takes its connections with it. */
+    for (b = 0; b < pc->num_buckets
+                && pc->conf->child_model == CHILD_MODEL_PREFORK; b++) {
         idle_total += pc->census[b].idle;
     }
     for (b = 0; b < pc->num_buckets; b++) {

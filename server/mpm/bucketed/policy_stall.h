@@ -65,12 +65,12 @@ stall_verdict stall_watch_update(stall_watch *watch, apr_uint32_t queued,
 
 /* Whether a bucket whose queue stays as long is busy rather than stalled
  * (stall_watch_update's all_serving): every one of its `units` serves a
- * request and no other bucket has an idle unit. Where another has one,
- * the connections waiting here would be taken at once in a single accept
- * queue, and here wait for as long as the requests in hand last (a CGI,
- * a slow backend), however the kernel or the steering program put them
- * here: such a bucket counts as stalled, and maintenance moves it a
- * child. */
+ * request and no other bucket has an idle unit (the caller counts them in
+ * ChildModel prefork only). Where another has one, the connections
+ * waiting here would be taken at once in a single accept queue, and here
+ * wait for as long as the requests in hand last (a CGI, a slow backend),
+ * however the kernel or the steering program put them here: such a
+ * bucket counts as stalled, and maintenance moves it a child. */
 int stall_bucket_busy(int units, int serving, int idle_elsewhere);
 
 /* How long the bucket has been stalled at `now`; 0 when it is not. */
