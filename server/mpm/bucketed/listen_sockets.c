@@ -315,14 +315,14 @@ int bucket_listeners_queued(const bucketed_retained *retained)
     return queued;
 }
 
-/* Closed only here: while it listens it takes its share of the
- * connections, and the old children that accept from it serve them. Once
- * none does, SHUT_RD takes it out of its group and moves its queue to the
- * group's other sockets at once (Linux 5.14+, which retires only where
- * migration was seen working); a close alone would leave it in the group
- * for as long as any old child holds a keep-alive connection (up to
- * KeepAliveTimeout), taking a share of the new connections that nobody
- * accepts. */
+/* Closed only here: while old children accept from it, they serve what
+ * is queued on it. Once none does, SHUT_RD takes it out of its group and
+ * moves its queue to the group's other sockets at once (Linux 5.14+,
+ * which retires only where migration was seen working). A close alone
+ * would leave it listening, its queue waiting, for as long as any old
+ * child holds a copy (through a request, or a keep-alive connection up to
+ * KeepAliveTimeout), and under the machine-wide sysctl, with no program
+ * to pass it over, taking its share of new connections too. */
 static void retire(server_rec *s, retained_socket *rs)
 {
     int queued = reuseport_bpf_queued(listen_socket_fd(rs->sd));
