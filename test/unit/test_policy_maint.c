@@ -44,6 +44,7 @@ static void setup_pass(pass_t *p, int nb, const int *idle, const int *busy)
         /* Unless a test says otherwise, no idle child holds a
          * connection: any of them may move. */
         p->census[b].movable = idle[b];
+        p->census[b].children = idle[b] + (busy ? busy[b] : 0);
         p->grow_limit[b] = BUCKET_MAX_SPAWN_RATE;
         p->rate[b] = 1;
     }
@@ -1021,6 +1022,23 @@ static void test_no_moves_for_shortness_under_load_steering(void **state)
     assert_int_equal(p.num_moves, 1);
 }
 
+/* At MaxRequestWorkers under load steering, a bucket left with no child
+ * (out of its groups, so it never stalls) gets an idle one moved in. */
+static void test_a_childless_bucket_gets_a_child_under_load_steering(
+    void **state)
+{
+    static const int idle[] = { 3, 0 }, busy[] = { 1, 0 };
+    pass_t p;
+
+    (void)state;
+    setup_pass(&p, 2, idle, busy);
+    p.steered_to_idle = 1;
+    run_any_pass(&p, 1, 4, 0, 1);
+    assert_int_equal(p.num_moves, 1);
+    assert_int_equal(p.moves[0].from, 0);
+    assert_int_equal(p.moves[0].to, 1);
+}
+
 static void test_census_movable(void **state)
 {
     static const slot_view slots[] = {
@@ -1059,6 +1077,7 @@ int main(void)
         POOL_TEST(test_census_to_publish),
         POOL_TEST(test_census_unclaimed_leaves_out_queued),
         POOL_TEST(test_no_moves_for_shortness_under_load_steering),
+        POOL_TEST(test_a_childless_bucket_gets_a_child_under_load_steering),
         POOL_TEST(test_spare_share_defaults),
         POOL_TEST(test_spare_share_more_buckets_than_spares),
         POOL_TEST(test_spare_share_properties),

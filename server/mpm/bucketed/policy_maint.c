@@ -266,10 +266,16 @@ int bucket_maint_decide(const bucket_maint_input *in, int *spawn_rate,
             free_slots -= want;
         }
     }
+    /* Under load steering only a stalled bucket takes another's child:
+     * new connections go to idle children wherever they are. Except a
+     * bucket with no child at all: its sockets are out of their groups
+     * (bucket_absence), so it never stalls, and with no slot free it
+     * would never get a child back. */
     for (pass = 0; pass < 2; pass++) {
         for (b = 0; b < in->num_buckets; b++) {
             if (!served_in_pass(in, b, pass)
-                || (in->steered_to_idle && !in->census[b].stalled)) {
+                || (in->steered_to_idle && !in->census[b].stalled
+                    && in->census[b].children > 0)) {
                 continue;
             }
             while (unmet(in, spawn_rate, d, b) > 0 && num_moves < max_moves) {
