@@ -295,6 +295,9 @@ static void settle_unused_duplicates(apr_pool_t *pconf, server_rec *s,
                            originals[listener], rs->sd);
             rs->in_use = 1;
             rs->drained_generations++;
+            /* Retiring since a restart that could migrate: a bucket of
+             * this plan accepts from it now, and its children keep it. */
+            rs->retiring = 0;
             link = &rs->next;
             continue;
         }
