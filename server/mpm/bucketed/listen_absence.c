@@ -26,13 +26,10 @@ int bucket_listeners_leave(server_rec *s, const bucketed_config *conf,
     int k;
 
     for (k = 0; k < def->num_sockets && lr; k++, lr = lr->next) {
-        /* On a listener, SHUT_RD is what stops it (Linux): the kernel
-         * takes it out of its group and moves its queue. ENOTCONN: out
-         * already (a child handed it died before listening). */
-        if (shutdown(listen_socket_fd(lr->sd), SHUT_RD) < 0
-            && errno != ENOTCONN) {
-            int err = errno;
+        /* Out already where a child handed it died before listening. */
+        int err = listen_socket_leave_group(lr->sd);
 
+        if (err != 0) {
             ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00182)
                                                         "bucketed: cannot "
                          "shut bucket %d's socket for %pI down; it stays "

@@ -330,11 +330,9 @@ static void retire(server_rec *s, retained_socket *rs)
 {
     int queued = reuseport_bpf_queued(listen_socket_fd(rs->sd));
     char moved[32] = "what was";
+    int err = listen_socket_leave_group(rs->sd);
 
-    if (shutdown(listen_socket_fd(rs->sd), SHUT_RD) < 0
-        && errno != ENOTCONN) {
-        int err = errno;
-
+    if (err != 0) {
         ap_log_error(APLOG_MARK, APLOG_ERR, err, s, BKLOGNO(00266)
                      "bucketed: cannot shut retired duplicate listener %s "
                      "down; it is closed, and connections queued on it move "

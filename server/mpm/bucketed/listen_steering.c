@@ -40,6 +40,14 @@ int listen_socket_fd(apr_socket_t *sd)
     return fd;
 }
 
+int listen_socket_leave_group(apr_socket_t *sd)
+{
+    if (shutdown(listen_socket_fd(sd), SHUT_RD) < 0 && errno != ENOTCONN) {
+        return errno;
+    }
+    return 0;
+}
+
 static void close_program(server_rec *s, int prog)
 {
     if (close(prog) < 0) {

@@ -17,6 +17,12 @@
 /* The descriptor under an APR socket. */
 int listen_socket_fd(apr_socket_t *sd);
 
+/* Takes a listening socket out of its reuseport group: SHUT_RD is what
+ * stops a listener on Linux, moving its queue to the group's other
+ * sockets (5.14+, migration). 0 if it is out (already out: ENOTCONN),
+ * else the errno of shutdown(). */
+int listen_socket_leave_group(apr_socket_t *sd);
+
 /* Attaches to every reuseport group of this generation's sockets its
  * program: the steering program where BucketSteering asks for one and it
  * loads, else the migration program where the kernel migrates;
