@@ -59,6 +59,15 @@ apr_status_t child_accept_on(ap_listen_rec *lr, apr_socket_t **csd,
     return rv;
 }
 
+void accept_waiter_leave(accept_waiter *w)
+{
+    ap_listen_rec *lr;
+
+    for (lr = w->listeners; lr; lr = lr->next) {
+        lr->active = 0;
+    }
+}
+
 static apr_status_t wait_accept(accept_waiter *w, apr_socket_t **csd,
                                 apr_pool_t *ptrans)
 {
@@ -190,9 +199,11 @@ static apr_status_t wait_epoll(accept_waiter *w, apr_socket_t **csd,
          * (even by a graceful stop) went on serving until its bucket's
          * queues were empty for a moment (seconds, or never). So look.
          * The connection this wake-up was for is still taken: with
-         * EPOLLEXCLUSIVE no other child was woken for it. */
+         * EPOLLEXCLUSIVE no other child was woken for it. (The wake-up
+         * may be a retired socket's shutdown instead: quietly, below.) */
         if (leave_pending(w)) {
             *w->leaving = 1;
+            accept_waiter_leave(w);
         }
         /* Start at a different ready socket each time, so that a busy
          * address cannot starve a quiet one. */

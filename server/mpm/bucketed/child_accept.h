@@ -51,6 +51,14 @@ typedef struct {
 /* For the look signal's handler. */
 #define ACCEPT_WAITER_LOOK(w) ((w)->asked_to_look = 1)
 
+/* For the leave signals' handler: the bucket's sockets are no longer this
+ * child's to serve. The parent shuts a retired duplicate down once its
+ * children are asked to leave, and one still blocked in accept() then gets
+ * EINVAL; the handler runs before httpd looks at it, which logs a failure
+ * on an active listener as an error and on an inactive one at debug. Only
+ * stores: safe in a handler. */
+void accept_waiter_leave(accept_waiter *w);
+
 /* Sets up the waiter's mode in the child (pchild owns what it creates).
  * The caller has filled s, bucket, listeners, mode, accept_mutex,
  * leave_signals and leaving. */

@@ -335,7 +335,7 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
     ap_unixd_mpm_retained_data *mpm = retained->mpm;
     parent_context pc;
     int one_process = conf->one_process;
-    apr_time_t last_maintenance = 0;
+    apr_time_t last_maintenance = 0, last_pass = 0;
 
     (void)plog;
     pc.pconf = pconf;
@@ -410,9 +410,17 @@ int parent_run(apr_pool_t *pconf, apr_pool_t *plog, server_rec *s)
         parent_wait_for_child(&pc, RESCUE_INTERVAL, &proc, &why, &status);
         if (proc.pid != -1) {
             parent_reap_one(&pc, &proc, why, status);
-            continue;
+            /* Hundreds of old children leaving after a restart exit
+             * without a pause of RESCUE_INTERVAL for seconds: passes wait
+             * no longer than that for the reaping to end. A stop or
+             * restart come meanwhile makes its own. */
+            if (apr_time_now() - last_pass < RESCUE_INTERVAL
+                || mpm->restart_pending || mpm->shutdown_pending) {
+                continue;
+            }
         }
-        parent_end_handover(&pc, apr_time_now());
+        last_pass = apr_time_now();
+        parent_end_handover(&pc, last_pass);
         /* Woken early or not, full maintenance keeps its pace of one pass
          * a second: spawn rates double per pass. */
         if (apr_time_now() - last_maintenance >= apr_time_from_sec(1)) {

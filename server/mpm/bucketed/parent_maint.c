@@ -538,12 +538,19 @@ void parent_start_in_starved_buckets(parent_context *pc)
 /* Whether an old child may still take a connection from bucket's sockets
  * (bucket numbered as in the plan it was in; the retired duplicate's
  * bucket is in no later plan, so its children are all old): one not asked
- * to leave, or asked and not yet seen past its wait, which it leaves
- * without accepting once it is (a prefork child's worker out of
- * SERVER_READY, an event child out of its epoll set). */
+ * to leave; one asked and still in its set-up, which would listen on a
+ * shut-down socket again (bucket_listeners_listen_again); in ChildModel
+ * event, one asked and still in its epoll set. A prefork-model child
+ * asked to leave and past its set-up is done with them: one still in
+ * accept() when they go gets EINVAL and leaves as asked (prefork_child.c).
+ * Waiting to see each out of SERVER_READY kept the queue waiting on the
+ * socket for as long as the last of hundreds of leaving children took to
+ * be scheduled: 3-5 s on two cores with 512 of them, and wrk's requests
+ * on it timed out. */
 static int old_child_accepts_from(void *baton, int bucket)
 {
     const parent_context *pc = baton;
+    int event = pc->conf->child_model == CHILD_MODEL_EVENT;
     int slot;
 
     for (slot = 0; slot < pc->retained->max_daemons_limit; slot++) {
@@ -551,7 +558,9 @@ static int old_child_accepts_from(void *baton, int bucket)
 
         if (cs->pid != 0 && cs->bucket == bucket
             && cs->generation != pc->generation
-            && (!cs->exit_requested || idle_units_of(pc, slot) > 0)) {
+            && (!cs->exit_requested
+                || (event ? idle_units_of(pc, slot)
+                          : starting_units_of(pc, slot)) > 0)) {
             return 1;
         }
     }

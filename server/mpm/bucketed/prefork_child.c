@@ -59,6 +59,7 @@ static void on_leave_signal(int sig)
 {
     (void)sig;
     CHILD_LIFE_SET(this_child->life, leaving);
+    accept_waiter_leave(&this_child->waiter);
 }
 
 static void on_give_up_signal(int sig)
@@ -201,6 +202,11 @@ static int serve(child_life *life, int *clean)
             /* SIGTERM during the wait; a connection just accepted is
              * closed with the process, as the handler would have. */
             return 0;
+        }
+        if (rv == APR_EGENERAL && child_life_slot_quiescing(life)) {
+            /* Asked to leave (the slot's mark, should the signal not
+             * have come), and the parent retired the socket under us. */
+            break;
         }
         if (rv == APR_EGENERAL) {
             /* accept() itself is failing: let the parent start a fresh
