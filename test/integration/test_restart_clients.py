@@ -469,6 +469,32 @@ def test_a_bucket_a_restart_adds_gets_no_client_before_its_child(
                in server.error_log(), 10, what="bucket 1 back in its group")
 
 
+def queue_on_both_sockets(port, queued, earlier):
+    """Clients of /bucketed-status, each on a connection of its own, added
+    to `queued` until both listening sockets of the port (BucketCount 2)
+    have one waiting; `earlier`: connections already waiting."""
+    def depths():
+        return [row["queued"] for row in ss_listening(port)]
+
+    while len(depths()) != 2 or min(depths()) == 0:
+        assert len(queued) < 64, depths()
+        queued.append(BackgroundGet(port, "/bucketed-status", timeout=10))
+        wait_until(lambda: sum(depths()) >= earlier + len(queued), 20,
+                   what="the client queued")
+
+
+def restart_answered_by(server, directives, queued):
+    """A graceful restart onto `directives`; the generation that answered
+    each queued client."""
+    server.write_config(directives)
+    server.signal(signal.SIGUSR1)
+    try:
+        return [parse_status(q.result()[1].decode())["generation"]
+                for q in queued]
+    except OSError as e:
+        raise AssertionError(server.error_log()[-4000:]) from e
+
+
 def test_a_bucket_a_restart_removes_hands_its_queue_on_at_once(make_httpd):
     """Prefork model, BucketCount 2, each of the 4 children (MaxRequestWorkers
     4) busy in a held CGI and clients queued on both buckets' sockets; a
@@ -508,22 +534,10 @@ def test_a_bucket_a_restart_removes_hands_its_queue_on_at_once(make_httpd):
                                       timeout=HELD_CGI_BOUND))
             wait_until(lambda: server.children_in_a_cgi() + sum(depths())
                        >= len(held), 20, what="the CGI running or queued")
-        # Each on a connection of its own, spread over both sockets: no
-        # child is idle to steer them to.
-        while len(depths()) != 2 or min(depths()) == 0:
-            assert len(queued) < 64, depths()
-            queued.append(BackgroundGet(port, "/bucketed-status",
-                                        timeout=10))
-            wait_until(lambda: sum(depths()) >= len(held) - 4 + len(queued),
-                       20, what="the client queued")
-        server.write_config(config(1, 8))
-        server.signal(signal.SIGUSR1)
-        try:
-            answered_by = [parse_status(q.result()[1].decode())["generation"]
-                           for q in queued]
-        except OSError as e:
-            raise AssertionError(server.error_log()[-4000:]) from e
-        assert answered_by == [generation + 1] * len(queued)
+        # No child is idle to steer them to.
+        queue_on_both_sockets(port, queued, len(held) - 4)
+        assert restart_answered_by(server, config(1, 8), queued) \
+            == [generation + 1] * len(queued)
         assert "BK00267" in server.error_log()
     finally:
         server.release_held()
@@ -552,9 +566,6 @@ def test_a_removed_buckets_queue_moves_before_its_old_children_run(
                 f"MinSpareServers {spare}\nMaxSpareServers 16\n"
                 f"BucketCount {buckets}\n")
 
-    def depths():
-        return [row["queued"] for row in ss_listening(port)]
-
     server = make_httpd(directives=config(2, 4, 1))
     server.start()
     port = server.ports[0]
@@ -569,20 +580,9 @@ def test_a_removed_buckets_queue_moves_before_its_old_children_run(
     sigstop(stopped)
     queued = []
     try:
-        while len(depths()) != 2 or min(depths()) == 0:
-            assert len(queued) < 64, depths()
-            queued.append(BackgroundGet(port, "/bucketed-status",
-                                        timeout=10))
-            wait_until(lambda: sum(depths()) >= len(queued), 20,
-                       what="the client queued")
-        server.write_config(config(1, 16, 8))
-        server.signal(signal.SIGUSR1)
-        try:
-            answered_by = [parse_status(q.result()[1].decode())["generation"]
-                           for q in queued]
-        except OSError as e:
-            raise AssertionError(server.error_log()[-4000:]) from e
-        assert answered_by == [generation + 1] * len(queued)
+        queue_on_both_sockets(port, queued, 0)
+        assert restart_answered_by(server, config(1, 16, 8), queued) \
+            == [generation + 1] * len(queued)
     finally:
         for pid in stopped:
             os.kill(pid, signal.SIGCONT)
