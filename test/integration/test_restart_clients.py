@@ -28,6 +28,7 @@ from httpd_fixture import CGI_BODY, CHILD_MODELS, FAULT_SO, HELD_CGI_BOUND, \
     children_of, \
     free_ports, http_get, log_near, need_build, parse_status, ss_listening, \
     wait_until
+from steering_maps import idle_counts, idle_map_of
 from test_socket_activation import holders  # noqa: F401 (a fixture)
 
 GRACEFUL_RESTARTS = 6
@@ -727,6 +728,71 @@ def test_a_bucket_added_with_no_slot_to_spare_hands_its_clients_on(
             b["children"] >= 1 for b in status["buckets_list"])
 
     wait_until(every_bucket_served, 20, what="a child in each of 3 buckets")
+
+
+def test_steering_sends_no_client_to_a_slot_an_old_child_keeps(make_httpd):
+    """Prefork model, BucketSteering load, every slot taken (6), two old
+    children holding idle keep-alive connections (KeepAliveTimeout 30 s),
+    then a graceful restart from BucketCount 1 to 2. The slots the two
+    keep are promised to new children, which count as coming (no bucket
+    asks for more) but take no connection until those clients go: the
+    idle counts the steering program reads must add up to the four new
+    children, and four new clients must each be answered by one. Before,
+    the promised ones were counted idle for steering too, so a bucket
+    whose children had taken clients was still sent the next, which
+    waited behind a kept keep-alive connection (in the restart benchmark,
+    117 connections queued on the one ready child of the bucket a restart
+    added, the others promised to it still to come: an answer over 2
+    s)."""
+    def directives(buckets):
+        return (CHILD_MODELS["prefork"] + "ServerLimit 6\n"
+                "MaxRequestWorkers 6\nStartServers 6\nMinSpareServers 1\n"
+                f"MaxSpareServers 6\nBucketCount {buckets}\n"
+                "BucketSteering load\nKeepAliveTimeout 30\n")
+
+    server = make_httpd(directives=directives(1))
+    server.start()
+    port = server.ports[0]
+    wait_until(lambda: len(children_of(server.pid)) == 6, 20,
+               what="6 children")
+    old = set(children_of(server.pid))
+    held = open_keepalive(port, 2)
+    clients = []
+    try:
+        server.write_config(directives(2))
+        server.signal(signal.SIGUSR1)
+        wait_until(lambda: "bucket 1's first child is ready" in
+                   server.error_log(), 20, what="bucket 1 in its group")
+
+        def settled():
+            now = set(children_of(server.pid))
+            return len(now - old) == 4 and len(now & old) == 2
+
+        wait_until(settled, 20,
+                   what="4 new children beside the 2 holding connections")
+        idle_map = idle_map_of(server)
+
+        def counts():
+            return (idle_counts(idle_map), idle_counts(idle_map, seen=True))
+
+        told = []
+
+        def told_of_the_new_children():
+            told[:] = counts()
+            return [sum(c) for c in told] == [4, 4]
+
+        try:
+            wait_until(told_of_the_new_children, 10)
+        except AssertionError:
+            raise AssertionError(f"steering's idle counts (to hand out, "
+                                 f"seen): {told}, for 4 idle children")
+        for _ in range(4):
+            conn = http.client.HTTPConnection(LOOPBACK, port, timeout=10)
+            clients.append(conn)
+            get_index([conn])
+    finally:
+        for conn in held + clients:
+            conn.close()
 
 
 def served_after_held_connections(port, held, log):

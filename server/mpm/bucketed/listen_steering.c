@@ -559,7 +559,7 @@ void bucket_listeners_publish_idle(bucketed_config *conf,
         err = reuseport_bpf_idle_set(
             retained->idle_map_fd, b,
             (unsigned int)bucket_census_unclaimed(&census[b]),
-            census[b].idle > 0 ? (unsigned int)census[b].idle : 0);
+            (unsigned int)bucket_census_steerable(&census[b]));
         if (err != 0 && !retained->generation->idle_publish_warned) {
             retained->generation->idle_publish_warned = 1;
             ap_log_error(APLOG_MARK, APLOG_WARNING, err, ap_server_conf,

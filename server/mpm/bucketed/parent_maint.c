@@ -153,6 +153,7 @@ static slot_view view_slot(const parent_context *pc, int slot,
     v.serving_units = 0;
     v.starting_units = 0;
     v.reclaimable = 0;
+    v.replacement_waits = 0;
     if (cs->pid == 0) {
         v.state = SLOT_EMPTY;
     }
@@ -167,6 +168,11 @@ static slot_view view_slot(const parent_context *pc, int slot,
         /* A stopping parent starts no replacement (child_gone()). */
         v.bucket = v.state == SLOT_REPLACING ? cs->replace_into
                                              : NO_REPLACEMENT;
+        /* Kept for the handover, or finishing a connection; one asked to
+         * leave with none (a move's idle child) is gone within a pass. */
+        v.replacement_waits = v.state == SLOT_REPLACING
+                              && (!cs->exit_requested
+                                  || parent_connections_of(pc, slot) > 0);
     }
     else if (ap_get_scoreboard_process(slot)->quiescing) {
         /* An event child leaving on its own (MaxConnectionsPerChild, a

@@ -21,9 +21,17 @@ void bucket_census_moved(bucket_census *census, int from, int to, int unit)
     census[to].children++;
 }
 
+int bucket_census_steerable(const bucket_census *census)
+{
+    return census->idle > census->promised
+           ? census->idle - census->promised : 0;
+}
+
 int bucket_census_unclaimed(const bucket_census *census)
 {
-    return census->idle > census->queued ? census->idle - census->queued : 0;
+    int steerable = bucket_census_steerable(census);
+
+    return steerable > census->queued ? steerable - census->queued : 0;
 }
 
 int bucket_census_to_publish(const bucket_census *census,
@@ -33,8 +41,9 @@ int bucket_census_to_publish(const bucket_census *census,
     int b, idle_now = 0, idle_before = 0;
 
     for (b = 0; b < num_buckets; b++) {
-        idle_now |= census[b].idle > 0;
-        idle_before |= published[b].idle > 0 && !census[b].stalled;
+        idle_now |= bucket_census_steerable(&census[b]) > 0;
+        idle_before |= bucket_census_steerable(&published[b]) > 0
+                       && !census[b].stalled;
     }
     if (idle_now || carried || !idle_before) {
         memcpy(published, census, sizeof(*census) * num_buckets);
@@ -42,7 +51,7 @@ int bucket_census_to_publish(const bucket_census *census,
     }
     for (b = 0; b < num_buckets; b++) {
         if (census[b].stalled) {
-            published[b].idle = 0;
+            published[b].idle = published[b].promised = 0;
         }
     }
     return 1;
@@ -80,7 +89,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
         census[b].idle = census[b].busy = census[b].children = 0;
         census[b].serving = census[b].movable = census[b].stalled = 0;
         census[b].arriving = census[b].queued = 0;
-        census[b].reclaimable = 0;
+        census[b].reclaimable = census[b].promised = 0;
     }
     for (slot = 0; slot < num_slots; slot++) {
         const slot_view *v = &slots[slot];
@@ -94,6 +103,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
             if (counted) {
                 census[v->bucket].idle += unit;
                 census[v->bucket].arriving += unit;
+                census[v->bucket].promised += v->replacement_waits ? unit : 0;
                 census[v->bucket].children++;
             }
             break;

@@ -41,6 +41,11 @@ typedef struct {
                        * keep-alive connection has waited long enough for
                        * its next request to be closed for a waiting
                        * client (policy_stall.h) */
+    int promised;     /* of the idle units, those of replacements whose
+                       * slot an old child keeps a while yet (slot_view
+                       * replacement_waits): they count as coming, so the
+                       * bucket asks for no other child, but no
+                       * connection is steered to them */
 } bucket_census;
 
 /* What the parent's slot table says of one slot. */
@@ -68,6 +73,11 @@ typedef struct {
                             * connection may be closed for a waiting
                             * client (keepalive_reclaimable), to serve
                             * it */
+    int replacement_waits; /* REPLACING: the old child keeps the slot a
+                            * while yet (kept accepting for a graceful
+                            * restart's handover, up to 5 s, or finishing
+                            * its connections, up to KeepAliveTimeout),
+                            * so the replacement is not about to start */
 } slot_view;
 
 typedef struct {
@@ -152,14 +162,22 @@ void bucket_census_stalled(bucket_census *census);
  * not where it leaves. */
 void bucket_census_moved(bucket_census *census, int from, int to, int unit);
 
-/* A bucket's idle units that no connection in its accept queues will
+/* A bucket's idle units that a connection steered to it now finds
+ * soon: all but those promised in slots an old child keeps a while yet.
+ * Counting those too, a restart adding a bucket had its first child
+ * steered a share of connections made for the hundreds still to come (at
+ * MaxRequestWorkers, 117 queued there for over a second in the restart
+ * benchmark). */
+int bucket_census_steerable(const bucket_census *census);
+
+/* A bucket's steerable units that no connection in its accept queues will
  * take (what the steering program may hand out, one per connection). */
 int bucket_census_unclaimed(const bucket_census *census);
 
 /* What BucketSteering load is told this pass, into `published` (which
  * holds what it was told last): the census as it is while some bucket has
- * an idle unit. With none, the steering program falls back to the hash and
- * spreads the next clients over buckets whose children all hold
+ * a steerable unit. With none, the steering program falls back to the hash
+ * and spreads the next clients over buckets whose children all hold
  * connections, each then waiting for the stall watch to move a child; at
  * MaxRequestWorkers a census often catches the one free child in a short
  * request. So for one such pass the last counts stay, stalled buckets' set
