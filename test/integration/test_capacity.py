@@ -291,20 +291,23 @@ def test_a_client_queued_behind_busy_children_gets_an_idle_one(make_httpd):
         wait_until(lambda: server.cgi_in_flight() >= 1, 20,
                    what="the first CGI running")
         second = held(1)
-        wait_until(lambda: queued() == 1 or server.children_in_a_cgi() == 2,
-                   20, what="the second CGI running or queued")
-        if queued() == 1:
-            break
-        server.release_held()
+        try:
+            wait_until(lambda: queued() == 1
+                       or server.children_in_a_cgi() == 2,
+                       20, what="the second CGI running or queued")
+            stalled = False
+            if queued() == 1:
+                # Queued behind the busy child, or seen for an instant
+                # before the other bucket's idle child took it: only the
+                # first makes its bucket stall.
+                wait_until(lambda: server.children_in_a_cgi() == 2, 20,
+                           what="the queued CGI running beside the first")
+                stalled = "BK00108: bucketed: bucket" in server.error_log()
+        finally:
+            server.release_held()
         for request in first + second:
             assert request.result() == (200, CGI_BODY)
+        if stalled:
+            break
     else:
         raise AssertionError("the hash never put two CGIs in one bucket")
-    try:
-        wait_until(lambda: server.children_in_a_cgi() == 2, 20,
-                   what="the queued CGI running beside the first")
-        assert "BK00108: bucketed: bucket" in server.error_log()
-    finally:
-        server.release_held()
-    for request in first + second:
-        assert request.result() == (200, CGI_BODY)

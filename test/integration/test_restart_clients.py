@@ -732,23 +732,23 @@ def test_a_bucket_added_with_no_slot_to_spare_hands_its_clients_on(
 
 def test_steering_sends_no_client_to_a_slot_an_old_child_keeps(make_httpd):
     """Prefork model, BucketSteering load, every slot taken (6), two old
-    children holding idle keep-alive connections (KeepAliveTimeout 30 s),
-    then a graceful restart from BucketCount 1 to 2. The slots the two
-    keep are promised to new children, which count as coming (no bucket
-    asks for more) but take no connection until those clients go: the
-    idle counts the steering program reads must add up to the four new
-    children, and four new clients must each be answered by one. Before,
-    the promised ones were counted idle for steering too, so a bucket
-    whose children had taken clients was still sent the next, which
-    waited behind a kept keep-alive connection (in the restart benchmark,
-    117 connections queued on the one ready child of the bucket a restart
-    added, the others promised to it still to come: an answer over 2
+    children holding idle keep-alive connections (KeepAliveTimeout 60 s, past
+    every wait here, sanitizer builds included), then a graceful restart from
+    BucketCount 1 to 2. The slots the two keep are promised to new children,
+    which count as coming (no bucket asks for more) but take no connection
+    until those clients go: the idle counts the steering program reads must
+    add up to the four new children, and four new clients must each be
+    answered by one. Before, the promised ones were counted idle for steering
+    too, so a bucket whose children had taken clients was still sent the
+    next, which waited behind a kept keep-alive connection (in the restart
+    benchmark, 117 connections queued on the one ready child of the bucket a
+    restart added, the others promised to it still to come: an answer over 2
     s)."""
     def directives(buckets):
         return (CHILD_MODELS["prefork"] + "ServerLimit 6\n"
                 "MaxRequestWorkers 6\nStartServers 6\nMinSpareServers 1\n"
                 f"MaxSpareServers 6\nBucketCount {buckets}\n"
-                "BucketSteering load\nKeepAliveTimeout 30\n")
+                "BucketSteering load\nKeepAliveTimeout 60\n")
 
     server = make_httpd(directives=directives(1))
     server.start()

@@ -81,6 +81,21 @@ apr_uint32_t parent_connections_of(const parent_context *pc, int slot)
            > SERVER_READY;
 }
 
+/* Whether a child asked to leave still has a connection to finish. A
+ * prefork-model child past its serve loop marks its worker
+ * SERVER_GRACEFUL as it exits (prefork_child.c) and holds none: read as
+ * busy, a moved child would hide its replacement from steering until it
+ * is reaped. */
+static int leaving_child_holds_connection(const parent_context *pc, int slot)
+{
+    if (pc->conf->child_model == CHILD_MODEL_PREFORK
+        && ap_get_scoreboard_worker_from_indexes(slot, 0)->status
+           == SERVER_GRACEFUL) {
+        return 0;
+    }
+    return parent_connections_of(pc, slot) > 0;
+}
+
 /* Whether a current prefork-model child waits for a keep-alive
  * connection's next request, as the scoreboard says. An event child
  * reclaims by itself (event_keeper.c); a leaving child of either model
@@ -172,7 +187,8 @@ static slot_view view_slot(const parent_context *pc, int slot,
          * leave with none (a move's idle child) is gone within a pass. */
         v.replacement_waits = v.state == SLOT_REPLACING
                               && (!cs->exit_requested
-                                  || parent_connections_of(pc, slot) > 0);
+                                  || leaving_child_holds_connection(pc,
+                                                                    slot));
     }
     else if (ap_get_scoreboard_process(slot)->quiescing) {
         /* An event child leaving on its own (MaxConnectionsPerChild, a
