@@ -7,7 +7,7 @@ dnl checks that they match.
 bucketed_objects="mod_mpm_bucketed.lo bucketed_data.lo bucket.lo directives.lo listen_sockets.lo listen_steering.lo listen_steer_slots.lo listen_absence.lo listen_activation.lo sys_notify.lo \
 stats_counters.lo stats_queue.lo stats_report.lo child_life.lo child_affinity.lo prefork_child.lo prefork_keepalive.lo child_accept.lo child_protocols.lo \
 event_epoll.lo event_accept.lo event_waiting.lo event_work.lo event_worker.lo event_keeper.lo event_child.lo sys_probe.lo \
-sys_bpf.lo sys_trial.lo parent.lo parent_maint.lo parent_stalls.lo parent_handover.lo parent_slots.lo parent_takeover.lo parent_record.lo parent_adopted.lo sys_proc.lo policy_plan.lo policy_maint.lo policy_exit.lo \
+sys_bpf.lo sys_trial.lo parent.lo parent_maint.lo parent_census.lo parent_stalls.lo parent_handover.lo parent_slots.lo parent_takeover.lo parent_record.lo parent_adopted.lo sys_proc.lo policy_plan.lo policy_maint.lo policy_exit.lo \
 policy_directives.lo policy_event.lo policy_timeouts.lo policy_kernel.lo \
 policy_stall.lo policy_accept_queue.lo policy_steering.lo policy_affinity.lo policy_activation.lo policy_upgrade.lo policy_takeover.lo policy_handover.lo"
 

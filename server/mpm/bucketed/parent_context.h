@@ -151,9 +151,20 @@ int parent_keep_for_handover(parent_context *pc, int slot, int bucket,
                              int *seen);
 /* Between passes: kept children leave once their bucket is ready. */
 void parent_end_handover(parent_context *pc, apr_time_t now);
+/* parent_census.c: the scoreboard's and the slot table's word on each
+ * child, for counting only. The units a child brings (1, or
+ * ThreadsPerChild in ChildModel event); of a live child's units, those
+ * that can take a connection now (ready or starting; none in an event
+ * child that stopped accepting), and of those the ones still starting. */
+int parent_child_units(const parent_context *pc);
+int parent_idle_units_of(const parent_context *pc, int slot);
+int parent_starting_units_of(const parent_context *pc, int slot);
 /* Connections a live child holds open: an event child's own count (its
  * idle keep-alive ones too); a prefork child's is its busy worker's. */
 apr_uint32_t parent_connections_of(const parent_context *pc, int slot);
+/* Fills pc->census (and pc->slot_views) from every slot as of `now`;
+ * returns the free slots. */
+int parent_take_census(parent_context *pc, apr_time_t now);
 /* Whether a child holds a keep-alive connection waiting for its next
  * request (the scoreboard: a prefork-model child's status, an event
  * child's count). */
