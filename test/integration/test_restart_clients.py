@@ -795,6 +795,70 @@ def test_steering_sends_no_client_to_a_slot_an_old_child_keeps(make_httpd):
             conn.close()
 
 
+def test_steering_counts_old_children_kept_for_the_handover(make_httpd):
+    """Prefork model, BucketSteering load, every slot taken (12), a
+    graceful restart from BucketCount 1 to 3: every second idle old child
+    keeps accepting from bucket 0's socket until as many of bucket 0's new
+    children are ready (here never: 4 of its slots, 2 kept by old children,
+    so until the handover's 5 s are up), and their slots are promised to
+    new children of all three buckets, 2 each; the others' slots get new
+    children at once, 2 in each bucket. Once buckets 1 and 2 are back in
+    their groups, steering must be told of bucket 0's 6 kept children,
+    which take its connections, beside its 2 new ones: idle counts 8, 2,
+    2. Then 12 keep-alive clients, one after another, each find an idle
+    child: none queues behind a bucket's busy children (no stall). Before,
+    the kept children were counted nowhere (2, 2, 2): once the new
+    children held connections, the load program sent the next clients by
+    the hash, two thirds of them to buckets with nothing free, and each
+    waited for the stall watch (in the restart benchmark, at every
+    restart adding a bucket, up to 148 connections on its socket)."""
+    def directives(buckets):
+        return (CHILD_MODELS["prefork"] + "ServerLimit 12\n"
+                "MaxRequestWorkers 12\nStartServers 12\nMinSpareServers 1\n"
+                f"MaxSpareServers 12\nBucketCount {buckets}\n"
+                "BucketSteering load\nKeepAliveTimeout 60\n")
+
+    server = make_httpd(directives=directives(1))
+    server.start()
+    port = server.ports[0]
+    wait_until(lambda: len(children_of(server.pid)) == 12, 20,
+               what="12 children")
+    held = []
+
+    def restart_log():
+        return server.error_log().split("BK00106", 1)[-1]
+
+    try:
+        server.write_config(directives(3))
+        server.signal(signal.SIGUSR1)
+        wait_until(lambda: "bucket 1's first child is ready" in
+                   restart_log() and "bucket 2's first child is ready" in
+                   restart_log(), 20, what="buckets 1 and 2 in their groups")
+        idle_map = idle_map_of(server)
+        told = []
+
+        def told_of_the_kept_children():
+            told[:] = idle_counts(idle_map, seen=True)
+            return told == [8, 2, 2]
+
+        try:
+            wait_until(told_of_the_kept_children, 4)
+        except AssertionError:
+            raise AssertionError(
+                f"steering's idle counts {told}, for 6 kept old children "
+                f"and 2 new ones in bucket 0, 2 new in buckets 1 and 2: "
+                + restart_log()[-3000:])
+        for _ in range(12):
+            conn = http.client.HTTPConnection(LOOPBACK, port, timeout=30)
+            held.append(conn)
+            get_index([conn])
+        get_index(held)
+        assert "BK00108" not in restart_log(), restart_log()[-3000:]
+    finally:
+        for conn in held:
+            conn.close()
+
+
 def served_after_held_connections(port, held, log):
     """A new client connecting now, with every slot taken by a leaving
     child holding the idle keep-alive connections `held`: once its bucket

@@ -579,15 +579,16 @@ static void test_skewed_load_simulation(void **state)
 static void test_census_tally(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 1, 0, 0, 0, 0, 0 }, { SLOT_BUSY, 1, 0, 1, 0, 0, 1, 0 },
-        { SLOT_EMPTY, 0, 0, 0, 0, 0, 0, 0 },
-        { SLOT_REPLACING, 1, 0, 0, 0, 0, 0, 0 },
-        { SLOT_LEAVING, 0, 0, 0, 0, 0, 1, 0 },
-        { SLOT_IDLE, 1, 1, 0, 0, 0, 0, 0 },
-        { SLOT_BUSY, 0, 0, 0, 0, 0, 0, 0 },
-        { SLOT_EMPTY, 1, 0, 0, 0, 0, 0, 0 },
-        { SLOT_IDLE, 7, 1, 0, 0, 0, 0, 0 },
-        { SLOT_EMPTY, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 0, 1, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_BUSY, 1, 0, 1, 0, 0, 1, 0, 0, 0 },
+        { SLOT_EMPTY, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_LEAVING, 0, 0, 0, 0, 0, 1, 0, 0, 0 },
+        { SLOT_IDLE, 1, 1, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_BUSY, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_EMPTY, 1, 0, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 7, 1, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_EMPTY, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
     };
     bucket_census census[2];
     int free_slots;
@@ -615,12 +616,12 @@ static void test_census_tally(void **state)
 static void test_census_threads(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 20, 0, 4, 0, 0, 0 },
-        { SLOT_BUSY, 0, 0, 0, 25, 0, 0, 0 },
-        { SLOT_REPLACING, 1, 0, 0, 0, 0, 0, 0 },
-        { SLOT_IDLE, 1, 3, 0, 10, 0, 0, 0 },
-        { SLOT_LEAVING, 1, 25, 0, 0, 0, 0, 0 },
-        { SLOT_EMPTY, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 0, 20, 0, 4, 0, 0, 0, 0, 0 },
+        { SLOT_BUSY, 0, 0, 0, 25, 0, 0, 0, 0, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 1, 3, 0, 10, 0, 0, 0, 0, 0 },
+        { SLOT_LEAVING, 1, 25, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_EMPTY, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
     };
     bucket_census census[2];
     int free_slots;
@@ -649,12 +650,12 @@ static void test_census_threads(void **state)
 static void test_census_room_beside_leaving_children(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_LEAVING, 0, 0, 0, 0, 0, 1, 0 },
-        { SLOT_LEAVING, 1, 0, 0, 0, 0, 1, 0 },
-        { SLOT_LEAVING, 0, 0, 0, 0, 0, 1, 0 },
-        { SLOT_LEAVING, 1, 0, 0, 0, 0, 1, 0 },
-        { SLOT_IDLE, 0, 25, 0, 0, 0, 0, 0 },
-        { SLOT_EMPTY, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_LEAVING, 0, 0, 0, 0, 0, 1, 0, 0, 0 },
+        { SLOT_LEAVING, 1, 0, 0, 0, 0, 1, 0, 0, 0 },
+        { SLOT_LEAVING, 0, 0, 0, 0, 0, 1, 0, 0, 0 },
+        { SLOT_LEAVING, 1, 0, 0, 0, 0, 1, 0, 0, 0 },
+        { SLOT_IDLE, 0, 25, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_EMPTY, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
     };
     bucket_census census[2];
 
@@ -690,10 +691,10 @@ static void test_census_leaving_keepalive_holders_count_nowhere(
     void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_REPLACING, 1, 0, 0, 0, 0, 1, 0 },
-        { SLOT_REPLACING, 0, 0, 0, 0, 0, 0, 0 },
-        { SLOT_REPLACING, 1, 0, 0, 0, 0, 1, 0 },
-        { SLOT_LEAVING, 0, 0, 0, 0, 0, 1, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 1, 0, 0, 0 },
+        { SLOT_REPLACING, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 1, 0, 0, 0 },
+        { SLOT_LEAVING, 0, 0, 0, 0, 0, 1, 0, 0, 0 },
     };
     bucket_census census[2];
 
@@ -714,12 +715,12 @@ static void test_census_leaving_keepalive_holders_count_nowhere(
 static void test_census_promised_slots_are_not_steered_to(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 1, 1, 0, 0, 0, 0, 0 },
-        { SLOT_REPLACING, 1, 0, 0, 0, 0, 0, 1 },
-        { SLOT_REPLACING, 1, 0, 0, 0, 0, 1, 1 },
-        { SLOT_REPLACING, 1, 0, 0, 0, 0, 0, 0 },
-        { SLOT_IDLE, 0, 1, 0, 0, 0, 0, 0 },
-        { SLOT_REPLACING, 0, 0, 0, 0, 0, 0, 1 },
+        { SLOT_IDLE, 1, 1, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 0, 1, 0, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 1, 1, 0, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 0, 1, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_REPLACING, 0, 0, 0, 0, 0, 0, 1, 0, 0 },
     };
     bucket_census census[2];
 
@@ -735,6 +736,46 @@ static void test_census_promised_slots_are_not_steered_to(void **state)
     assert_int_equal(bucket_census_unclaimed(&census[1]), 0);
     assert_int_equal(census[0].idle, 2);
     assert_int_equal(bucket_census_steerable(&census[0]), 1);
+}
+
+/* A graceful restart from one bucket to two, every slot taken: bucket 0
+ * keeps two idle old children accepting for the handover (their slots
+ * promised to buckets 0 and 1) and has one new child; bucket 1 has one.
+ * The kept children take connections from bucket 0's sockets, so
+ * steering is told of them there (before, both buckets looked alike,
+ * one idle unit each, and the load program split what the first pass
+ * left over evenly between them), and nowhere else; a kept child in a
+ * request has no idle unit to count. Maintenance still counts them as
+ * no bucket's children. A stalled bucket's kept children count as
+ * nothing accepts there. */
+static void test_census_kept_old_children_are_steered_to_where_they_accept(
+    void **state)
+{
+    static const slot_view slots[] = {
+        { SLOT_REPLACING, 0, 0, 0, 0, 0, 0, 1, 1, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 0, 1, 1, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 0, 1, 0, 0 },
+        { SLOT_IDLE, 0, 1, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 1, 1, 0, 0, 0, 0, 0, 0, 0 },
+        /* counted nowhere: a bucket the plan does not have */
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 0, 1, 1, 7 },
+    };
+    bucket_census census[2];
+
+    (void)state;
+    assert_int_equal(bucket_census_tally(slots, 6, 6, 6, 2, 1, census), 0);
+    assert_int_equal(census[0].handing_over, 2);
+    assert_int_equal(census[1].handing_over, 0);
+    assert_int_equal(census[0].idle, 2);
+    assert_int_equal(census[0].promised, 1);
+    assert_int_equal(census[1].idle, 4);
+    assert_int_equal(census[1].promised, 3);
+    assert_int_equal(bucket_census_steerable(&census[0]), 3);
+    assert_int_equal(bucket_census_steerable(&census[1]), 1);
+    census[0].queued = 2;
+    assert_int_equal(bucket_census_unclaimed(&census[0]), 1);
+    bucket_census_stalled(&census[0]);
+    assert_int_equal(bucket_census_steerable(&census[0]), 0);
 }
 
 /* Steering is told no bucket has a unit while every idle unit is
@@ -951,10 +992,11 @@ static void test_move_keeps_connections_open(void **state)
 static void test_stalled_bucket_keeps_arriving_child(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_BUSY, 0, 0, 1, 1, 0, 0, 0 },
-        { SLOT_REPLACING, 0, 0, 0, 0, 0, 0, 0 },
-        { SLOT_BUSY, 1, 0, 1, 1, 0, 0, 0 }, { SLOT_IDLE, 1, 1, 0, 0, 1, 0, 0 },
-        { SLOT_IDLE, 1, 1, 0, 0, 0, 0, 0 },
+        { SLOT_BUSY, 0, 0, 1, 1, 0, 0, 0, 0, 0 },
+        { SLOT_REPLACING, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_BUSY, 1, 0, 1, 1, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 1, 1, 0, 0, 1, 0, 0, 0, 0 },
+        { SLOT_IDLE, 1, 1, 0, 0, 0, 0, 0, 0, 0 },
     };
     bucket_census census[2];
     pass_t p;
@@ -1104,9 +1146,11 @@ static void test_a_childless_bucket_gets_a_child_under_load_steering(
 static void test_census_movable(void **state)
 {
     static const slot_view slots[] = {
-        { SLOT_IDLE, 0, 4, 0, 0, 0, 0, 0 }, { SLOT_IDLE, 0, 4, 1, 0, 0, 0, 0 },
-        { SLOT_IDLE, 0, 3, 0, 0, 0, 0, 0 }, { SLOT_BUSY, 0, 0, 1, 0, 0, 0, 0 },
-        { SLOT_REPLACING, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 0, 4, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 0, 4, 1, 0, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 0, 3, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_BUSY, 0, 0, 1, 0, 0, 0, 0, 0, 0 },
+        { SLOT_REPLACING, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
     };
     bucket_census census[1];
 
@@ -1139,6 +1183,8 @@ int main(void)
         POOL_TEST(test_census_to_publish),
         POOL_TEST(test_census_unclaimed_leaves_out_queued),
         POOL_TEST(test_census_promised_slots_are_not_steered_to),
+        POOL_TEST(
+            test_census_kept_old_children_are_steered_to_where_they_accept),
         POOL_TEST(test_census_to_publish_counts_steerable_units),
         POOL_TEST(test_no_moves_for_shortness_under_load_steering),
         POOL_TEST(test_a_childless_bucket_gets_a_child_under_load_steering),

@@ -63,28 +63,19 @@ int parent_starting_units_of(const parent_context *pc, int slot)
     return starting;
 }
 
+/* A prefork-model child past its serve loop marks its worker
+ * SERVER_GRACEFUL as it exits (prefork_child.c) and holds no connection:
+ * read as busy, a moved child would hide its replacement from steering
+ * until it is reaped. */
 apr_uint32_t parent_connections_of(const parent_context *pc, int slot)
 {
+    int status;
+
     if (pc->conf->child_model == CHILD_MODEL_EVENT) {
         return ap_get_scoreboard_process(slot)->connections;
     }
-    return ap_get_scoreboard_worker_from_indexes(slot, 0)->status
-           > SERVER_READY;
-}
-
-/* Whether a child asked to leave still has a connection to finish. A
- * prefork-model child past its serve loop marks its worker
- * SERVER_GRACEFUL as it exits (prefork_child.c) and holds none: read as
- * busy, a moved child would hide its replacement from steering until it
- * is reaped. */
-static int leaving_child_holds_connection(const parent_context *pc, int slot)
-{
-    if (pc->conf->child_model == CHILD_MODEL_PREFORK
-        && ap_get_scoreboard_worker_from_indexes(slot, 0)->status
-           == SERVER_GRACEFUL) {
-        return 0;
-    }
-    return parent_connections_of(pc, slot) > 0;
+    status = ap_get_scoreboard_worker_from_indexes(slot, 0)->status;
+    return status > SERVER_READY && status != SERVER_GRACEFUL;
 }
 
 /* Whether a current prefork-model child waits for a keep-alive
@@ -141,6 +132,12 @@ int parent_keepalive_held(const parent_context *pc)
     return 0;
 }
 
+int parent_kept_for_handover(const parent_context *pc, const child_slot *cs)
+{
+    return cs->pid != 0 && cs->generation != pc->generation
+           && !cs->exit_requested && cs->replace_into != NO_REPLACEMENT;
+}
+
 /* What the slot table and the scoreboard say of a slot, for the census.
  * The bucket comes from the parent's own table; the scoreboard supplies
  * only the idle/busy status of a child's units. */
@@ -160,6 +157,8 @@ static slot_view view_slot(const parent_context *pc, int slot,
     v.starting_units = 0;
     v.reclaimable = 0;
     v.replacement_waits = 0;
+    v.handover_units = 0;
+    v.handover_bucket = NO_REPLACEMENT;
     if (cs->pid == 0) {
         v.state = SLOT_EMPTY;
     }
@@ -178,8 +177,13 @@ static slot_view view_slot(const parent_context *pc, int slot,
          * leave with none (a move's idle child) is gone within a pass. */
         v.replacement_waits = v.state == SLOT_REPLACING
                               && (!cs->exit_requested
-                                  || leaving_child_holds_connection(pc,
-                                                                    slot));
+                                  || parent_connections_of(pc, slot) > 0);
+        /* Kept for the handover, it accepts from its old bucket's
+         * sockets, which the new plan kept (policy_handover.h). */
+        if (v.state == SLOT_REPLACING && parent_kept_for_handover(pc, cs)) {
+            v.handover_units = parent_idle_units_of(pc, slot);
+            v.handover_bucket = cs->bucket;
+        }
     }
     else if (ap_get_scoreboard_process(slot)->quiescing) {
         /* An event child leaving on its own (MaxConnectionsPerChild, a

@@ -160,8 +160,12 @@ int parent_child_units(const parent_context *pc);
 int parent_idle_units_of(const parent_context *pc, int slot);
 int parent_starting_units_of(const parent_context *pc, int slot);
 /* Connections a live child holds open: an event child's own count (its
- * idle keep-alive ones too); a prefork child's is its busy worker's. */
+ * idle keep-alive ones too); a prefork child's is its busy worker's,
+ * none once it is past its serve loop and exiting. */
 apr_uint32_t parent_connections_of(const parent_context *pc, int slot);
+/* Whether the child in a slot is an old one kept accepting by
+ * parent_keep_for_handover() and not yet asked to leave. */
+int parent_kept_for_handover(const parent_context *pc, const child_slot *cs);
 /* Fills pc->census (and pc->slot_views) from every slot as of `now`;
  * returns the free slots. */
 int parent_take_census(parent_context *pc, apr_time_t now);

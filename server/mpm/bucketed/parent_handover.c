@@ -35,14 +35,6 @@ int parent_keep_for_handover(parent_context *pc, int slot, int bucket,
     return 1;
 }
 
-/* An old child kept accepting at a graceful restart (start_generation())
- * until its bucket's new children are ready. */
-static int kept_for_handover(const parent_context *pc, const child_slot *cs)
-{
-    return cs->pid != 0 && cs->generation != pc->generation
-           && !cs->exit_requested && cs->replace_into != NO_REPLACEMENT;
-}
-
 /* The handover's end, bucket by bucket (policy_handover.h): its kept old
  * children leave once as many of its new children are ready, or at the
  * deadline. */
@@ -58,7 +50,7 @@ void parent_end_handover(parent_context *pc, apr_time_t now)
     for (slot = 0; slot < retained->max_daemons_limit; slot++) {
         const child_slot *cs = &retained->slots[slot];
 
-        if (kept_for_handover(pc, cs)) {
+        if (parent_kept_for_handover(pc, cs)) {
             pc->handover_kept[cs->bucket]++;
             any = 1;
         }
@@ -83,7 +75,7 @@ void parent_end_handover(parent_context *pc, apr_time_t now)
         for (slot = 0; slot < retained->max_daemons_limit; slot++) {
             const child_slot *cs = &retained->slots[slot];
 
-            if (kept_for_handover(pc, cs) && cs->bucket == b) {
+            if (parent_kept_for_handover(pc, cs) && cs->bucket == b) {
                 parent_ask_to_leave(pc, slot, cs->replace_into);
             }
         }

@@ -23,8 +23,10 @@ void bucket_census_moved(bucket_census *census, int from, int to, int unit)
 
 int bucket_census_steerable(const bucket_census *census)
 {
-    return census->idle > census->promised
-           ? census->idle - census->promised : 0;
+    int own = census->idle > census->promised
+              ? census->idle - census->promised : 0;
+
+    return own + census->handing_over;
 }
 
 int bucket_census_unclaimed(const bucket_census *census)
@@ -52,6 +54,7 @@ int bucket_census_to_publish(const bucket_census *census,
     for (b = 0; b < num_buckets; b++) {
         if (census[b].stalled) {
             published[b].idle = published[b].promised = 0;
+            published[b].handing_over = 0;
         }
     }
     return 1;
@@ -90,6 +93,7 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
         census[b].serving = census[b].movable = census[b].stalled = 0;
         census[b].arriving = census[b].queued = 0;
         census[b].reclaimable = census[b].promised = 0;
+        census[b].handing_over = 0;
     }
     for (slot = 0; slot < num_slots; slot++) {
         const slot_view *v = &slots[slot];
@@ -105,6 +109,10 @@ int bucket_census_tally(const slot_view *slots, int num_slots,
                 census[v->bucket].arriving += unit;
                 census[v->bucket].promised += v->replacement_waits ? unit : 0;
                 census[v->bucket].children++;
+            }
+            if (v->handover_units > 0 && v->handover_bucket >= 0
+                && v->handover_bucket < num_buckets) {
+                census[v->handover_bucket].handing_over += v->handover_units;
             }
             break;
         case SLOT_IDLE:
@@ -137,6 +145,7 @@ void bucket_census_stalled(bucket_census *census)
 {
     census->busy += census->idle - census->arriving;
     census->idle = census->arriving;
+    census->handing_over = 0;
     census->stalled = 1;
 }
 

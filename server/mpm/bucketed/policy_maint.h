@@ -46,6 +46,12 @@ typedef struct {
                        * replacement_waits): they count as coming, so the
                        * bucket asks for no other child, but no
                        * connection is steered to them */
+    int handing_over; /* idle units of old children kept accepting from
+                       * its sockets for a graceful restart's handover:
+                       * not the bucket's (they leave once its new
+                       * children are ready, and their replacements are
+                       * counted), but a connection steered here finds
+                       * them */
 } bucket_census;
 
 /* What the parent's slot table says of one slot. */
@@ -78,6 +84,12 @@ typedef struct {
                             * restart's handover, up to 5 s, or finishing
                             * its connections, up to KeepAliveTimeout),
                             * so the replacement is not about to start */
+    int handover_units;    /* REPLACING, an old child kept accepting for a
+                            * graceful restart's handover: its idle units,
+                            * which take connections from the sockets of
+                            * bucket handover_bucket (its bucket in the old
+                            * plan, kept by the new one) until it leaves */
+    int handover_bucket;
 } slot_view;
 
 typedef struct {
@@ -163,11 +175,13 @@ void bucket_census_stalled(bucket_census *census);
 void bucket_census_moved(bucket_census *census, int from, int to, int unit);
 
 /* A bucket's idle units that a connection steered to it now finds
- * soon: all but those promised in slots an old child keeps a while yet.
- * Counting those too, a restart adding a bucket had its first child
- * steered a share of connections made for the hundreds still to come (at
- * MaxRequestWorkers, 117 queued there for over a second in the restart
- * benchmark). */
+ * soon: all but those promised in slots an old child keeps a while yet,
+ * and the old children kept accepting from its sockets for the handover.
+ * Counting the promised ones, a restart adding a bucket had its first
+ * child steered a share of connections made for the hundreds still to
+ * come (at MaxRequestWorkers, 117 queued there for over a second in the
+ * restart benchmark); leaving out the kept ones, the bucket they accept
+ * for looked no idler than the added one while it had hundreds more. */
 int bucket_census_steerable(const bucket_census *census);
 
 /* A bucket's steerable units that no connection in its accept queues will
