@@ -249,7 +249,8 @@ const char *steering_parse(apr_pool_t *p, const char *directive,
                   "else of the next bucket that has one (the parent's " \
                   "census ten times a second, less what connections took " \
                   "since), else goes to a bucket the census saw idle, " \
-                  "else where the hash says"
+                  "in proportion to the idle children it saw, else " \
+                  "where the hash says"
 
 /* BucketSteering auto: load where the kernel runs its program, as it is
  * the hash while every bucket has an idle child and, when one has none,

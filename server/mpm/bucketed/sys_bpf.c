@@ -59,13 +59,20 @@
 #define HASH_PROGRAM_NAME "bucketed_hash"
 #define LOAD_PROGRAM_NAME "bucketed_load"
 #define IDLE_MAP_NAME "bucketed_idle"
-/* The load program: a head, two blocks per bucket (one per pass), a
- * tail; each block starts with a lookup. */
+/* The load program: a head, a block per bucket for the first pass, one
+ * to weigh it and one to pick it for the second, the split between the
+ * weighing and the picking (with the weights' sum set to 0 before), a
+ * tail. A first pass block starts with a lookup. */
 #define LOAD_HEAD 3
 #define LOAD_LOOKUP 10
 #define LOAD_TAKE (LOAD_LOOKUP + 7)
-#define LOAD_SEEN (LOAD_LOOKUP + 3)
+#define LOAD_WEIGH 11
+#define LOAD_SPLIT 4
+#define LOAD_PICK 5
 #define LOAD_TAIL 10
+/* The second pass keeps each bucket's weight on the stack below the key
+ * (at r10 - 4). */
+#define WEIGHT_AT(b) (-8 - 4 * (b))
 /* An idle map entry: two unsigned ints, the units the program may hand
  * out (it takes one per connection it sends) and the idle units the
  * census saw. */
@@ -265,18 +272,41 @@ static int emit_idle_lookup(struct bpf_insn *prog, int n, int i, int buckets,
     return n;
 }
 
+/* Emits the second pass's weighing of bucket b (LOAD_WEIGH slots): its
+ * idle units seen, 0 without an entry, onto the stack at WEIGHT_AT(b) and
+ * added to r9. */
+static int emit_weigh(struct bpf_insn *prog, int n, int b, int idle_map)
+{
+    prog[n++] = insn(BPF_ST | BPF_MEM | BPF_W, BPF_REG_10, 0, -4, b);
+    n = emit_map(prog, n, BPF_REG_1, idle_map);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_2, BPF_REG_10, 0, 0);
+    prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_2, 0, 0, -4);
+    prog[n++] = insn(BPF_JMP | BPF_CALL, 0, 0, 0, ABI_FUNC_MAP_LOOKUP_ELEM);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_1, 0, 0, 0);
+    prog[n++] = insn(BPF_JMP | BPF_JEQ | BPF_K, BPF_REG_0, 0, 1, 0);
+    prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_1, BPF_REG_0,
+                     IDLE_SEEN, 0);
+    prog[n++] = insn(BPF_STX | BPF_MEM | BPF_W, BPF_REG_10, BPF_REG_1,
+                     WEIGHT_AT(b), 0);
+    prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_X, BPF_REG_9, BPF_REG_1, 0, 0);
+    return n;
+}
+
 int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
                             int migrate, int *err)
 {
-    struct bpf_insn prog[LOAD_HEAD + (LOAD_TAKE + LOAD_SEEN)
-                                     * STEERING_MAX_LOAD_BUCKETS + LOAD_TAIL];
-    int n = 0, i, select_at;
+    struct bpf_insn prog[LOAD_HEAD + (LOAD_TAKE + LOAD_WEIGH + LOAD_PICK)
+                                     * STEERING_MAX_LOAD_BUCKETS
+                         + LOAD_SPLIT + LOAD_TAIL];
+    int n = 0, i, hash_at, select_at;
 
     if (buckets < 1 || buckets > STEERING_MAX_LOAD_BUCKETS) {
         *err = EINVAL;
         return -1;
     }
-    select_at = LOAD_HEAD + (LOAD_TAKE + LOAD_SEEN) * buckets + 1;
+    hash_at = LOAD_HEAD + (LOAD_TAKE + LOAD_WEIGH + LOAD_PICK) * buckets
+              + LOAD_SPLIT;
+    select_at = hash_at + 1;
     /* r7 = ctx->hash % buckets: the hash's own choice comes first */
     prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_6, BPF_REG_1, 0, 0);
     prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_7, BPF_REG_6,
@@ -301,18 +331,34 @@ int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
         prog[n] = insn(BPF_JMP | BPF_JA, 0, 0, select_at - (n + 1), 0);
         n++;
     }
-    /* Second pass, every unit taken: a bucket the census saw idle. Its
-     * children are the likeliest to be free again (a unit comes back only
-     * with the next census); the hash would send the connection to
-     * buckets whose children may all hold connections. */
+    /* Second pass, every unit taken: a bucket the census saw idle, in
+     * proportion to the idle units it saw. Its children are the likeliest
+     * to be free again (a unit comes back only with the next census); the
+     * hash would send the connection to buckets whose children may all
+     * hold connections, and an even split among the buckets seen idle
+     * sent a bucket a restart had just added, with its first children,
+     * as much as one with hundreds. r9 = the sum of the weights; pick
+     * ctx->hash mod r9 along them. */
+    prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_9, 0, 0, 0);
     for (i = 0; i < buckets; i++) {
-        n = emit_idle_lookup(prog, n, i, buckets, idle_map);
-        prog[n++] = insn(BPF_JMP | BPF_JEQ | BPF_K, BPF_REG_0, 0, 2, 0);
-        prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_1, BPF_REG_0,
-                         IDLE_SEEN, 0);
-        prog[n] = insn(BPF_JMP | BPF_JNE | BPF_K, BPF_REG_1, 0,
-                       select_at - (n + 1), 0);
+        n = emit_weigh(prog, n, i, idle_map);
+    }
+    prog[n] = insn(BPF_JMP | BPF_JEQ | BPF_K, BPF_REG_9, 0,
+                   hash_at - (n + 1), 0);
+    n++;
+    prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_1, BPF_REG_6,
+                     ABI_SK_REUSEPORT_MD_HASH, 0);
+    prog[n++] = insn(BPF_ALU64 | BPF_MOD | BPF_X, BPF_REG_1, BPF_REG_9, 0, 0);
+    for (i = 0; i < buckets; i++) {
+        prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_2, BPF_REG_10,
+                         WEIGHT_AT(i), 0);
+        prog[n++] = insn(BPF_JMP | BPF_JGE | BPF_X, BPF_REG_1, BPF_REG_2, 2,
+                         0);
+        prog[n++] = insn(BPF_ST | BPF_MEM | BPF_W, BPF_REG_10, 0, -4, i);
+        prog[n] = insn(BPF_JMP | BPF_JA, 0, 0, select_at - (n + 1), 0);
         n++;
+        prog[n++] = insn(BPF_ALU64 | BPF_SUB | BPF_X, BPF_REG_1, BPF_REG_2, 0,
+                         0);
     }
     /* no bucket has an idle child: the hash's bucket, from the map (the
      * kernel's own hash would also pick sockets left out of the plan) */

@@ -42,8 +42,9 @@ int reuseport_bpf_hash_load(int map_fd, int buckets, int migrate, int *err);
  * STEERING_MAX_LOAD_BUCKETS) sockets: starting at the hash's bucket
  * (ctx->hash mod buckets), it selects from the REUSEPORT_SOCKARRAY
  * sock_map the first bucket b with a unit left to hand out in idle_map,
- * and takes it; with none, the first with idle units seen; with none,
- * the hash's bucket. migrate as for reuseport_bpf_cpu_load. */
+ * and takes it; with none, a bucket with idle units seen, in proportion
+ * to them (picked by the hash); with none, the hash's bucket. migrate as
+ * for reuseport_bpf_cpu_load. */
 int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
                             int migrate, int *err);
 
