@@ -12,8 +12,9 @@ PROGRAM_ID = re.compile(r"program id (\d+) on 1 reuseport")
 
 
 def idle_map_of(server):
-    """The id of the load program's array of idle counts."""
-    prog_id = PROGRAM_ID.search(server.error_log()).group(1)
+    """The id of the array of idle counts of the load program the server
+    loaded last (a restart may load another, with an array of its own)."""
+    prog_id = PROGRAM_ID.findall(server.error_log())[-1]
     shown = json.loads(subprocess.run(
         [BPFTOOL, "-j", "prog", "show", "id", prog_id], capture_output=True,
         text=True, timeout=30, check=True).stdout)

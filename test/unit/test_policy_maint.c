@@ -711,7 +711,8 @@ static void test_census_leaving_keepalive_holders_count_nowhere(
  * left by one about to exit. All count as coming, so the bucket asks for
  * no other child; only the running child and the one about to start are
  * steered a connection (else, in the restart benchmark, 117 waited on
- * the added bucket's one child for over a second). */
+ * the added bucket's one child for over a second), and only the running
+ * one is handed out. */
 static void test_census_promised_slots_are_not_steered_to(void **state)
 {
     static const slot_view slots[] = {
@@ -730,9 +731,9 @@ static void test_census_promised_slots_are_not_steered_to(void **state)
     assert_int_equal(census[1].arriving, 3);
     assert_int_equal(census[1].promised, 2);
     assert_int_equal(bucket_census_steerable(&census[1]), 2);
-    census[1].queued = 1;
+    /* of which only the running child is handed out */
     assert_int_equal(bucket_census_unclaimed(&census[1]), 1);
-    census[1].queued = 3;
+    census[1].queued = 1;
     assert_int_equal(bucket_census_unclaimed(&census[1]), 0);
     assert_int_equal(census[0].idle, 2);
     assert_int_equal(bucket_census_steerable(&census[0]), 1);
@@ -1098,6 +1099,31 @@ static void test_census_unclaimed_leaves_out_queued(void **state)
     assert_int_equal(bucket_census_unclaimed(&c), 4);
 }
 
+/* Children still on their way or in their set-up are not handed out, only
+ * seen: at a graceful restart raising BucketCount, every slot in use, the
+ * added bucket's hundreds still starting were handed out beside its first
+ * ready ones, and 92 connections waited there. */
+static void test_census_unclaimed_leaves_out_children_still_starting(
+    void **state)
+{
+    static const slot_view slots[] = {
+        { SLOT_IDLE, 1, 1, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 1, 1, 0, 0, 1, 0, 0, 0, 0 },
+        { SLOT_IDLE, 1, 1, 0, 0, 1, 0, 0, 0, 0 },
+        { SLOT_REPLACING, 1, 0, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_IDLE, 0, 1, 0, 0, 0, 0, 0, 0, 0 },
+        { SLOT_BUSY, 0, 0, 1, 1, 0, 0, 0, 0, 0 },
+    };
+    bucket_census census[2];
+
+    (void)state;
+    assert_int_equal(bucket_census_tally(slots, 6, 6, 6, 2, 1, census), 0);
+    assert_int_equal(bucket_census_steerable(&census[1]), 4);
+    assert_int_equal(bucket_census_unclaimed(&census[1]), 1);
+    assert_int_equal(bucket_census_steerable(&census[0]), 1);
+    assert_int_equal(bucket_census_unclaimed(&census[0]), 1);
+}
+
 /* Under load steering, a short bucket that is not stalled gets no child
  * moved in: its clients go where the idle children are (httpd's test
  * suite at MaxClients 7: 14-43 moves a run, most undoing the one before,
@@ -1182,6 +1208,7 @@ int main(void)
         POOL_TEST(test_census_moved),
         POOL_TEST(test_census_to_publish),
         POOL_TEST(test_census_unclaimed_leaves_out_queued),
+        POOL_TEST(test_census_unclaimed_leaves_out_children_still_starting),
         POOL_TEST(test_census_promised_slots_are_not_steered_to),
         POOL_TEST(
             test_census_kept_old_children_are_steered_to_where_they_accept),

@@ -179,7 +179,9 @@ static slot_view view_slot(const parent_context *pc, int slot,
                               && (!cs->exit_requested
                                   || parent_connections_of(pc, slot) > 0);
         /* Kept for the handover, it accepts from its old bucket's
-         * sockets, which the new plan kept (policy_handover.h). */
+         * sockets, a bucket the new plan has (policy_handover.h); where a
+         * Listen changed, its units count in groups it does not accept
+         * from, for as long as the handover lasts. */
         if (v.state == SLOT_REPLACING && parent_kept_for_handover(pc, cs)) {
             v.handover_units = parent_idle_units_of(pc, slot);
             v.handover_bucket = cs->bucket;

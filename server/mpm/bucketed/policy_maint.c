@@ -31,9 +31,11 @@ int bucket_census_steerable(const bucket_census *census)
 
 int bucket_census_unclaimed(const bucket_census *census)
 {
-    int steerable = bucket_census_steerable(census);
+    int ready = (census->idle > census->arriving
+                 ? census->idle - census->arriving : 0)
+                + census->handing_over;
 
-    return steerable > census->queued ? steerable - census->queued : 0;
+    return ready > census->queued ? ready - census->queued : 0;
 }
 
 int bucket_census_to_publish(const bucket_census *census,

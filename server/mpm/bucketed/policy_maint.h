@@ -184,8 +184,14 @@ void bucket_census_moved(bucket_census *census, int from, int to, int unit);
  * for looked no idler than the added one while it had hundreds more. */
 int bucket_census_steerable(const bucket_census *census);
 
-/* A bucket's steerable units that no connection in its accept queues will
- * take (what the steering program may hand out, one per connection). */
+/* A bucket's units ready to accept now that no connection in its accept
+ * queues will take (what the steering program may hand out, one per
+ * connection). Not those of children still on their way or in their
+ * set-up: at a graceful restart raising BucketCount with every slot in
+ * use, the added bucket's hundreds of children still starting were handed
+ * out beside its first ready ones, it was sent about half of the new
+ * connections, and 92 waited there. They count where the program looks
+ * once every such unit is taken (bucket_census_steerable()). */
 int bucket_census_unclaimed(const bucket_census *census);
 
 /* What BucketSteering load is told this pass, into `published` (which

@@ -60,14 +60,14 @@
 #define LOAD_PROGRAM_NAME "bucketed_load"
 #define IDLE_MAP_NAME "bucketed_idle"
 /* The load program: a head, a block per bucket for the first pass, one
- * to weigh it and one to pick it for the second, the split between the
- * weighing and the picking (with the weights' sum set to 0 before), a
+ * to weigh it and one to pick it for the second, the second pass's own
+ * few (the weights' sum set to 0, tested, and the hash taken mod it), a
  * tail. A first pass block starts with a lookup. */
 #define LOAD_HEAD 3
 #define LOAD_LOOKUP 10
 #define LOAD_TAKE (LOAD_LOOKUP + 7)
 #define LOAD_WEIGH 11
-#define LOAD_SPLIT 4
+#define LOAD_SECOND_PASS 4
 #define LOAD_PICK 5
 #define LOAD_TAIL 10
 /* The second pass keeps each bucket's weight on the stack below the key
@@ -274,7 +274,7 @@ static int emit_idle_lookup(struct bpf_insn *prog, int n, int i, int buckets,
 
 /* Emits the second pass's weighing of bucket b (LOAD_WEIGH slots): its
  * idle units seen, 0 without an entry, onto the stack at WEIGHT_AT(b) and
- * added to r9. */
+ * added to r9 (32-bit, as the hash is taken mod it). */
 static int emit_weigh(struct bpf_insn *prog, int n, int b, int idle_map)
 {
     prog[n++] = insn(BPF_ST | BPF_MEM | BPF_W, BPF_REG_10, 0, -4, b);
@@ -288,7 +288,7 @@ static int emit_weigh(struct bpf_insn *prog, int n, int b, int idle_map)
                      IDLE_SEEN, 0);
     prog[n++] = insn(BPF_STX | BPF_MEM | BPF_W, BPF_REG_10, BPF_REG_1,
                      WEIGHT_AT(b), 0);
-    prog[n++] = insn(BPF_ALU64 | BPF_ADD | BPF_X, BPF_REG_9, BPF_REG_1, 0, 0);
+    prog[n++] = insn(BPF_ALU | BPF_ADD | BPF_X, BPF_REG_9, BPF_REG_1, 0, 0);
     return n;
 }
 
@@ -297,7 +297,7 @@ int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
 {
     struct bpf_insn prog[LOAD_HEAD + (LOAD_TAKE + LOAD_WEIGH + LOAD_PICK)
                                      * STEERING_MAX_LOAD_BUCKETS
-                         + LOAD_SPLIT + LOAD_TAIL];
+                         + LOAD_SECOND_PASS + LOAD_TAIL];
     int n = 0, i, hash_at, select_at;
 
     if (buckets < 1 || buckets > STEERING_MAX_LOAD_BUCKETS) {
@@ -305,7 +305,7 @@ int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
         return -1;
     }
     hash_at = LOAD_HEAD + (LOAD_TAKE + LOAD_WEIGH + LOAD_PICK) * buckets
-              + LOAD_SPLIT;
+              + LOAD_SECOND_PASS;
     select_at = hash_at + 1;
     /* r7 = ctx->hash % buckets: the hash's own choice comes first */
     prog[n++] = insn(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_6, BPF_REG_1, 0, 0);
@@ -348,7 +348,9 @@ int reuseport_bpf_load_load(int sock_map, int idle_map, int buckets,
     n++;
     prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_1, BPF_REG_6,
                      ABI_SK_REUSEPORT_MD_HASH, 0);
-    prog[n++] = insn(BPF_ALU64 | BPF_MOD | BPF_X, BPF_REG_1, BPF_REG_9, 0, 0);
+    /* 32-bit: the 32-bit JITs take no 64-bit division, and the counts
+     * are far below 2^32 */
+    prog[n++] = insn(BPF_ALU | BPF_MOD | BPF_X, BPF_REG_1, BPF_REG_9, 0, 0);
     for (i = 0; i < buckets; i++) {
         prog[n++] = insn(BPF_LDX | BPF_MEM | BPF_W, BPF_REG_2, BPF_REG_10,
                          WEIGHT_AT(i), 0);
