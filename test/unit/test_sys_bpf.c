@@ -146,22 +146,36 @@ static void connect_and_count(steered_group *g, int count,
     }
 }
 
+/* A group whose idle map says, per bucket, {units to hand out, units
+ * seen}, then `count` clients: the connections each bucket's socket
+ * queued, into per_bucket. */
+static void steer(const unsigned int idle[GROUP_SIZE][2], int count,
+                  int per_bucket[GROUP_SIZE])
+{
+    steered_group g;
+    int b;
+
+    group_open(&g);
+    for (b = 0; b < GROUP_SIZE; b++) {
+        assert_int_equal(reuseport_bpf_idle_set(g.idle_map, b, idle[b][0],
+                                                idle[b][1]), 0);
+    }
+    connect_and_count(&g, count, per_bucket);
+    group_close(&g);
+}
+
 /* First pass: a bucket with units to hand out gets one connection per
  * unit, whatever the hash says; once they are taken, the second pass
  * sends the rest to the bucket seen idle. */
 static void test_units_are_handed_out_one_per_connection(void **state)
 {
-    steered_group g;
+    static const unsigned int idle[GROUP_SIZE][2] = { { 0, 1 }, { 5, 0 } };
     int per_bucket[GROUP_SIZE];
 
     (void)state;
-    group_open(&g);
-    assert_int_equal(reuseport_bpf_idle_set(g.idle_map, 0, 0, 1), 0);
-    assert_int_equal(reuseport_bpf_idle_set(g.idle_map, 1, 5, 0), 0);
-    connect_and_count(&g, 10, per_bucket);
+    steer(idle, 10, per_bucket);
     assert_int_equal(per_bucket[1], 5);
     assert_int_equal(per_bucket[0], 5);
-    group_close(&g);
 }
 
 /* Second pass, every unit taken: the buckets the census saw idle share the
@@ -171,19 +185,15 @@ static void test_units_are_handed_out_one_per_connection(void **state)
  * the hundreds of the bucket it was added beside. */
 static void test_the_second_pass_weighs_the_buckets_seen_idle(void **state)
 {
-    steered_group g;
+    static const unsigned int idle[GROUP_SIZE][2] = { { 0, 9 }, { 0, 1 } };
     int per_bucket[GROUP_SIZE];
 
     (void)state;
-    group_open(&g);
-    assert_int_equal(reuseport_bpf_idle_set(g.idle_map, 0, 0, 9), 0);
-    assert_int_equal(reuseport_bpf_idle_set(g.idle_map, 1, 0, 1), 0);
-    connect_and_count(&g, CONNECTIONS, per_bucket);
+    steer(idle, CONNECTIONS, per_bucket);
     if (per_bucket[1] < 10 || per_bucket[1] > 100) {
         fail_msg("bucket 1, seen with 1 idle unit of 10, got %d of %d "
                  "connections", per_bucket[1], CONNECTIONS);
     }
-    group_close(&g);
 }
 
 /* One bucket seen idle (at MaxRequestWorkers, the bucket the free child
@@ -191,34 +201,26 @@ static void test_the_second_pass_weighs_the_buckets_seen_idle(void **state)
 static void test_the_only_bucket_seen_idle_gets_every_connection(
     void **state)
 {
-    steered_group g;
+    static const unsigned int idle[GROUP_SIZE][2] = { { 0, 0 }, { 0, 1 } };
     int per_bucket[GROUP_SIZE];
 
     (void)state;
-    group_open(&g);
-    assert_int_equal(reuseport_bpf_idle_set(g.idle_map, 0, 0, 0), 0);
-    assert_int_equal(reuseport_bpf_idle_set(g.idle_map, 1, 0, 1), 0);
-    connect_and_count(&g, CONNECTIONS / 4, per_bucket);
+    steer(idle, CONNECTIONS / 4, per_bucket);
     assert_int_equal(per_bucket[1], CONNECTIONS / 4);
-    group_close(&g);
 }
 
 /* Nothing seen idle anywhere: the hash's bucket, about half each. */
 static void test_with_no_bucket_seen_idle_the_hash_decides(void **state)
 {
-    steered_group g;
+    static const unsigned int idle[GROUP_SIZE][2] = { { 0, 0 }, { 0, 0 } };
     int per_bucket[GROUP_SIZE];
 
     (void)state;
-    group_open(&g);
-    assert_int_equal(reuseport_bpf_idle_set(g.idle_map, 0, 0, 0), 0);
-    assert_int_equal(reuseport_bpf_idle_set(g.idle_map, 1, 0, 0), 0);
-    connect_and_count(&g, CONNECTIONS, per_bucket);
+    steer(idle, CONNECTIONS, per_bucket);
     if (per_bucket[0] < 100 || per_bucket[1] < 100) {
         fail_msg("the hash split %d connections %d / %d", CONNECTIONS,
                  per_bucket[0], per_bucket[1]);
     }
-    group_close(&g);
 }
 
 /* The program for the most buckets a plan may have is within what the
