@@ -1039,6 +1039,14 @@ static void test_census_moved(void **state)
     assert_int_equal(census[1].idle, 1);
     assert_int_equal(census[1].arriving, 1);
     assert_int_equal(census[1].children, 5);
+    /* the child on its way is seen where it goes, not handed out */
+    assert_int_equal(bucket_census_steerable(&census[1]), 1);
+    assert_int_equal(bucket_census_unclaimed(&census[1]), 0);
+    assert_int_equal(bucket_census_unclaimed(&census[0]), 1);
+    /* stalled: nothing handed out, what arrives still seen */
+    bucket_census_stalled(&census[1]);
+    assert_int_equal(bucket_census_unclaimed(&census[1]), 0);
+    assert_int_equal(bucket_census_steerable(&census[1]), 1);
 }
 
 /* Steering's counts: the census while a bucket has an idle unit; with

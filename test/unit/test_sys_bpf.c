@@ -122,12 +122,11 @@ static void connect_and_count(steered_group *g, int count,
         int client = socket(AF_INET, SOCK_STREAM, 0), accepted = 0;
 
         assert_true(client >= 0);
-        /* the handshake completes in the kernel, queued on the socket
-         * the program chose */
+        /* the kernel completes the handshake and queues the connection
+         * on the socket the program chose; connect() returns at the
+         * SYN-ACK, and the queueing, at the last ACK, may come later */
         assert_int_equal(connect(client, (struct sockaddr *)&g->addr,
                                  sizeof(g->addr)), 0);
-        /* connect() returns at the SYN-ACK; the listener queues the
-         * connection when it handles the last ACK, which may come later */
         assert_int_equal(queued_somewhere(g), 1);
         for (b = 0; b < GROUP_SIZE; b++) {
             int conn = accept(g->socks[b], NULL, NULL);

@@ -63,6 +63,13 @@ int parent_starting_units_of(const parent_context *pc, int slot)
     return starting;
 }
 
+int parent_ready_units_of(const parent_context *pc, int slot)
+{
+    int idle = parent_idle_units_of(pc, slot);
+
+    return idle > 0 ? idle - parent_starting_units_of(pc, slot) : 0;
+}
+
 /* A prefork-model child past its serve loop marks its worker
  * SERVER_GRACEFUL as it exits (prefork_child.c) and holds no connection:
  * read as busy, a moved child would hide its replacement from steering
@@ -183,7 +190,7 @@ static slot_view view_slot(const parent_context *pc, int slot,
          * Listen changed, its units count in groups it does not accept
          * from, for as long as the handover lasts. */
         if (v.state == SLOT_REPLACING && parent_kept_for_handover(pc, cs)) {
-            v.handover_units = parent_idle_units_of(pc, slot);
+            v.handover_units = parent_ready_units_of(pc, slot);
             v.handover_bucket = cs->bucket;
         }
     }

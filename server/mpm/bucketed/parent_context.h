@@ -159,6 +159,8 @@ void parent_end_handover(parent_context *pc, apr_time_t now);
 int parent_child_units(const parent_context *pc);
 int parent_idle_units_of(const parent_context *pc, int slot);
 int parent_starting_units_of(const parent_context *pc, int slot);
+/* Of a live child's idle units, those accepting now: not starting. */
+int parent_ready_units_of(const parent_context *pc, int slot);
 /* Connections a live child holds open: an event child's own count (its
  * idle keep-alive ones too); a prefork child's is its busy worker's,
  * none once it is past its serve loop and exiting. */

@@ -15,7 +15,7 @@
 
 APLOG_USE_MODULE(mpm_bucketed);
 
-/* Whether an idle old child keeps accepting until its bucket's new
+/* Whether a ready old child keeps accepting until its bucket's new
  * children are ready (policy_handover.h); `seen` counts such children per
  * bucket. Its replacement is reserved all the same. */
 int parent_keep_for_handover(parent_context *pc, int slot, int bucket,
@@ -24,10 +24,11 @@ int parent_keep_for_handover(parent_context *pc, int slot, int bucket,
     child_slot *cs = &pc->retained->slots[slot];
     int serving = cs->bucket;
 
-    /* Only one ready to accept: not one in a connection, nor one past its
-     * serve loop and exiting (MaxConnectionsPerChild), which holds none. */
+    /* Only one ready to accept: not one in a connection, nor one still
+     * starting, nor one past its serve loop and exiting
+     * (MaxConnectionsPerChild), which holds none. */
     if (cs->exit_requested || serving < 0 || serving >= pc->num_buckets
-        || parent_idle_units_of(pc, slot) < parent_child_units(pc)
+        || parent_ready_units_of(pc, slot) < parent_child_units(pc)
         || !handover_keeps(pc->conf->child_model == CHILD_MODEL_PREFORK,
                            serving, pc->num_buckets, seen[serving]++)) {
         return 0;

@@ -88,7 +88,7 @@ typedef struct {
                             * graceful restart's handover: its idle units,
                             * which take connections from the sockets of
                             * bucket handover_bucket (its bucket in the old
-                            * plan, kept by the new one) until it leaves */
+                            * plan, which the new one has) until it leaves */
     int handover_bucket;
 } slot_view;
 
@@ -189,8 +189,8 @@ int bucket_census_steerable(const bucket_census *census);
  * connection). Not those of children still on their way or in their
  * set-up: at a graceful restart raising BucketCount with every slot in
  * use, the added bucket's hundreds of children still starting were handed
- * out beside its first ready ones, it was sent about half of the new
- * connections, and 92 waited there. They count where the program looks
+ * out beside its first ready ones, and 92 connections waited there (the
+ * likely cause: the log was at warn). They count where the program looks
  * once every such unit is taken (bucket_census_steerable()). */
 int bucket_census_unclaimed(const bucket_census *census);
 
