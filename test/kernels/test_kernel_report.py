@@ -57,6 +57,8 @@ def test_the_whole_report_passes_with_every_row():
     assert result.cells["plan_change"].value == PASS
     assert result.cells["full_stop"].value == PASS
     assert result.cells["event_model"].value == PASS
+    assert result.cells["steering"].detail.startswith(
+        "bucketed: steering: load (BucketSteering auto)")  # 4.19+
     assert result.cells["graceful"].detail.endswith("failed=0 first_error=none")
     assert result.cells["plan_change"].detail.endswith(
         "failed=0 first_error=none")
@@ -65,7 +67,7 @@ def test_the_whole_report_passes_with_every_row():
 
 @pytest.mark.parametrize("prefix", [
     "CHECK graceful", "CHECK serving", "CHECK event_model",
-    "CHECK plan_change", "CHECK full_stop",
+    "CHECK plan_change", "CHECK full_stop", "CHECK steering",
     "FEATURE cbpf_steers", "FEATURE migrate_req"])
 def test_a_missing_line_fails_its_row_and_the_kernel(prefix):
     name = prefix.split()[1]

@@ -50,6 +50,8 @@ _PROBE_VALUE = r"(yes|no|absent|on|off)\b"
 GUEST_CHECKS = {
     "start": "httpd with bucketed starts",
     "migration": "bucketed's migration choice agrees (5.14; drain 4.19)",
+    "steering": "BucketSteering auto runs its load program where an "
+                "SK_REUSEPORT program attaches (4.19), else the hash",
     "strategy": "strategy as the kernel allows",
     "sockets": "one listening socket per bucket",
     "serving": "every bucket serves",
@@ -372,11 +374,16 @@ pass.
 `plan_change` restarts gracefully (SIGUSR1, the config file rewritten)
 through BucketCount 2, 4, 2, 2, 4, 2, 2 under `kload` and passes with 0
 failed requests. A socket the lower count drops is migrated by the kernel
-where bucketed's trial found migration (5.14+: closed at once, 2 sockets
-after 4->2), or drained where it found only SK_REUSEPORT eBPF (4.19-5.13:
+where bucketed's trial found migration (5.14+: it leaves its group, its queue
+moving, once no old child accepts from it, then closes: 2 sockets after 4->2),
+or drained where it found only SK_REUSEPORT eBPF (4.19-5.13:
 still listening, 4 sockets after 4->2, closed at the next restart, 2); the
 guest waits for those counts and the matching log lines. Only where the
 migration line says `none` (before 4.19: resets expected) may it SKIP.
+`steering` reads which steering `BucketSteering auto` chose: `load` wherever
+`kprobe` attached an SK_REUSEPORT program, since bucketed's start-up trial
+loads its own load program through the same verifier (a refusal would show
+as the hash, which every other check would pass with), else the hash.
 `event_model` runs `ChildModel event` (ThreadsPerChild 8, BucketCount 2):
 every bucket serves, and a graceful restart under load fails nothing.
 
