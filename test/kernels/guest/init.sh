@@ -270,18 +270,19 @@ fi
 
 # ---- plan changes under load: graceful restarts through BucketCount
 # 2 -> 4 -> 2 -> 2 -> 4 -> 2 -> 2, the config file rewritten each time.
-# A socket a lower count drops is migrated (5.14+: retired at the restart,
-# out of its group, its queue moved, once no old child accepts from it,
-# then closed), or drained (4.19-5.13: listening one more generation, then closed once
-# empty), or closed and its queue reset (before 4.19). Every step waits
-# for its listening sockets: 4 after 4->2 under drain and 2 after the next
-# restart; otherwise the new count.
+# A socket a lower count drops is migrated (5.14+: retired at the
+# restart, out of its group, its queue moved, once no old child accepts
+# from it, then closed), or drained (4.19-5.13: listening one more
+# generation, then closed once empty), or closed and its queue reset
+# (before 4.19). Every step waits for its listening sockets: 4 after 4->2
+# under drain and 2 after the next restart; otherwise the new count.
+
 # What the error log got since plan_step's restart, in /tmp/step.log.
 step_log() { tail -n +$((log_lines + 1)) $ROOT/logs/error.log >/tmp/step.log; }
-step_left_at_least() {
-    step_log
-    [ "$(grep -c 'duplicate listener .* left its reuseport group' /tmp/step.log)" -ge "$1" ]
-}
+# Retired duplicates that have left their group, by /tmp/step.log.
+step_left() { grep -c 'duplicate listener .* left its reuseport group' /tmp/step.log; }
+step_left_at_least() { step_log; [ "$(step_left)" -ge "$1" ]; }
+
 # plan_step FROM TO: sets step_detail and fails on the first thing that
 # did not happen.
 plan_step() {
@@ -309,7 +310,7 @@ plan_step() {
     draining_now=$(grep -c 'draining duplicate listener' /tmp/step.log)
     closed_drained=$(grep -c 'closing duplicate listener .*drained for 1 generation(s), nothing queued on it' /tmp/step.log)
     retiring=$(grep -c 'retiring duplicate listener .*move to the other sockets' /tmp/step.log)
-    left=$(grep -c 'duplicate listener .* left its reuseport group' /tmp/step.log)
+    left=$(step_left)
     status
     case "$mechanism" in
         drain) seen="$draining_now draining (status page: $(draining_sum)), $closed_drained closed drained"
