@@ -389,7 +389,7 @@ every bucket serves, and a graceful restart under load fails nothing.
 
 Run it again: `test/kernels/run --markdown docs/kernels.md` (all kernels,
 {minutes} min here); `test/kernels/run --short` is the CI mode
-(5.10 only, no document).
+(5.10 and 6.1, no document).
 """
 
 
